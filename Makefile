@@ -1,0 +1,54 @@
+# make demo   set everything up, then run the main job on its embedded defaults
+# make test   set everything up, then run the linters and every test
+# Both are idempotent: what a previous run built (packages, venv, images) is reused.
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+# The venv is rebuilt only when the pinned requirements or the package metadata change.
+VENV_STAMP := $(VENV)/.stamp-$(shell cat requirements.txt pyproject.toml | sha256sum | cut -c1-16)
+
+.PHONY: setup system venv images demo test lint unit integration bench clean reap
+
+setup: system venv images
+
+system:
+	@bash scripts/install-system-deps.sh
+
+venv: $(VENV_STAMP)
+
+$(VENV_STAMP): requirements.txt pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -r requirements.txt
+	$(BIN)/pip install -q --no-deps -e .
+	@rm -f $(VENV)/.stamp-*
+	@touch $@
+
+images:
+	@bash docker/build.sh
+
+demo: setup
+	$(BIN)/restoreproof demo
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+unit: venv
+	$(BIN)/pytest tests/unit
+
+integration: setup
+	$(BIN)/pytest tests/integration
+
+test: setup lint
+	$(BIN)/pytest
+
+bench: setup
+	$(BIN)/python bench/e2e_postgres.py
+
+reap: venv
+	$(BIN)/restoreproof reap
+
+clean: reap
+	rm -rf demo reports test-artifacts

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Build the images restoreproof needs, locally, and only when their inputs changed.
+#
+#   docker/build.sh            build every image (idempotent)
+#   docker/build.sh --print    print the image tags it would produce
+#
+# 1. The Debian base. If BASE_IMAGE (default debian:bookworm-slim) is already present, or can be
+#    pulled, it is used as is. Otherwise (no registry reachable) a minimal Debian 12 is made with
+#    debootstrap from the Debian mirror apt already uses, and imported under the same tag.
+# 2. Every docker/<name>/Dockerfile is built as restoreproof/<name>:<tag>, labelled with a hash of
+#    its inputs (the build folder plus the base image id); an image whose label already carries
+#    that hash is not rebuilt.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+BASE_IMAGE=${BASE_IMAGE:-debian:bookworm-slim}
+SUITE=${DEBIAN_SUITE:-bookworm}
+HASH_LABEL=restoreproof.inputs-hash
+
+log() { printf '[docker/build] %s\n' "$*" >&2; }
+
+debian_mirror() {
+  # The mirror apt on this machine already uses, so the build needs no other host.
+  if [ -n "${DEBIAN_MIRROR:-}" ]; then echo "$DEBIAN_MIRROR"; return; fi
+  local m
+  m=$(grep -hsE '^URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '{print $2}' | grep -E '/debian/?$' | head -n1 || true)
+  [ -z "$m" ] && m=$(grep -hsE '^deb ' /etc/apt/sources.list 2>/dev/null | awk '{print $2}' | grep -E '/debian/?$' | head -n1 || true)
+  echo "${m:-http://deb.debian.org/debian}"
+}
+
+ensure_base() {
+  if docker image inspect "$BASE_IMAGE" >/dev/null 2>&1; then
+    log "base $BASE_IMAGE present"; return
+  fi
+  if timeout 60 docker pull -q "$BASE_IMAGE" >/dev/null 2>&1; then
+    log "base $BASE_IMAGE pulled"; return
+  fi
+  command -v debootstrap >/dev/null || { log "debootstrap is missing (apt-get install debootstrap)"; exit 2; }
+  local mirror root start
+  mirror=$(debian_mirror)
+  root=$(mktemp -d /tmp/restoreproof-debootstrap.XXXXXX)
+  # The rootfs folder is removed whatever happens, so a failed build leaves nothing behind.
+  trap 'rm -rf "$root"' EXIT
+  start=$(date +%s)
+  log "no registry: making $BASE_IMAGE with debootstrap from $mirror"
+  debootstrap --variant=minbase "$SUITE" "$root" "$mirror" >/tmp/restoreproof-debootstrap.log 2>&1 || {
+    log "debootstrap failed; see /tmp/restoreproof-debootstrap.log"; tail -n 20 /tmp/restoreproof-debootstrap.log >&2; exit 2; }
+  # Like the official slim image: no apt caches or docs.
+  rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/* "$root"/usr/share/doc/* "$root"/usr/share/man/*
+  tar -C "$root" -c . | docker import \
+      --change 'CMD ["bash"]' --change 'ENV LANG=C.UTF-8' \
+      --message "debootstrap --variant=minbase $SUITE $mirror" - "$BASE_IMAGE" >/dev/null
+  rm -rf "$root"; trap - EXIT
+  log "base $BASE_IMAGE imported in $(( $(date +%s) - start )) s"
+}
+
+inputs_hash() {  # folder -> hash of its files and the base image id
+  local dir=$1
+  { docker image inspect --format '{{.Id}}' "$BASE_IMAGE"
+    (cd "$dir" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
+  } | sha256sum | cut -c1-16
+}
+
+image_tag() { echo "restoreproof/$1:${2}"; }
+
+build_one() {
+  local name=$1 dir=$here/$1 tag hash current
+  tag=$(image_tag "$name" "$(cat "$dir/TAG" 2>/dev/null || echo latest)")
+  hash=$(inputs_hash "$dir")
+  current=$(docker image inspect --format "{{ index .Config.Labels \"$HASH_LABEL\" }}" "$tag" 2>/dev/null || true)
+  if [ "$current" = "$hash" ]; then
+    log "$tag up to date ($hash)"; return
+  fi
+  local start; start=$(date +%s)
+  log "building $tag ($hash)"
+  local mirror; mirror=$(debian_mirror)
+  docker build -q --label "$HASH_LABEL=$hash" --build-arg "BASE_IMAGE=$BASE_IMAGE" \
+      --build-arg "DEBIAN_MIRROR=$mirror" -t "$tag" "$dir" >/dev/null
+  log "$tag built in $(( $(date +%s) - start )) s"
+}
+
+if [ "${1:-}" = "--print" ]; then
+  for d in "$here"/*/Dockerfile; do n=$(basename "$(dirname "$d")"); image_tag "$n" "$(cat "$here/$n/TAG" 2>/dev/null || echo latest)"; done
+  exit 0
+fi
+
+docker info >/dev/null 2>&1 || { log "no Docker engine reachable"; exit 2; }
+ensure_base
+for d in "$here"/*/Dockerfile; do build_one "$(basename "$(dirname "$d")")"; done

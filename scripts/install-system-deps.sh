@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Install the Debian packages restoreproof needs on the host, only those that are missing:
+#   debootstrap          to make the Debian base image when no registry is reachable
+#   postgresql-15        the local-process target and the tools' host copies
+#   pgbackrest           the local-process target
+# Docker itself is expected to be installed and running.
+set -euo pipefail
+need=()
+command -v debootstrap >/dev/null 2>&1 || [ -x /usr/sbin/debootstrap ] || need+=(debootstrap)
+[ -x /usr/lib/postgresql/15/bin/pg_amcheck ] || need+=(postgresql-15)
+command -v pgbackrest >/dev/null 2>&1 || need+=(pgbackrest)
+command -v runuser >/dev/null 2>&1 || need+=(util-linux)
+if [ ${#need[@]} -eq 0 ]; then
+  echo "[system] debootstrap, postgresql-15, pgbackrest present"; exit 0
+fi
+sudo=""
+[ "$(id -u)" -ne 0 ] && sudo="sudo"
+echo "[system] installing: ${need[*]}"
+# postgresql-common must not create and start a default cluster on the host.
+$sudo mkdir -p /etc/postgresql-common/createcluster.d
+echo 'create_main_cluster = false' | $sudo tee /etc/postgresql-common/createcluster.d/restoreproof.conf >/dev/null
+$sudo apt-get update -q >/dev/null
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${need[@]}" >/dev/null
+echo "[system] installed: ${need[*]}"

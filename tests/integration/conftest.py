@@ -1,0 +1,56 @@
+"""Integration fixtures: a real demo repository made once per session, isolated settings per test."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from verification.config import Settings, load_settings
+from verification.targets.docker import docker_available
+from verification.targets.labels import RUN_LABEL
+
+pytestmark = pytest.mark.integration
+
+
+def leftovers(run_id: str | None = None) -> list[str]:
+    """Names of containers and volumes carrying the run label (of one run, or any)."""
+    from verification.targets.docker import docker_client
+
+    client = docker_client()
+    try:
+        selector = {"label": f"{RUN_LABEL}={run_id}" if run_id else RUN_LABEL}
+        return ([c.name for c in client.containers.list(all=True, filters=selector)]
+                + [v.name for v in client.volumes.list(filters=selector)])
+    finally:
+        client.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _require_docker() -> None:
+    if not docker_available():
+        pytest.skip("no Docker engine reachable: integration tests need one (make test installs the images)")
+
+
+@pytest.fixture(scope="session")
+def demo(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    from verification.demo.source import make_demo
+
+    result = make_demo(tmp_path_factory.mktemp("demo"), scale=1, clusters=2)
+    assert leftovers(result.run_id) == [], "making the demo left containers behind"
+    return result
+
+
+@pytest.fixture
+def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    return load_settings(report_dir=tmp_path / "reports")
+
+
+@pytest.fixture
+def repo_copy(demo, tmp_path: Path) -> Path:  # type: ignore[no-untyped-def]
+    """A private copy of the demo repository, for tests that damage it."""
+    copy = tmp_path / "backups"
+    shutil.copytree(demo.repository, copy)
+    return copy

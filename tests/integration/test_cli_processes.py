@@ -1,0 +1,102 @@
+"""The command as a process: killed runs, SIGTERM, exit codes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import leftovers
+
+pytestmark = pytest.mark.integration
+
+CLI = [sys.executable, "-m", "verification.cli"]
+
+
+def start_verify(repo: Path, tmp_path: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    return subprocess.Popen([*CLI, "verify", str(repo), "--report-dir", str(tmp_path / "reports")],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def wait_for_restore(process: subprocess.Popen[bytes], timeout: float = 120) -> str:
+    """Wait until the run has a target container and pgBackRest is restoring into it; return the run id."""
+    import docker.errors
+
+    from verification.targets.docker import docker_client
+
+    client = docker_client()
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            assert process.poll() is None, process.communicate()
+            for container in client.containers.list(filters={"label": "restoreproof.role=target"}):
+                try:
+                    processes = container.top(ps_args="-eo pid,args")["Processes"] or []
+                except docker.errors.APIError:
+                    continue  # the container went away between list and top
+                if any("pgbackrest" in p[-1] and p[-1].endswith(" restore") for p in processes):
+                    return str(container.labels["restoreproof.run"])
+            time.sleep(0.05)
+    finally:
+        client.close()
+    pytest.fail("the run never reached the restore")
+
+
+def test_a_run_killed_during_the_restore_leaves_nothing_after_reap(demo, tmp_path):
+    process = start_verify(demo.repository, tmp_path)
+    run_id = wait_for_restore(process)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=30)
+    left = leftovers(run_id)
+    assert len(left) == 2, f"a SIGKILLed run cannot clean up: its container and volume should remain: {left}"
+
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    reaped = subprocess.run([*CLI, "reap"], env=env, capture_output=True, text=True, timeout=120)
+    assert reaped.returncode == 0, reaped.stderr
+    for name in left:
+        assert f" {name}" in reaped.stderr
+    assert leftovers(run_id) == []
+
+
+def test_sigterm_during_the_restore_removes_the_target_itself(demo, tmp_path):
+    process = start_verify(demo.repository, tmp_path)
+    run_id = wait_for_restore(process)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr.decode()
+    assert b"interrupted" in stderr
+    assert leftovers(run_id) == []
+
+
+def test_a_source_that_is_not_a_repository_exits_2_with_a_clear_error(tmp_path):
+    (tmp_path / "notes.txt").write_text("not a backup")
+    result = subprocess.run([*CLI, "verify", str(tmp_path)], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")})
+    assert result.returncode == 2
+    assert f"{tmp_path} holds no backups restoreproof recognises" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_missing_source_exits_2(tmp_path):
+    result = subprocess.run([*CLI, "verify", str(tmp_path / "absent")], capture_output=True, text=True,
+                            timeout=120, env={**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")})
+    assert result.returncode == 2
+    assert f"source {tmp_path / 'absent'} does not exist" in result.stderr
+
+
+def test_json_output_is_the_report_and_quiet(demo, tmp_path):
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    result = subprocess.run([*CLI, "verify", str(demo.repository), "--json", "--report-dir", str(tmp_path)],
+                            capture_output=True, text=True, timeout=600, env=env)
+    assert result.returncode == 0, result.stderr
+    import json
+
+    report = json.loads(result.stdout)
+    assert report["verdict"] == "passed"
+    assert result.stderr == ""

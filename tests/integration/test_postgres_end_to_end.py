@@ -1,0 +1,157 @@
+"""The PostgreSQL path end to end: real pgBackRest repositories restored in real containers."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import leftovers
+from verification.config import SqlCheck
+from verification.engines.postgres.serverlog import parse_pg_timestamp
+from verification.pipeline import plan_source, run_verification
+from verification.reports.json_report import validate_report
+
+pytestmark = pytest.mark.integration
+
+
+def phase(db: dict, name: str) -> dict:  # type: ignore[type-arg]
+    return next(p for p in db["phases"] if p["name"] == name)
+
+
+def test_demo_repository_passes_with_every_phase_timed(demo, settings):
+    result = run_verification(settings, demo.repository)
+    report = result.report
+    validate_report(report)
+    assert [d["database"] for d in report["databases"]] == ["demo1", "demo2"]
+    assert [d["verdict"] for d in report["databases"]] == ["passed", "passed"], report["databases"][0]["reasons"]
+    for db in report["databases"]:
+        assert db["chain"]["status"] == "complete"
+        assert [b["type"] for b in db["chain"]["backups"]] == ["full", "diff", "incr"]
+        assert phase(db, "provision")["seconds"] > 0
+        assert phase(db, "zeroing")["status"] == "absent" and phase(db, "zeroing")["seconds"] is None
+        transfer = phase(db, "transfer")
+        assert transfer["seconds"] > 0 and transfer["bytes"] > 50_000_000
+        redo = phase(db, "redo")
+        assert redo["status"] == "measured" and redo["bytes"] > 0
+        assert phase(db, "recovery_end")["seconds"] is not None
+        assert {c["name"]: c["status"] for c in db["checks"]} == {
+            "pg_amcheck": "passed", "pg_checksums": "passed", "pgbackrest_verify": "passed"}
+        assert db["recovery_seconds"] > 0
+        # The newest data made it: the last marker row was written just before the final WAL switch.
+        last = parse_pg_timestamp(demo.manifest["stanzas"][db["database"]]["markers"]["last"])
+        assert datetime.fromisoformat(db["restore_point"]["achieved"]) >= last
+        for name in ("pgbackrest-restore.log", "server.log", "pg_amcheck.out", "pg_checksums.out"):
+            assert (result.run_dir / "evidence" / db["evidence"][name]).stat().st_size > 0
+    assert result.html_path.read_text().count('class="badge passed">passed') >= 3
+    assert leftovers(result.run.run_id) == []
+
+
+def test_point_in_time_between_two_backups_reaches_exactly_that_point(demo, settings):
+    markers = demo.manifest["stanzas"]["demo1"]["markers"]
+    before, after = parse_pg_timestamp(markers["pitr-before"]), parse_pg_timestamp(markers["pitr-after"])
+    at = before + (after - before) / 2
+    settings.checks.sql = [
+        SqlCheck(name="row-before-target-exists", query="select count(*) from events where note = 'pitr-before'",
+                 expect="1"),
+        SqlCheck(name="row-after-target-absent", query="select count(*) from events where note = 'pitr-after'",
+                 expect="0"),
+    ]
+    result = run_verification(settings, demo.repository, at=at, databases=["demo1"])
+    (db,) = result.report["databases"]
+    assert db["verdict"] == "passed", db["reasons"]
+    assert db["restore_point"]["target"] == at.isoformat()
+    achieved = datetime.fromisoformat(db["restore_point"]["achieved"])
+    assert before <= achieved <= at
+    assert db["chain"]["backups"][-1]["type"] == "diff"  # the incr finished after the target
+    checks = {c["name"]: (c["status"], c["details"]["value"]) for c in db["checks"] if c["name"].startswith("sql:")}
+    assert checks == {"sql:row-before-target-exists": ("passed", "1"), "sql:row-after-target-absent": ("passed", "0")}
+
+
+def test_a_flipped_byte_in_a_backed_up_file_fails_and_names_the_file(repo_copy, settings):
+    stanza = "demo1"
+    incr = sorted((repo_copy / "backup" / stanza).glob("*I"))[-1]
+    victim = max((incr / "pg_data" / "base").rglob("*.gz"), key=lambda p: p.stat().st_size)
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    victim.write_bytes(bytes(data))
+    relative = victim.relative_to(repo_copy).as_posix()
+
+    result = run_verification(settings, repo_copy, databases=[stanza])
+    (db,) = result.report["databases"]
+    assert db["verdict"] == "failed"
+    assert any(relative in reason for reason in db["reasons"]), db["reasons"]
+    assert any(reason.startswith("pgbackrest restore of backup") for reason in db["reasons"])
+    assert phase(db, "transfer")["status"] == "not_reached"
+    assert result.run.verdict == "failed"
+    assert leftovers(result.run.run_id) == []
+
+
+def test_a_missing_wal_segment_breaks_the_chain_and_nothing_passes(repo_copy, settings, demo):
+    _, _, plans = plan_source(settings, repo_copy)
+    demo1 = next(p for p in plans if p.database == "demo1")
+    segment = demo1.target_backup.start_wal
+    (victim,) = (repo_copy / "archive" / "demo1").rglob(f"{segment}-*")
+    victim.unlink()
+
+    result = run_verification(settings, repo_copy, databases=["demo1"])
+    (db,) = result.report["databases"]
+    assert db["verdict"] == "failed"
+    assert db["chain"]["status"] == "broken"
+    assert db["chain"]["problems"][0]["files"] == [segment]
+    assert any(segment in reason for reason in db["reasons"])
+    assert result.run.target_kind is None  # nothing was provisioned for a chain that cannot restore
+    assert leftovers(result.run.run_id) == []
+
+
+def test_report_and_store_agree(demo, settings):
+    result = run_verification(settings, demo.repository, databases=["demo2"])
+    from verification.results import ResultStore
+
+    store = ResultStore(settings.results_database_url)
+    (row,) = store.recent_runs()
+    assert row.run_id == result.run.run_id and row.verdict == "passed"
+    (history,) = store.database_history("demo2")
+    report_db = json.loads(result.json_path.read_text())["databases"][0]
+    assert history.recovery_seconds == pytest.approx(report_db["recovery_seconds"], abs=1e-3)
+    store.close()
+
+
+@pytest.fixture
+def shared_repo(demo):  # type: ignore[no-untyped-def]
+    """A copy of the demo repository where the postgres OS user can reach it (pytest's tmp is 0700)."""
+    folder = Path(tempfile.mkdtemp(prefix="restoreproof-test-repo-"))
+    folder.chmod(0o755)
+    shutil.copytree(demo.repository, folder / "backups")
+    yield folder / "backups"
+    shutil.rmtree(folder)
+
+
+def test_local_process_target_does_the_same_job(shared_repo, settings):
+    if not Path(settings.postgres.bin_dir, "pg_ctl").exists():
+        pytest.skip(f"PostgreSQL 15 is not installed on the host ({settings.postgres.bin_dir})")
+    result = run_verification(settings, shared_repo, target_kind="local", databases=["demo1"])
+    (db,) = result.report["databases"]
+    assert result.report["target_kind"] == "local"
+    assert db["verdict"] == "passed", db["reasons"]
+    assert phase(db, "redo")["bytes"] > 0
+    folder = Path(db["target"]["folder"])
+    assert not folder.exists(), "the local target's folder was not removed"
+    assert list((settings.state_dir / "leftovers").glob("*.json")) == []
+    assert timedelta(seconds=db["recovery_seconds"]) < timedelta(minutes=5)
+
+
+def test_local_target_that_cannot_read_the_repository_is_a_clear_error(demo, settings):
+    if os.geteuid() != 0 or not Path(settings.postgres.bin_dir, "pg_ctl").exists():
+        pytest.skip("needs root (commands then run as the postgres OS user) and PostgreSQL 15 on the host")
+    # pytest's temporary folders are private to root: the postgres user cannot reach the demo there.
+    result = run_verification(settings, demo.repository, target_kind="local", databases=["demo1"])
+    (db,) = result.report["databases"]
+    assert db["verdict"] == "error"
+    assert db["reasons"] == [f"target: local target: the OS user 'postgres' cannot read the repository "
+                             f"{demo.repository} (every folder above it must be searchable, its files readable)"]

@@ -1,0 +1,95 @@
+"""Chain planning and proof on the captured repository, and on damaged copies of it."""
+
+from datetime import UTC, datetime
+
+from tests.conftest import LABELS
+from verification.engines.postgres.chain import plan
+from verification.engines.postgres.repository import discover
+from verification.model import ChainStatus
+from verification.sources import LocalSource
+
+MB16 = 16 * 1024 * 1024
+
+
+def make_plan(repo, at=None):
+    source = LocalSource(repo)
+    (stanza,) = discover(source, MB16)
+    return plan(source, stanza, at, MB16)
+
+
+def rules(result):
+    return {r.rule: r.passed for r in result.chain.rules}
+
+
+def test_latest_restores_the_incremental_with_its_whole_chain(captured_repo):
+    result = make_plan(captured_repo)
+    assert result.chain.status is ChainStatus.COMPLETE
+    assert result.target_backup.label == LABELS[2]
+    assert [b.label for b in result.chain.backups] == LABELS
+    # From the incremental's start segment to the end of the archive.
+    assert (result.chain.wal.first, result.chain.wal.last) == ("000000010000000000000008", "00000001000000000000000A")
+    assert result.chain.wal.segments == 3
+    assert result.chain.problems == []
+    assert all(rules(result).values()) and len(rules(result)) >= 5
+
+
+def test_point_in_time_uses_the_newest_backup_finished_before_it(captured_repo):
+    # The diff finished 19:50:42; the incr started 19:50:42 and finished 19:50:45.
+    at = datetime(2026, 11, 22, 19, 50, 43, tzinfo=UTC)
+    result = make_plan(captured_repo, at)
+    assert result.target_backup.label == LABELS[1]
+    assert [b.label for b in result.chain.backups] == LABELS[:2]
+    assert result.chain.wal.first == "000000010000000000000006"
+    assert result.stop_at == at
+
+
+def test_point_in_time_is_bounded_by_the_next_backup(captured_repo):
+    # Between the full (stop 19:50:38) and the diff (start 19:50:39): WAL up to the diff's start.
+    at = datetime(2026, 11, 22, 19, 50, 38, 500000, tzinfo=UTC)
+    result = make_plan(captured_repo, at)
+    assert result.target_backup.label == LABELS[0]
+    assert (result.chain.wal.first, result.chain.wal.last) == ("000000010000000000000004", "000000010000000000000006")
+    assert "the first after the target" in result.chain.wal.bound
+
+
+def test_missing_wal_segment_breaks_the_chain_and_is_named(captured_repo):
+    segments = captured_repo / "archive/demo1/15-1/0000000100000000"
+    (victim,) = segments.glob("000000010000000000000009-*")
+    victim.unlink()
+    result = make_plan(captured_repo)
+    assert result.chain.status is ChainStatus.BROKEN
+    (problem,) = result.chain.problems
+    assert problem.code == "missing-wal"
+    assert problem.files == ("000000010000000000000009",)
+    assert "000000010000000000000009" in problem.message
+    assert rules(result)["wal-continuous-to-target"] is False
+    # The backup's own WAL (segment 8) is still there.
+    assert rules(result)["wal-for-consistency"] is True
+
+
+def test_missing_backup_of_the_chain_is_named(captured_repo):
+    diff = captured_repo / "backup/demo1" / LABELS[1]
+    (diff / "backup.manifest").unlink()
+    result = make_plan(captured_repo)
+    assert result.chain.status is ChainStatus.BROKEN
+    codes = [p.code for p in result.chain.problems]
+    assert codes == ["missing-backup"]
+    assert LABELS[1] in result.chain.problems[0].message
+    assert rules(result)["referenced-backups-present"] is False
+
+
+def test_backup_stop_segment_missing_fails_consistency(captured_repo):
+    segments = captured_repo / "archive/demo1/15-1/0000000100000000"
+    (victim,) = segments.glob("000000010000000000000008-*")
+    victim.unlink()
+    result = make_plan(captured_repo)
+    assert rules(result)["wal-for-consistency"] is False
+    assert result.chain.problems[0].files == ("000000010000000000000008",)
+
+
+def test_no_backup_before_the_target_is_a_broken_chain(captured_repo):
+    result = make_plan(captured_repo, datetime(2020, 1, 1, tzinfo=UTC))
+    assert result.chain.status is ChainStatus.BROKEN
+    assert result.target_backup is None
+    assert result.chain.problems[0].code == "no-backup"
+    assert "2020-01-01" in result.chain.problems[0].message

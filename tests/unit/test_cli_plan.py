@@ -1,0 +1,56 @@
+"""The `plan` command's contract: JSON shape and exit codes (0 complete, 1 broken, 2 not runnable)."""
+
+import json
+
+from typer.testing import CliRunner
+
+from verification.cli import app
+
+runner = CliRunner()
+
+
+def test_plan_json_complete_exit_0(captured_repo):
+    result = runner.invoke(app, ["plan", str(captured_repo), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    (db,) = data["databases"]
+    assert db["database"] == "demo1" and db["stop_at"] is None
+    assert db["chain"]["status"] == "complete"
+    assert [b["type"] for b in db["chain"]["backups"]] == ["full", "diff", "incr"]
+    assert all(r["passed"] for r in db["chain"]["rules"])
+
+
+def test_plan_broken_exit_1_names_the_segment(captured_repo):
+    (victim,) = (captured_repo / "archive/demo1/15-1/0000000100000000").glob("000000010000000000000009-*")
+    victim.unlink()
+    result = runner.invoke(app, ["plan", str(captured_repo), "--json"])
+    assert result.exit_code == 1
+    problem = json.loads(result.stdout)["databases"][0]["chain"]["problems"][0]
+    assert problem["code"] == "missing-wal" and problem["files"] == ["000000010000000000000009"]
+
+
+def test_plan_at_point_in_time(captured_repo):
+    result = runner.invoke(app, ["plan", str(captured_repo), "--json", "--at", "2026-11-22T19:50:43"])
+    assert result.exit_code == 0
+    db = json.loads(result.stdout)["databases"][0]
+    assert db["stop_at"] == "2026-11-22T19:50:43+00:00"
+    assert db["chain"]["backups"][-1]["type"] == "diff"
+
+
+def test_not_a_repository_exit_2_with_a_clear_message(tmp_path):
+    result = runner.invoke(app, ["plan", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "holds no backups restoreproof recognises" in result.stderr
+    assert str(tmp_path) in result.stderr
+
+
+def test_bad_time_exit_2(captured_repo):
+    result = runner.invoke(app, ["plan", str(captured_repo), "--at", "yesterday"])
+    assert result.exit_code == 2
+    assert "is not an ISO 8601 time" in result.stderr
+
+
+def test_mssql_engine_is_refused_clearly(captured_repo):
+    result = runner.invoke(app, ["plan", str(captured_repo), "--engine", "mssql"])
+    assert result.exit_code == 2
+    assert "SQL Server engine is not available" in result.stderr

@@ -1,0 +1,54 @@
+import pytest
+
+from verification.config import load_settings
+from verification.errors import ConfigError
+
+
+def test_defaults_need_no_file(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    settings = load_settings()
+    assert settings.results_database_url == f"sqlite:///{tmp_path}/restoreproof/results.db"
+    assert settings.docker.postgres_image == "restoreproof/postgres:15"
+    assert settings.postgres.amcheck_options == ["--heapallindexed"]
+
+
+def test_file_then_environment_then_arguments(monkeypatch, tmp_path):
+    config = tmp_path / "restoreproof.yaml"
+    config.write_text("docker:\n  memory: 1g\n  cpus: 1.5\nresults_url: sqlite:////tmp/x.db\n"
+                      "checks:\n  sql:\n    - {name: rows, query: select 1, expect: 1}\n")
+    monkeypatch.setenv("RESTOREPROOF_DOCKER__MEMORY", "3g")
+    settings = load_settings(config, results_url="postgresql://db/results")
+    assert settings.docker.memory == "3g"          # environment beats the file
+    assert settings.docker.cpus == 1.5             # file beats the default
+    assert settings.results_database_url == "postgresql://db/results"  # arguments beat everything
+    assert settings.checks.sql[0].expect == "1"    # numbers are compared as text
+
+
+def test_invalid_values_name_the_file(tmp_path):
+    config = tmp_path / "bad.yaml"
+    config.write_text("docker:\n  cpus: -1\n")
+    with pytest.raises(ConfigError, match=r"invalid configuration in .*bad\.yaml[\s\S]*cpus"):
+        load_settings(config)
+
+
+def test_unknown_keys_are_rejected(tmp_path):
+    config = tmp_path / "typo.yaml"
+    config.write_text("reprot_dir: x\n")
+    with pytest.raises(ConfigError, match="reprot_dir"):
+        load_settings(config)
+
+
+def test_missing_or_broken_file(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_settings(tmp_path / "none.yaml")
+    (tmp_path / "broken.yaml").write_text("a: [\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_settings(tmp_path / "broken.yaml")
+
+
+def test_secret_is_not_shown_in_the_settings_repr(monkeypatch):
+    monkeypatch.setenv("RESTOREPROOF_POSTGRES__REPO_CIPHER_PASS", "hunter2-very-secret")
+    settings = load_settings()
+    assert "hunter2-very-secret" not in repr(settings)
+    assert "hunter2-very-secret" not in settings.model_dump_json()
+    assert settings.postgres.repo_cipher_pass.get_secret_value() == "hunter2-very-secret"

@@ -1,0 +1,76 @@
+"""report.json against its schema, report.html content, and the store round trip."""
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import jsonschema
+import pytest
+
+from tests.unit.factories import T0, broken_plan, complete_plan, online_outcome, passed_check
+from verification.model import DatabaseResult, RestorePoint, RunResult
+from verification.reports import write_reports
+from verification.reports.json_report import build_report, validate_report
+from verification.results import ResultStore
+from verification.verdict import decide
+
+
+def make_run() -> RunResult:
+    run = RunResult(run_id="20261122T010000Z-abcdef", engine="postgres", source="/backups", started_at=T0,
+                    finished_at=T0 + timedelta(seconds=30), target_kind="docker")
+    good_plan, outcome = complete_plan(), online_outcome(passed_check())
+    verdict, reasons = decide(good_plan, outcome)
+    run.databases.append(DatabaseResult("demo1", verdict, reasons, good_plan, RestorePoint("latest", T0),
+                                        outcome.phases, outcome.checks))
+    bad_plan = broken_plan()
+    bad_plan.database = "demo2"
+    verdict, reasons = decide(bad_plan, None)
+    run.databases.append(DatabaseResult("demo2", verdict, reasons, bad_plan, RestorePoint("latest")))
+    return run
+
+
+def test_report_matches_schema_and_carries_the_contract_fields():
+    report = build_report(make_run())
+    validate_report(report)
+    assert report["schema_version"] == "1.0"
+    assert report["verdict"] == "failed" and report["summary"] == {"passed": 1, "failed": 1, "error": 0}
+    first, second = report["databases"]
+    assert first["verdict"] == "passed" and first["reasons"]
+    assert first["chain"]["backups"][0]["type"] == "full"
+    zeroing = next(p for p in first["phases"] if p["name"] == "zeroing")
+    assert zeroing == {"name": "zeroing", "status": "absent", "seconds": None, "bytes": None, "started_at": None,
+                       "details": {"why": "none on PostgreSQL"}}
+    assert second["chain"]["problems"][0]["files"] == ["000000010000000000000003"]
+
+
+def test_schema_rejects_a_verdict_without_reasons_and_a_timed_absent_phase():
+    report = build_report(make_run())
+    report["databases"][0]["reasons"] = []
+    with pytest.raises(jsonschema.ValidationError):
+        validate_report(report)
+    report = build_report(make_run())
+    next(p for p in report["databases"][0]["phases"] if p["name"] == "zeroing")["seconds"] = 0.0
+    with pytest.raises(jsonschema.ValidationError):
+        validate_report(report)
+
+
+def test_html_shows_verdicts_reasons_and_problems(tmp_path):
+    json_path, html_path = write_reports(build_report(make_run()), tmp_path / "run")
+    html = html_path.read_text()
+    assert json.loads(json_path.read_text())["run_id"] == "20261122T010000Z-abcdef"
+    assert "<title>restoreproof run 20261122T010000Z-abcdef: failed</title>" in html
+    assert "chain broken: missing 000000010000000000000003" in html
+    assert 'class="badge passed">passed' in html
+    assert "zeroing</td><td class=\"absent\">absent" in html
+
+
+def test_store_round_trip(tmp_path):
+    store = ResultStore(f"sqlite:///{tmp_path}/results.db")
+    run = make_run()
+    store.record(run, tmp_path / "run", build_report(run))
+    (row,) = store.recent_runs()
+    assert (row.run_id, row.verdict, row.engine) == ("20261122T010000Z-abcdef", "failed", "postgres")
+    (history,) = store.database_history("demo1")
+    assert history.verdict == "passed"
+    assert history.recovery_seconds == pytest.approx(3.0)
+    assert history.restore_achieved.replace(tzinfo=UTC) == datetime(2026, 11, 22, 1, 0, tzinfo=UTC)
+    store.close()

@@ -1,0 +1,235 @@
+"""The `restoreproof` command.
+
+Exit codes: 0 every database passed (plan: every chain complete); 1 any failed (plan: any chain
+broken); 2 usage error, or restoreproof itself could not run.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from types import FrameType
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+
+from verification.config import Settings, load_settings
+from verification.errors import RestoreproofError
+from verification.model import ChainStatus, RestorePlan, Verdict
+from verification.reports.json_report import backup_json
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Prove that backups restore: restore each chain in a disposable server, time every "
+                       "phase, check integrity, report a verdict with its reasons.")
+err = Console(stderr=True, soft_wrap=True)
+
+
+class EngineChoice(StrEnum):
+    auto = "auto"
+    postgres = "postgres"
+    mssql = "mssql"
+
+
+class TargetChoice(StrEnum):
+    auto = "auto"
+    docker = "docker"
+    local = "local"
+
+
+ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML configuration file.",
+                                                envvar="RESTOREPROOF_CONFIG")]
+AtOpt = Annotated[str | None, typer.Option("--at", help="Restore to this point in time (ISO 8601; UTC if no "
+                                                        "offset). Default: latest.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON on stdout; no progress output.")]
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    err.print(f"[bold red]restoreproof:[/] {message}", highlight=False, markup=True)
+    raise typer.Exit(code)
+
+
+def parse_at(value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        fail(f"--at {value!r} is not an ISO 8601 time (for example 2026-11-22T01:30:00Z)")
+    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
+
+
+def settings_from(config: Path | None) -> Settings:
+    try:
+        return load_settings(config)
+    except RestoreproofError as exc:
+        fail(str(exc))
+
+
+def plan_json(plan: RestorePlan) -> dict[str, Any]:
+    chain = plan.chain
+    return {
+        "database": plan.database,
+        "stop_at": plan.stop_at.isoformat() if plan.stop_at else None,
+        "chain": {
+            "status": str(chain.status),
+            "backups": [backup_json(b) for b in chain.backups],
+            "wal": None if chain.wal is None else {"timeline": chain.wal.timeline, "first": chain.wal.first,
+                                                    "last": chain.wal.last, "segments": chain.wal.segments,
+                                                    "bound": chain.wal.bound},
+            "problems": [{"code": p.code, "message": p.message, "files": list(p.files),
+                          "expected_lsn": p.expected_lsn, "found_lsn": p.found_lsn} for p in chain.problems],
+            "rules": [{"rule": r.rule, "passed": r.passed, "detail": r.detail} for r in chain.rules],
+        },
+    }
+
+
+def _progress(enabled: bool) -> Any:
+    if not enabled:
+        return lambda message: None
+    return lambda message: err.print(f"[dim]{datetime.now():%H:%M:%S}[/] {message}", highlight=False)
+
+
+@app.command()
+def plan(
+    source: Annotated[str, typer.Argument(help="The backup repository (a folder).")],
+    engine: Annotated[EngineChoice, typer.Option(help="Backup engine.")] = EngineChoice.auto,
+    at: AtOpt = None,
+    as_json: JsonOpt = False,
+    config: ConfigOpt = None,
+) -> None:
+    """Plan each database's restore chain and check it, without restoring anything."""
+    from verification.pipeline import plan_source
+
+    settings = settings_from(config)
+    try:
+        _, _, plans = plan_source(settings, source, engine.value, parse_at(at))
+    except RestoreproofError as exc:
+        fail(str(exc))
+    if as_json:
+        typer.echo(json.dumps({"source": source, "databases": [plan_json(p) for p in plans]}, indent=2))
+    else:
+        for p in plans:
+            style = "green" if p.chain.status is ChainStatus.COMPLETE else "red"
+            err.print(f"[bold]{p.database}[/]: [{style}]{p.chain.status}[/]", highlight=False)
+            for b in p.chain.backups:
+                err.print(f"  {b.type:<5} {b.label}  {b.start:%Y-%m-%d %H:%M:%S} .. {b.finish:%H:%M:%S}",
+                          highlight=False)
+            if p.chain.wal:
+                err.print(f"  wal   {p.chain.wal.first} .. {p.chain.wal.last} ({p.chain.wal.segments} segments)",
+                          highlight=False)
+            for problem in p.chain.problems:
+                err.print(f"  [red]{problem.code}[/]: {problem.message}", highlight=False)
+    raise typer.Exit(0 if all(p.chain.status is ChainStatus.COMPLETE for p in plans) else 1)
+
+
+def _run_and_report(settings: Settings, source: str, *, engine: str, at: datetime | None, target: str,
+                    report_dir: Path | None, as_json: bool) -> NoReturn:
+    from verification.pipeline import run_verification
+
+    try:
+        result = run_verification(settings, source, engine_name=engine, at=at, target_kind=target,
+                                  report_dir=report_dir, progress=_progress(not as_json))
+    except RestoreproofError as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        # Every target was removed by the pipeline's `finally` on the way here.
+        fail("interrupted; the targets of this run were removed, no report was written", 130)
+    if as_json:
+        typer.echo(json.dumps(result.report, indent=2))
+    else:
+        for db in result.run.databases:
+            style = {"passed": "green", "failed": "red"}.get(db.verdict, "yellow")
+            err.print(f"[bold]{db.database}[/]: [{style}]{db.verdict}[/]", highlight=False)
+            for reason in db.reasons:
+                err.print(f"  - {reason}", highlight=False)
+        err.print(f"report: {result.html_path}\n        {result.json_path}", highlight=False)
+    verdict = result.run.verdict
+    raise typer.Exit({Verdict.PASSED: 0, Verdict.FAILED: 1}.get(verdict, 2))
+
+
+@app.command()
+def verify(
+    source: Annotated[str, typer.Argument(help="The backup repository (a folder).")],
+    engine: Annotated[EngineChoice, typer.Option(help="Backup engine.")] = EngineChoice.auto,
+    at: AtOpt = None,
+    target: Annotated[TargetChoice, typer.Option(help="Where to restore.")] = TargetChoice.auto,
+    report_dir: Annotated[Path | None, typer.Option(help="Reports go to DIR/<run id>/. Default ./reports.")] = None,
+    as_json: JsonOpt = False,
+    config: ConfigOpt = None,
+) -> None:
+    """Restore every database's chain in a disposable target, check it, and report."""
+    settings = settings_from(config)
+    _run_and_report(settings, source, engine=engine.value, at=parse_at(at), target=target.value,
+                    report_dir=report_dir, as_json=as_json)
+
+
+@app.command()
+def demo(
+    workdir: Annotated[Path, typer.Option(help="Where the sample repository goes (WORKDIR/backups).")] = Path("demo"),
+    scale: Annotated[int, typer.Option(min=1, help="Data size: 1 is ~100 MB per cluster, 10 is ~1 GB.")] = 1,
+    clusters: Annotated[int, typer.Option(min=1, max=16, help="Independent clusters (pgBackRest stanzas).")] = 2,
+    fresh: Annotated[bool, typer.Option(help="Make new sample backups even if matching ones exist.")] = False,
+    target: Annotated[TargetChoice, typer.Option(help="Where to restore.")] = TargetChoice.auto,
+    report_dir: Annotated[Path | None, typer.Option(help="Reports go to DIR/<run id>/. Default ./reports.")] = None,
+    as_json: JsonOpt = False,
+    config: ConfigOpt = None,
+) -> None:
+    """Make sample pgBackRest backups of real PostgreSQL clusters, then verify them."""
+    from verification.demo.source import make_demo
+
+    settings = settings_from(config)
+    progress = _progress(not as_json)
+    try:
+        made = make_demo(workdir, scale=scale, clusters=clusters, fresh=fresh, progress=progress)
+    except RestoreproofError as exc:
+        fail(str(exc))
+    progress(f"sample repository {'reused' if made.reused else 'made'}: {made.repository} "
+             f"({', '.join(made.stanzas)})")
+    _run_and_report(settings, str(made.repository), engine="postgres", at=None, target=target.value,
+                    report_dir=report_dir, as_json=as_json)
+
+
+@app.command()
+def reap(
+    run: Annotated[str | None, typer.Option("--run", help="Only what this run id left.")] = None,
+    config: ConfigOpt = None,
+) -> None:
+    """Remove containers, volumes, processes and folders that killed runs left behind (by label)."""
+    from verification.targets.reaper import reap as do_reap
+
+    settings = settings_from(config)
+    report = do_reap(settings.state_dir, run)
+    for kind, names in (("container", report.containers), ("volume", report.volumes), ("folder", report.folders)):
+        for name in names:
+            err.print(f"removed {kind} {name}", highlight=False)
+    err.print(f"{report.total} leftover(s) removed", highlight=False)
+    for error in report.errors:
+        err.print(f"[yellow]{error}[/]", highlight=False)
+    raise typer.Exit(0)
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    # Turn SIGTERM into the same unwinding as Ctrl-C, so every `finally` removes its target.
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main() -> None:
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        app()
+    except KeyboardInterrupt:
+        err.print("restoreproof: interrupted; targets of this run were removed", highlight=False)
+        sys.exit(130)
+    except Exception:  # a bug or an unexpected failure: "could not run", never a verdict
+        err.print_exception(max_frames=8)
+        err.print("restoreproof: internal error (above); nothing was verified", highlight=False)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

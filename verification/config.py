@@ -1,0 +1,150 @@
+"""Configuration: one YAML file plus environment variables, validated, with defaults that need neither.
+
+Precedence (highest first): explicit arguments (the CLI's flags), environment variables
+(``RESTOREPROOF_<FIELD>``, nested with ``__``: ``RESTOREPROOF_DOCKER__MEMORY=4g``), the YAML file
+(``--config FILE`` or ``RESTOREPROOF_CONFIG``), then the defaults below.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from verification.errors import ConfigError
+
+CONFIG_ENV = "RESTOREPROOF_CONFIG"
+
+
+def default_state_dir() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "restoreproof"
+
+
+class DockerSettings(BaseModel):
+    postgres_image: str = "restoreproof/postgres:15"
+    memory: str = "2g"
+    cpus: float = Field(2.0, gt=0)
+    pids_limit: int = Field(1024, ge=64)
+    # Seconds to wait for a new container to answer `docker exec`.
+    start_timeout: float = Field(60.0, gt=0)
+
+
+class PostgresSettings(BaseModel):
+    # Where the PostgreSQL binaries live for the local-process target (inside the image they are on PATH).
+    bin_dir: Path = Path("/usr/lib/postgresql/15/bin")
+    wal_segment_size: int = Field(16 * 1024 * 1024, ge=1024 * 1024)
+    # pgBackRest --process-max for the restore; the raw-steps bench uses the same value.
+    restore_process_max: int = Field(2, ge=1, le=64)
+    # Seconds for the server to end recovery and accept connections.
+    recovery_timeout: float = Field(1800.0, gt=0)
+    restore_timeout: float = Field(6 * 3600.0, gt=0)
+    check_timeout: float = Field(6 * 3600.0, gt=0)
+    amcheck_options: list[str] = Field(default_factory=lambda: ["--heapallindexed"])
+    # `pgbackrest verify` over the whole repository: finds corrupt files in every backup, also
+    # the ones a restore of the chosen point does not read.
+    repository_verify: bool = True
+    checksums_check: bool = True
+    # The role restoreproof connects as (trust authentication on a private socket).
+    superuser: str = "postgres"
+    # Extra settings for the restored server, e.g. {"shared_buffers": "256MB"} when the source's
+    # settings do not fit the target's memory limit.
+    server_options: dict[str, str] = Field(default_factory=dict)
+    # Passed to pgBackRest through its environment, never on a command line or in a log.
+    repo_cipher_pass: SecretStr | None = None
+
+
+class SqlCheck(BaseModel):
+    """A business invariant: a query whose single value must equal `expect` after the restore."""
+
+    name: str
+    query: str
+    expect: str
+    database: str = "postgres"
+    required: bool = True
+
+    @field_validator("expect", mode="before")
+    @classmethod
+    def _stringify(cls, value: Any) -> str:
+        return str(value)
+
+
+class ChecksSettings(BaseModel):
+    sql: list[SqlCheck] = Field(default_factory=list)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="RESTOREPROOF_", env_nested_delimiter="__", extra="forbid", validate_default=True
+    )
+
+    state_dir: Path = Field(default_factory=default_state_dir)
+    # Any SQLAlchemy URL; default: a SQLite file in the state folder.
+    results_url: str | None = None
+    report_dir: Path = Path("reports")
+    engine: Literal["auto", "postgres", "mssql"] = "auto"
+    target: Literal["auto", "docker", "local"] = "auto"
+    docker: DockerSettings = DockerSettings()
+    postgres: PostgresSettings = PostgresSettings()
+    checks: ChecksSettings = ChecksSettings()
+
+    @property
+    def results_database_url(self) -> str:
+        return self.results_url or f"sqlite:///{self.state_dir / 'results.db'}"
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, env_settings, _YamlSource(settings_cls)
+
+
+class _YamlSource(PydanticBaseSettingsSource):
+    """The YAML file named by RESTOREPROOF_CONFIG (set by `load_settings` for --config)."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        path = os.environ.get(CONFIG_ENV)
+        if not path:
+            return {}
+        file = Path(path)
+        try:
+            data = yaml.safe_load(file.read_text(encoding="utf-8"))
+        except FileNotFoundError as exc:
+            raise ConfigError(f"configuration file {file} does not exist") from exc
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"configuration file {file} is not valid YAML: {exc}") from exc
+        if data is None:
+            return {}
+        if not isinstance(data, dict):
+            raise ConfigError(f"configuration file {file} must hold a mapping at its top level")
+        return data
+
+
+def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
+    """Settings from the file, the environment and explicit overrides (None values are ignored)."""
+    previous = os.environ.get(CONFIG_ENV)
+    if config_file is not None:
+        os.environ[CONFIG_ENV] = str(config_file)
+    try:
+        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as exc:
+        where = f" in {config_file or previous or 'the environment'}"
+        raise ConfigError(f"invalid configuration{where}:\n{exc}") from exc
+    finally:
+        if config_file is not None:
+            if previous is None:
+                os.environ.pop(CONFIG_ENV, None)
+            else:
+                os.environ[CONFIG_ENV] = previous

@@ -1,0 +1,1 @@
+"""Sample backups to verify: the demo's source clusters."""

@@ -1,0 +1,57 @@
+"""The interface every engine implements, and what a restore hands back to the pipeline."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Protocol
+
+from verification.model import CheckResult, PhaseTiming, RestorePlan
+from verification.sources.base import Source
+from verification.targets.base import Target
+
+
+@dataclass
+class RestoreOutcome:
+    phases: list[PhaseTiming] = field(default_factory=list)
+    checks: list[CheckResult] = field(default_factory=list)
+    achieved: datetime | None = None
+    achieved_detail: str | None = None
+    # The backups did not restore or are not intact: verdict "failed".
+    failures: list[str] = field(default_factory=list)
+    # restoreproof could not finish (a timeout, a tool that would not run): verdict "error".
+    errors: list[str] = field(default_factory=list)
+    # The server came online with the restored data.
+    online: bool = False
+
+
+class Evidence:
+    """Writes a database's raw tool outputs into the run's evidence folder."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.files: dict[str, str] = {}
+
+    def write(self, name: str, text: str) -> str:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        (self.folder / name).write_text(text, encoding="utf-8")
+        relative = f"{self.folder.name}/{name}"
+        self.files[name] = relative
+        return relative
+
+
+class Engine(Protocol):
+    name: str
+
+    def detect(self, source: Source) -> bool:
+        """Does the source look like this engine's backups?"""
+        ...
+
+    def plan(self, source: Source, at: datetime | None) -> list[RestorePlan]:
+        """One plan per database found in the source; raises SourceError when it is not readable."""
+        ...
+
+    def restore_and_check(self, plan: RestorePlan, target: Target, evidence: Evidence) -> RestoreOutcome:
+        """Restore the planned chain into the target, bring it online, and run the integrity checks."""
+        ...

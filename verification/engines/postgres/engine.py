@@ -1,0 +1,336 @@
+"""The PostgreSQL + pgBackRest engine: plan from the repository, restore, recover, check.
+
+Every command runs inside the target through `Target.run`, so the Docker and local-process
+targets share this code. The order of a verification:
+
+    pgbackrest restore --set=<label>        -> phase "transfer"
+    server start, recovery, promotion       -> phases "server_start", "redo", "recovery_end"
+                                               (read from the server log's own timestamps)
+    SQL checks (configured invariants)      -> phase "data_checks"
+    pg_amcheck; clean stop; pg_checksums    -> phase "integrity_check"
+    pgbackrest verify (whole repository)    -> phase "repository_verify"
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import time
+from datetime import datetime, timedelta
+
+from verification.config import Settings
+from verification.engines.base import Evidence, RestoreOutcome
+from verification.engines.postgres import chain as chain_rules
+from verification.engines.postgres.integrity import parse_pg_amcheck, parse_pg_checksums, parse_pgbackrest_verify
+from verification.engines.postgres.repository import discover, find_stanzas
+from verification.engines.postgres.serverlog import RecoveryLog, parse_server_log
+from verification.errors import SourceError
+from verification.model import CheckResult, CheckStatus, PhaseStatus, PhaseTiming, RestorePlan
+from verification.sources.base import Source
+from verification.targets.base import ExecResult, Target
+
+# pgBackRest error codes that mean the repository's content is bad (format, checksum, missing file).
+DATA_ERROR_CODES = {"029", "039", "040", "041", "044", "045", "046", "055", "075"}
+PGBACKREST_ERROR_RE = re.compile(r"ERROR: \[(?P<code>\d{3})\]: (?P<message>.*)")
+
+# Polls until recovery has ended; exits 3 if the server died, 124 on timeout (via `timeout`).
+WAIT_ONLINE = r"""
+sock=$1; port=$2; user=$3; data=$4
+while :; do
+  r=$(psql -X -A -t -q -h "$sock" -p "$port" -U "$user" -d template1 -c 'select pg_is_in_recovery()' 2>/dev/null)
+  [ "$r" = f ] && exit 0
+  pg_ctl status -D "$data" >/dev/null 2>&1 || { sleep 0.2; pg_ctl status -D "$data" >/dev/null 2>&1 || exit 3; }
+  sleep 0.05
+done
+"""
+
+
+def pg_time(at: datetime) -> str:
+    """A recovery target time as PostgreSQL parses it."""
+    return at.strftime("%Y-%m-%d %H:%M:%S.%f+00")
+
+
+def seconds_between(start: datetime | None, end: datetime | None) -> float | None:
+    if start is None or end is None:
+        return None
+    return max(0.0, (end - start) / timedelta(seconds=1))
+
+
+class PostgresEngine:
+    name = "postgres"
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.pg = settings.postgres
+
+    # -- discovery and planning ------------------------------------------------------------------
+
+    def detect(self, source: Source) -> bool:
+        try:
+            return bool(find_stanzas(source))
+        except SourceError:
+            return False
+
+    def plan(self, source: Source, at: datetime | None) -> list[RestorePlan]:
+        stanzas = discover(source, self.pg.wal_segment_size)
+        return [chain_rules.plan(source, stanza, at, self.pg.wal_segment_size) for stanza in stanzas]
+
+    # -- restore and checks ----------------------------------------------------------------------
+
+    def restore_and_check(self, plan: RestorePlan, target: Target, evidence: Evidence) -> RestoreOutcome:
+        run = _Verification(self, plan, target, evidence)
+        return run.execute()
+
+
+class _Verification:
+    """One database's restore into one target; collects phases, checks and reasons as it goes."""
+
+    def __init__(self, engine: PostgresEngine, plan: RestorePlan, target: Target, evidence: Evidence) -> None:
+        self.pg = engine.pg
+        self.sql_checks = list(engine.settings.checks.sql)
+        self.plan = plan
+        self.target = target
+        self.evidence = evidence
+        self.outcome = RestoreOutcome()
+        work = target.work_dir
+        self.data = f"{work}/data"
+        self.log = f"{work}/server.log"
+        self.tool_dir = f"{work}/pgbackrest"
+        env: dict[str, str] = {}
+        if self.pg.repo_cipher_pass is not None:
+            env["PGBACKREST_REPO1_CIPHER_PASS"] = self.pg.repo_cipher_pass.get_secret_value()
+            env["PGBACKREST_REPO1_CIPHER_TYPE"] = "aes-256-cbc"
+        self.env = env
+
+    def pgbackrest(self, command: str, *options: str) -> list[str]:
+        # Lock and log folders inside the target: the repository is mounted read-only.
+        lock = [f"--lock-path={self.tool_dir}"] if command != "verify" else []  # verify takes no lock
+        return ["pgbackrest", f"--stanza={self.plan.database}", f"--repo1-path={self.target.repo_path}",
+                *lock, f"--log-path={self.tool_dir}", "--log-level-file=off", *options, command]
+
+    def execute(self) -> RestoreOutcome:
+        out = self.outcome
+        out.phases.append(PhaseTiming("provision", PhaseStatus.MEASURED, seconds=self.target.provision_seconds))
+        out.phases.append(PhaseTiming.absent("zeroing", "PostgreSQL restores files as they are; nothing is zeroed"))
+        restored = self.restore()
+        if restored:
+            log = self.start_and_recover()
+            if out.online and log is not None:
+                self.data_checks()
+                self.integrity_checks()
+        for name in ("server_start", "redo", "recovery_end", "data_checks", "integrity_check"):
+            if not any(p.name == name for p in out.phases):
+                out.phases.append(PhaseTiming.not_reached(name, "an earlier step did not complete"))
+        if self.pg.repository_verify:
+            self.repository_verify()
+        return out
+
+    # transfer ------------------------------------------------------------------------------------
+
+    def restore(self) -> bool:
+        backup = self.plan.target_backup
+        assert backup is not None, "restore_and_check needs a plan with a backup"
+        prepared = self.target.run(["mkdir", "-p", "-m", "700", self.data, self.tool_dir], timeout=60)
+        if not prepared.ok:
+            self.outcome.errors.append(f"cannot prepare {self.data} in the target: {prepared.output.strip()}")
+            return False
+        options = [f"--pg1-path={self.data}", f"--set={backup.label}", "--log-level-console=info",
+                   "--archive-mode=off", "--job-retry=0", f"--process-max={self.pg.restore_process_max}",
+                   f"--tablespace-map-all={self.target.work_dir}/tablespaces"]
+        if self.plan.stop_at is not None:
+            options += ["--type=time", f"--target={pg_time(self.plan.stop_at)}", "--target-action=promote"]
+        started = time.monotonic()
+        result = self.target.run(self.pgbackrest("restore", *options), timeout=self.pg.restore_timeout,
+                                 env=self.env)
+        seconds = time.monotonic() - started
+        evidence = self.evidence.write("pgbackrest-restore.log", result.output)
+        size = re.search(r"restore size = (\S+), file total = (\d+)", result.output)
+        phase = PhaseTiming("transfer", PhaseStatus.MEASURED, seconds=seconds, bytes=backup.size_bytes,
+                            details={"repo_bytes": backup.repo_size_bytes, "evidence": evidence,
+                                     "process_max": self.pg.restore_process_max,
+                                     "files": int(size.group(2)) if size else None})
+        if result.ok:
+            self.outcome.phases.append(phase)
+            return True
+        phase.status = PhaseStatus.NOT_REACHED
+        phase.details["why"] = f"pgbackrest restore exited {result.exit_code}"
+        self.outcome.phases.append(phase)
+        self._restore_failed(result)
+        return False
+
+    def _restore_failed(self, result: ExecResult) -> None:
+        label = self.plan.target_backup.label if self.plan.target_backup else "?"
+        if result.timed_out:
+            self.outcome.errors.append(f"pgbackrest restore of {label} did not finish within "
+                                       f"{self.pg.restore_timeout:.0f} s")
+            return
+        errors = [m for m in PGBACKREST_ERROR_RE.finditer(result.output)]
+        said = "; ".join(f"[{m['code']}] {m['message'].strip()}" for m in errors) or result.output.strip()[-400:]
+        if any(m["code"] in DATA_ERROR_CODES for m in errors):
+            self.outcome.failures.append(f"pgbackrest restore of backup {label} failed: {said}")
+        else:
+            self.outcome.errors.append(f"pgbackrest restore of backup {label} could not run "
+                                       f"(exit {result.exit_code}): {said}")
+
+    # server start and recovery -------------------------------------------------------------------
+
+    def server_settings(self) -> str:
+        settings = {
+            "listen_addresses": "", "port": str(self.target.port),
+            "unix_socket_directories": self.target.socket_dir,
+            # Without hot standby the server accepts connections only once recovery has ended.
+            "hot_standby": "off", "archive_mode": "off", "ssl": "off",
+            "logging_collector": "off", "log_destination": "stderr",
+            "log_line_prefix": "%m [%p] ", "log_timezone": "UTC",
+            "hba_file": f"{self.target.work_dir}/pg_hba.conf",
+            "ident_file": f"{self.target.work_dir}/pg_ident.conf",
+            **self.pg.server_options,
+        }
+        lines = [f"{key} = '{value.replace(chr(39), chr(39) * 2)}'" for key, value in settings.items()]
+        return "\n# Added by restoreproof for the disposable restore target\n" + "\n".join(lines) + "\n"
+
+    def start_and_recover(self) -> RecoveryLog | None:
+        work = self.target.work_dir
+        self.target.write_text(f"{work}/pg_hba.conf", "local all all trust\n")
+        self.target.write_text(f"{work}/pg_ident.conf", "")
+        # Append after pgBackRest's recovery settings: later lines win. Debian-style clusters keep
+        # postgresql.conf outside the data folder, so the backup may not contain one.
+        script = (f'test -f {shlex.quote(self.data)}/postgresql.conf || : > {shlex.quote(self.data)}/postgresql.conf; '
+                  f'printf %s "$RESTOREPROOF_TEXT" >> {shlex.quote(self.data)}/postgresql.auto.conf')
+        appended = self.target.run(["bash", "-c", script], timeout=60,
+                                   env={"RESTOREPROOF_TEXT": self.server_settings()})
+        if not appended.ok:
+            self.outcome.errors.append(f"cannot configure the restored server: {appended.output.strip()}")
+            return None
+        timeout = self.pg.recovery_timeout
+        started = time.monotonic()
+        start = self.target.run(["pg_ctl", "start", "-w", "-t", str(int(timeout)), "-D", self.data, "-l", self.log],
+                                timeout=timeout + 30, env=self.env)
+        waited = None
+        if start.ok:
+            waited = self.target.run(["bash", "-c", WAIT_ONLINE, "wait", self.target.socket_dir,
+                                      str(self.target.port), self.pg.superuser, self.data],
+                                     timeout=max(30.0, timeout - (time.monotonic() - started)), env=self.env)
+        wall = time.monotonic() - started
+        log_text = self._read_log()
+        self.evidence.write("server.log", log_text)
+        log = parse_server_log(log_text)
+        if waited is not None and waited.ok:
+            self.outcome.online = True
+            self._recovery_phases(log, wall)
+            self._restore_point(log)
+            return log
+        if waited is not None and waited.timed_out:
+            self.outcome.errors.append(f"the restored server did not finish recovery within {timeout:.0f} s")
+        else:
+            reasons = "; ".join(log.errors) or (start.output.strip()[-400:] if not start.ok else "server stopped")
+            self.outcome.failures.append(f"the restored server did not come online: {reasons}")
+        return None
+
+    def _read_log(self) -> str:
+        try:
+            return self.target.read_text(self.log)
+        except Exception as exc:  # the log is evidence; its absence must not hide the real failure
+            return f"(server log unreadable: {exc})"
+
+    def _recovery_phases(self, log: RecoveryLog, wall: float) -> None:
+        phases = self.outcome.phases
+        started = log.server_started
+        redo_from = log.redo_started
+        redo_to = log.redo_done
+        phases.append(PhaseTiming("server_start", PhaseStatus.MEASURED,
+                                  seconds=seconds_between(started, redo_from or log.ready), started_at=started,
+                                  details={"source": "server log: 'starting PostgreSQL' to 'redo starts at'",
+                                           "wall_seconds_start_to_online": round(wall, 3)}))
+        if log.redo_not_required:
+            phases.append(PhaseTiming("redo", PhaseStatus.MEASURED, seconds=0.0, bytes=0,
+                                      details={"why": "redo is not required"}))
+        else:
+            phases.append(PhaseTiming("redo", PhaseStatus.MEASURED, seconds=seconds_between(redo_from, redo_to),
+                                      bytes=log.redo_bytes, started_at=redo_from,
+                                      details={"reported_elapsed_seconds": log.redo_elapsed_seconds,
+                                               "segments_restored": len(log.segments_restored),
+                                               "source": "server log: 'redo starts at' to 'redo done at'"}))
+        phases.append(PhaseTiming("recovery_end", PhaseStatus.MEASURED,
+                                  seconds=seconds_between(redo_to or redo_from or started, log.ready),
+                                  started_at=redo_to,
+                                  details={"source": "server log: 'redo done at' to 'ready to accept connections'"}))
+
+    def _restore_point(self, log: RecoveryLog) -> None:
+        self.outcome.achieved = log.achieved
+        self.outcome.achieved_detail = log.stop_detail or (
+            "last completed transaction replayed" if log.last_transaction else None)
+        at = self.plan.stop_at
+        if at is None:
+            return
+        if log.stopped_at is None and log.last_transaction is None:
+            self.outcome.failures.append(f"recovery to {at.isoformat()} reported no transaction time")
+        elif log.last_transaction is not None and log.last_transaction > at:
+            self.outcome.failures.append(
+                f"recovery went past the target: last transaction {log.last_transaction.isoformat()} "
+                f"is after {at.isoformat()}")
+
+    # checks --------------------------------------------------------------------------------------
+
+    def _psql(self, database: str, query: str) -> ExecResult:
+        return self.target.run(["psql", "-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1",
+                                "-h", self.target.socket_dir, "-p", str(self.target.port),
+                                "-U", self.pg.superuser, "-d", database, "-c", query],
+                               timeout=self.pg.check_timeout, env=self.env)
+
+    def data_checks(self) -> None:
+        if not self.sql_checks:
+            self.outcome.phases.append(PhaseTiming.absent("data_checks", "no data checks are configured"))
+            return
+        started = time.monotonic()
+        for check in self.sql_checks:
+            result = self._psql(check.database, check.query)
+            value = result.stdout.strip()
+            details = {"query": check.query, "database": check.database, "expect": check.expect, "value": value}
+            if not result.ok:
+                outcome = CheckResult(f"sql:{check.name}", CheckStatus.ERROR,
+                                      f"query failed: {result.stderr.strip()[-300:]}", [result.stderr.strip()],
+                                      details, required=check.required)
+            elif value == check.expect:
+                outcome = CheckResult(f"sql:{check.name}", CheckStatus.PASSED, f"returned {value!r} as expected",
+                                      details=details, required=check.required)
+            else:
+                outcome = CheckResult(f"sql:{check.name}", CheckStatus.FAILED,
+                                      f"returned {value!r}, expected {check.expect!r}",
+                                      [f"{check.query} -> {value!r} (expected {check.expect!r})"], details,
+                                      required=check.required)
+            self.outcome.checks.append(outcome)
+        self.outcome.phases.append(PhaseTiming("data_checks", PhaseStatus.MEASURED,
+                                               seconds=time.monotonic() - started,
+                                               details={"checks": len(self.sql_checks)}))
+
+    def integrity_checks(self) -> None:
+        backup = self.plan.target_backup
+        started = time.monotonic()
+        amcheck = self.target.run(["pg_amcheck", "-h", self.target.socket_dir, "-p", str(self.target.port),
+                                   "-U", self.pg.superuser, "--all", "--install-missing", "--verbose",
+                                   *self.pg.amcheck_options], timeout=self.pg.check_timeout, env=self.env)
+        check = parse_pg_amcheck(amcheck.output, amcheck.exit_code)
+        check.evidence = self.evidence.write("pg_amcheck.out", amcheck.output)
+        self.outcome.checks.append(check)
+        stop = self.target.run(["pg_ctl", "stop", "-m", "fast", "-w", "-D", self.data], timeout=600)
+        if not stop.ok:
+            self.outcome.errors.append(f"the restored server did not stop cleanly: {stop.output.strip()[-300:]}")
+        elif self.pg.checksums_check:
+            checksums = self.target.run(["pg_checksums", "--check", "-D", self.data], timeout=self.pg.check_timeout)
+            result = parse_pg_checksums(checksums.output, checksums.exit_code)
+            result.evidence = self.evidence.write("pg_checksums.out", checksums.output)
+            self.outcome.checks.append(result)
+        self.outcome.phases.append(PhaseTiming("integrity_check", PhaseStatus.MEASURED,
+                                               seconds=time.monotonic() - started,
+                                               bytes=backup.size_bytes if backup else None))
+
+    def repository_verify(self) -> None:
+        started = time.monotonic()
+        result = self.target.run(self.pgbackrest("verify", "--log-level-console=info", "--output=text",
+                                                 "--verbose"), timeout=self.pg.check_timeout, env=self.env)
+        check = parse_pgbackrest_verify(result.output, result.exit_code, self.plan.database)
+        check.evidence = self.evidence.write("pgbackrest-verify.out", result.output)
+        self.outcome.checks.append(check)
+        self.outcome.phases.append(PhaseTiming("repository_verify", PhaseStatus.MEASURED,
+                                               seconds=time.monotonic() - started))

@@ -1,0 +1,207 @@
+"""Discover a pgBackRest repository: stanzas, their backups, and the WAL archive.
+
+Reads pgBackRest's own files (backup.info, backup.manifest, the archive folders) through a
+`Source`, so discovery needs neither a pgBackRest binary on the host nor a running server, and
+object storage can serve the same code. Falls back to the `.copy` twin of an info file, as
+pgBackRest itself does.
+"""
+
+from __future__ import annotations
+
+import configparser
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from verification.engines.postgres.wal import SEGMENT_RE, Segment, parse_segment
+from verification.errors import SourceError
+from verification.model import BackupSet, BackupType
+from verification.sources.base import Source
+
+# 000000010000000000000004-4886679f65586e32c5d5e075c99513323dc736d5.gz
+ARCHIVE_FILE_RE = re.compile(r"^(?P<segment>[0-9A-F]{24})-(?P<sha1>[0-9a-f]{40})(?P<ext>\.[a-z0-9]+)?$")
+ARCHIVE_ID_RE = re.compile(r"^\d+-\d+$")
+
+
+@dataclass(frozen=True)
+class ArchivedSegment:
+    segment: Segment
+    file: str  # path relative to the source
+
+
+@dataclass
+class WalArchive:
+    """The WAL segments of one archive id (e.g. '15-1'), indexed by segment."""
+
+    archive_id: str
+    segment_size: int
+    segments: dict[Segment, ArchivedSegment] = field(default_factory=dict)
+    history_files: list[str] = field(default_factory=list)
+
+    def timeline_segments(self, timeline: int) -> list[Segment]:
+        return sorted(s for s in self.segments if s.timeline == timeline)
+
+
+@dataclass
+class Stanza:
+    name: str
+    db_version: str
+    system_id: int
+    backups: list[BackupSet]
+    archives: dict[str, WalArchive]
+    info_file: str
+
+    def backup(self, label: str) -> BackupSet | None:
+        return next((b for b in self.backups if b.label == label), None)
+
+
+def read_info_file(source: Source, path: str) -> tuple[configparser.ConfigParser, str]:
+    """Parse a pgBackRest info file (INI with JSON values), trying its `.copy` when it is unusable."""
+    errors: list[str] = []
+    for candidate in (path, path + ".copy"):
+        if not source.exists(candidate):
+            errors.append(f"{candidate}: missing")
+            continue
+        try:
+            text = source.read_bytes(candidate).decode("utf-8")
+            # pgBackRest writes [backrest] twice: its checksum goes in a second one at the end.
+            parser = configparser.ConfigParser(interpolation=None, delimiters=("=",), strict=False)
+            parser.optionxform = str  # type: ignore[assignment,method-assign]  # labels are case-sensitive
+            parser.read_string(text, source=candidate)
+            if not parser.has_section("backrest"):
+                raise ValueError("no [backrest] section")
+            return parser, candidate
+        except (UnicodeDecodeError, configparser.Error, ValueError) as exc:
+            errors.append(f"{candidate}: {exc}")
+    raise SourceError(f"no usable pgBackRest info file at {source.describe()}/{path}: " + "; ".join(errors))
+
+
+def _json_value(raw: str, where: str) -> Any:
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise SourceError(f"{where}: value is not valid JSON ({exc})") from exc
+
+
+def find_stanzas(source: Source) -> list[str]:
+    """Stanza names: folders under backup/ that hold a backup.info (or its copy)."""
+    if not source.is_dir("backup"):
+        raise SourceError(
+            f"{source.describe()} is not a pgBackRest repository: it has no backup/ folder "
+            "(expected backup/<stanza>/backup.info and archive/<stanza>/)"
+        )
+    stanzas = [
+        name for name in source.list_dir("backup")
+        if source.exists(f"backup/{name}/backup.info") or source.exists(f"backup/{name}/backup.info.copy")
+    ]
+    if not stanzas:
+        raise SourceError(
+            f"{source.describe()} is not a pgBackRest repository: no backup/<stanza>/backup.info found"
+        )
+    return stanzas
+
+
+def _timestamp(value: Any) -> datetime:
+    return datetime.fromtimestamp(int(value), tz=UTC)
+
+
+def _backup_from_info(stanza: str, label: str, data: dict[str, Any]) -> BackupSet:
+    try:
+        kind = BackupType(data["backup-type"])
+    except (KeyError, ValueError) as exc:
+        raise SourceError(f"backup {label} of stanza {stanza}: unknown backup type") from exc
+    references = data.get("backup-reference") or []
+    return BackupSet(
+        database=stanza,
+        label=label,
+        type=kind,
+        start=_timestamp(data["backup-timestamp-start"]),
+        finish=_timestamp(data["backup-timestamp-stop"]),
+        size_bytes=data.get("backup-info-size"),
+        repo_size_bytes=data.get("backup-info-repo-size"),
+        references=tuple(references),
+        start_wal=data.get("backup-archive-start"),
+        stop_wal=data.get("backup-archive-stop"),
+        start_lsn=data.get("backup-lsn-start"),
+        stop_lsn=data.get("backup-lsn-stop"),
+        path=f"backup/{stanza}/{label}",
+        error=bool(data.get("backup-error", False)),
+        extra={
+            "db_id": data.get("db-id"),
+            "prior": data.get("backup-prior"),
+            "delta_bytes": data.get("backup-info-size-delta"),
+            "repo_delta_bytes": data.get("backup-info-repo-size-delta"),
+            "compress": data.get("option-compress"),
+            "checksum_page": data.get("option-checksum-page"),
+            "backrest_version": data.get("backrest-version"),
+        },
+    )
+
+
+def read_stanza(source: Source, stanza: str, segment_size: int) -> Stanza:
+    parser, used = read_info_file(source, f"backup/{stanza}/backup.info")
+    backups = [
+        _backup_from_info(stanza, label, _json_value(raw, f"{used} [backup:current] {label}"))
+        for label, raw in (parser.items("backup:current") if parser.has_section("backup:current") else [])
+    ]
+    backups.sort(key=lambda b: (b.finish, b.label))
+    if not parser.has_section("db"):
+        raise SourceError(f"{used}: no [db] section")
+    db = dict(parser.items("db"))
+    history = {
+        key: _json_value(raw, f"{used} [db:history] {key}")
+        for key, raw in (parser.items("db:history") if parser.has_section("db:history") else [])
+    }
+    archives = {
+        archive_id: read_archive(source, stanza, archive_id, segment_size)
+        for archive_id in _archive_ids(source, stanza, history)
+    }
+    return Stanza(
+        name=stanza,
+        db_version=json.loads(db.get("db-version", '""')),
+        system_id=int(db.get("db-system-id", "0")),
+        backups=backups,
+        archives=archives,
+        info_file=used,
+    )
+
+
+def _archive_ids(source: Source, stanza: str, history: dict[str, dict[str, Any]]) -> list[str]:
+    # An archive id is "<pg version>-<db id>"; it changes when the stanza is upgraded.
+    expected = {f"{entry.get('db-version')}-{db_id}" for db_id, entry in history.items()}
+    present = {name for name in source.list_dir(f"archive/{stanza}") if ARCHIVE_ID_RE.match(name)}
+    return sorted(expected | present)
+
+
+def archive_id_for(stanza: Stanza, backup: BackupSet) -> str:
+    db_id = backup.extra.get("db_id")
+    return f"{stanza.db_version}-{db_id}" if db_id is not None else ""
+
+
+def read_archive(source: Source, stanza: str, archive_id: str, segment_size: int) -> WalArchive:
+    archive = WalArchive(archive_id=archive_id, segment_size=segment_size)
+    base = f"archive/{stanza}/{archive_id}"
+    for entry in source.list_dir(base):
+        if entry.endswith(".history"):
+            archive.history_files.append(f"{base}/{entry}")
+            continue
+        if len(entry) != 16:
+            continue  # not a <timeline><log> folder
+        for name in source.list_dir(f"{base}/{entry}"):
+            match = ARCHIVE_FILE_RE.match(name)
+            if not match or not SEGMENT_RE.match(match.group("segment")):
+                continue  # .backup history files, .partial segments
+            segment = parse_segment(match.group("segment"), segment_size)
+            archive.segments[segment] = ArchivedSegment(segment, f"{base}/{entry}/{name}")
+    return archive
+
+
+def manifest_present(source: Source, stanza: str, label: str) -> bool:
+    folder = f"backup/{stanza}/{label}"
+    return source.exists(f"{folder}/backup.manifest") or source.exists(f"{folder}/backup.manifest.copy")
+
+
+def discover(source: Source, segment_size: int) -> list[Stanza]:
+    return [read_stanza(source, name, segment_size) for name in find_stanzas(source)]

@@ -1,0 +1,101 @@
+"""Read recovery phases out of a PostgreSQL server log (log_line_prefix '%m [%p] ', log_timezone UTC).
+
+The lines used, as PostgreSQL 15 writes them:
+    ... LOG:  starting PostgreSQL 15.18 ...
+    ... LOG:  redo starts at 0/8000028
+    ... LOG:  redo done at 0/A000088 system usage: CPU: user: 0.00 s, system: 0.00 s, elapsed: 0.27 s
+    ... LOG:  last completed transaction was at log time 2026-11-22 19:50:45.852562+00
+    ... LOG:  recovery stopping before commit of transaction 745, time 2026-11-22 19:50:44.1+00
+    ... LOG:  database system is ready to accept connections
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from verification.engines.postgres.wal import parse_lsn
+
+LINE_RE = re.compile(
+    r"^(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?) (?P<tz>\S+) \[(?P<pid>\d+)\] "
+    r"(?P<level>[A-Z]+\d?):\s+(?P<msg>.*)$"
+)
+REDO_START_RE = re.compile(r"^redo starts at (?P<lsn>[0-9A-F]+/[0-9A-F]+)")
+REDO_DONE_RE = re.compile(
+    r"^redo done at (?P<lsn>[0-9A-F]+/[0-9A-F]+)(?: system usage: .*elapsed: (?P<elapsed>[\d.]+) s)?"
+)
+LAST_TX_RE = re.compile(r"^last completed transaction was at log time (?P<ts>.+)$")
+STOPPING_RE = re.compile(r"^recovery stopping (?P<how>before|after) .*?, time (?P<ts>.+)$")
+# Answers to our own readiness polling while recovery runs, not failures.
+POLLING_NOISE = ("the database system is not accepting connections", "the database system is starting up",
+                 "the database system is shutting down")
+RESTORED_RE = re.compile(r'^restored log file "(?P<segment>[0-9A-F]{24})" from archive')
+
+
+def parse_pg_timestamp(text: str) -> datetime:
+    """'2026-11-22 19:50:45.852562+00' (or with 'UTC') -> aware datetime."""
+    text = text.strip()
+    if text.endswith(" UTC"):
+        text = text[:-4] + "+00:00"
+    elif re.search(r"[+-]\d{2}$", text):
+        text += ":00"
+    return datetime.fromisoformat(text).astimezone(UTC)
+
+
+@dataclass
+class RecoveryLog:
+    server_started: datetime | None = None
+    redo_started: datetime | None = None
+    redo_start_lsn: int | None = None
+    redo_done: datetime | None = None
+    redo_done_lsn: int | None = None
+    redo_elapsed_seconds: float | None = None
+    redo_not_required: bool = False
+    ready: datetime | None = None
+    last_transaction: datetime | None = None
+    stopped_at: datetime | None = None
+    stop_detail: str | None = None
+    segments_restored: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def redo_bytes(self) -> int | None:
+        if self.redo_start_lsn is None or self.redo_done_lsn is None:
+            return None
+        return self.redo_done_lsn - self.redo_start_lsn
+
+    @property
+    def achieved(self) -> datetime | None:
+        """The newest transaction time the restored database contains."""
+        return self.last_transaction or self.stopped_at
+
+
+def parse_server_log(text: str) -> RecoveryLog:
+    log = RecoveryLog()
+    for line in text.splitlines():
+        match = LINE_RE.match(line)
+        if not match:
+            continue
+        when = parse_pg_timestamp(f"{match['ts']} {match['tz']}") if match["tz"] == "UTC" else None
+        level, msg = match["level"], match["msg"]
+        if (level in ("FATAL", "PANIC") or (level == "ERROR" and log.ready is None)) and msg not in POLLING_NOISE:
+            log.errors.append(f"{level}: {msg}")
+        if msg.startswith("starting PostgreSQL"):
+            log.server_started = when
+        elif m := REDO_START_RE.match(msg):
+            log.redo_started, log.redo_start_lsn = when, parse_lsn(m["lsn"])
+        elif m := REDO_DONE_RE.match(msg):
+            log.redo_done, log.redo_done_lsn = when, parse_lsn(m["lsn"])
+            log.redo_elapsed_seconds = float(m["elapsed"]) if m["elapsed"] else None
+        elif msg.startswith("redo is not required"):
+            log.redo_not_required = True
+        elif m := LAST_TX_RE.match(msg):
+            log.last_transaction = parse_pg_timestamp(m["ts"])
+        elif m := STOPPING_RE.match(msg):
+            log.stopped_at, log.stop_detail = parse_pg_timestamp(m["ts"]), msg
+        elif m := RESTORED_RE.match(msg):
+            log.segments_restored.append(m["segment"])
+        elif msg == "database system is ready to accept connections":
+            log.ready = when
+    return log

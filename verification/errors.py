@@ -1,0 +1,23 @@
+"""Errors restoreproof raises on purpose. Each names the thing (file, folder, backup) and what is wrong."""
+
+from __future__ import annotations
+
+
+class RestoreproofError(Exception):
+    """Base class: restoreproof could not do what it was asked (exit code 2)."""
+
+
+class SourceError(RestoreproofError):
+    """The source is missing, unreadable, or not a backup repository of the chosen engine."""
+
+
+class ConfigError(RestoreproofError):
+    """The configuration file or environment is invalid."""
+
+
+class TargetError(RestoreproofError):
+    """A disposable target could not be provisioned or driven (restoreproof's own infrastructure)."""
+
+
+class ImageMissingError(TargetError):
+    """The target image is not present locally and could not be built."""

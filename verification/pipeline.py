@@ -1,0 +1,194 @@
+"""discover -> plan -> provision -> restore -> check -> record -> report.
+
+The one code path behind the CLI and the Airflow DAGs. Each database gets its own disposable
+target, removed in a `finally` whatever happens (failure, Ctrl-C, SIGTERM turned into
+KeyboardInterrupt by the CLI); a SIGKILLed run leaves labelled leftovers for `restoreproof reap`.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from verification import __version__
+from verification.config import Settings
+from verification.engines.base import Engine, Evidence, RestoreOutcome
+from verification.errors import RestoreproofError, SourceError, TargetError
+from verification.model import ChainStatus, DatabaseResult, RestorePlan, RestorePoint, RunResult, Verdict
+from verification.reports import build_report, write_reports
+from verification.results import ResultStore
+from verification.sources import LocalSource
+from verification.sources.base import Source
+from verification.targets.base import TargetProvider
+from verification.targets.labels import new_run_id, slug
+from verification.verdict import decide
+
+ProgressFn = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    return None
+
+
+def engines(settings: Settings) -> dict[str, Engine]:
+    from verification.engines.postgres.engine import PostgresEngine
+
+    return {"postgres": PostgresEngine(settings)}
+
+
+def open_source(path: str | Path) -> LocalSource:
+    return LocalSource(path)
+
+
+def select_engine(settings: Settings, source: Source, requested: str) -> Engine:
+    available = engines(settings)
+    if requested == "mssql":
+        raise RestoreproofError("the SQL Server engine is not available in this version of restoreproof")
+    if requested != "auto":
+        engine = available[requested]
+        if not engine.detect(source):
+            # Let the engine's own discovery say precisely what is missing.
+            engine.plan(source, None)
+            raise SourceError(f"{source.describe()} does not hold {requested} backups")
+        return engine
+    for engine in available.values():
+        if engine.detect(source):
+            return engine
+    raise SourceError(f"{source.describe()} holds no backups restoreproof recognises "
+                      "(expected a pgBackRest repository: backup/<stanza>/backup.info)")
+
+
+def plan_source(settings: Settings, source_path: str | Path, engine_name: str = "auto",
+                at: datetime | None = None) -> tuple[Engine, Source, list[RestorePlan]]:
+    source = open_source(source_path)
+    engine = select_engine(settings, source, engine_name)
+    return engine, source, engine.plan(source, at)
+
+
+def make_provider(settings: Settings, kind: str) -> TargetProvider:
+    from verification.targets.docker import DockerTargetProvider, docker_available
+    from verification.targets.local import LocalTargetProvider
+
+    if kind == "auto":
+        kind = "docker" if docker_available() else "local"
+    if kind == "docker":
+        from verification.images import ensure_image
+
+        image = ensure_image(settings.docker.postgres_image)
+        return DockerTargetProvider(settings.docker, image)
+    return LocalTargetProvider(settings.postgres.bin_dir, settings.state_dir)
+
+
+def host_facts() -> dict[str, Any]:
+    return {"hostname": socket.gethostname(), "platform": platform.platform(), "python": platform.python_version(),
+            "cpus": os.cpu_count(), "restoreproof": __version__}
+
+
+class Redactor:
+    """Removes configured secrets from anything written out (reasons, evidence)."""
+
+    def __init__(self, settings: Settings) -> None:
+        secret = settings.postgres.repo_cipher_pass
+        self.secrets = [s for s in [secret.get_secret_value() if secret else None] if s]
+
+    def __call__(self, text: str) -> str:
+        for secret in self.secrets:
+            text = text.replace(secret, "********")
+        return text
+
+
+class RedactingEvidence(Evidence):
+    def __init__(self, folder: Path, redact: Redactor) -> None:
+        super().__init__(folder)
+        self.redact = redact
+
+    def write(self, name: str, text: str) -> str:
+        return super().write(name, self.redact(text))
+
+
+def verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider | None, run_id: str,
+                    repo_host_path: str, evidence: Evidence, progress: ProgressFn = _quiet) -> DatabaseResult:
+    point = RestorePoint(target=plan.stop_at.isoformat() if plan.stop_at else "latest")
+    result = DatabaseResult(plan.database, Verdict.ERROR, [], plan, point)
+    outcome: RestoreOutcome | None = None
+    if plan.chain.status is not ChainStatus.COMPLETE:
+        progress(f"{plan.database}: chain broken, not restoring")
+    elif provider is None:
+        result.reasons = ["no target was available to restore into"]
+        return result
+    else:
+        target = None
+        try:
+            progress(f"{plan.database}: provisioning a {provider.kind} target")
+            target = provider.provision(run_id, plan.database, repo_host_path)
+            result.target = target.describe()
+            progress(f"{plan.database}: restoring {plan.target_backup.label if plan.target_backup else '?'}")
+            outcome = engine.restore_and_check(plan, target, evidence)
+        except TargetError as exc:
+            outcome = RestoreOutcome(errors=[f"target: {exc}"])
+        except RestoreproofError as exc:
+            outcome = RestoreOutcome(errors=[str(exc)])
+        finally:
+            if target is not None:
+                progress(f"{plan.database}: removing the target")
+                try:
+                    target.close()
+                except TargetError as exc:
+                    if outcome is not None:
+                        outcome.errors.append(str(exc))
+    if outcome is not None:
+        result.phases, result.checks = outcome.phases, outcome.checks
+        point.achieved, point.detail = outcome.achieved, outcome.achieved_detail
+    result.verdict, result.reasons = decide(plan, outcome)
+    result.evidence = dict(evidence.files)
+    return result
+
+
+@dataclass
+class VerificationRun:
+    run: RunResult
+    report: dict[str, Any]
+    run_dir: Path
+    json_path: Path
+    html_path: Path
+
+
+def run_verification(settings: Settings, source_path: str | Path, *, engine_name: str | None = None,
+                     at: datetime | None = None, target_kind: str | None = None, report_dir: Path | None = None,
+                     run_id: str | None = None, progress: ProgressFn = _quiet,
+                     databases: list[str] | None = None) -> VerificationRun:
+    started = datetime.now(UTC)
+    run_id = run_id or new_run_id(started)
+    progress(f"run {run_id}: reading {source_path}")
+    engine, source, plans = plan_source(settings, source_path, engine_name or settings.engine, at)
+    if databases:
+        plans = [p for p in plans if p.database in databases]
+    redact = Redactor(settings)
+    run_dir = (report_dir or settings.report_dir) / run_id
+    run = RunResult(run_id=run_id, engine=engine.name, source=source.describe(), started_at=started,
+                    host=host_facts())
+    provider = None
+    if any(p.chain.status is ChainStatus.COMPLETE for p in plans):
+        provider = make_provider(settings, target_kind or settings.target)
+        run.target_kind = provider.kind
+    for plan in plans:
+        evidence = RedactingEvidence(run_dir / "evidence" / slug(plan.database), redact)
+        result = verify_database(engine, plan, provider, run_id, source.describe(), evidence, progress)
+        result.reasons = [redact(reason) for reason in result.reasons]
+        run.databases.append(result)
+        progress(f"{plan.database}: {result.verdict}")
+    run.finished_at = datetime.now(UTC)
+    report = build_report(run)
+    json_path, html_path = write_reports(report, run_dir)
+    store = ResultStore(settings.results_database_url)
+    try:
+        store.record(run, run_dir, report)
+    finally:
+        store.close()
+    return VerificationRun(run, report, run_dir, json_path, html_path)

@@ -1,0 +1,3 @@
+from verification.results.store import ResultStore
+
+__all__ = ["ResultStore"]

@@ -1,0 +1,140 @@
+"""The run store: every run, database, chain, phase and check, behind SQLAlchemy.
+
+SQLite in the state folder by default; any SQLAlchemy URL (PostgreSQL for a team) by
+configuration. Later work (calibration, drift, the Airflow page) reads history from here.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, DateTime, Float, ForeignKey, Integer, String, Text, create_engine, select
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
+
+from verification.model import RunResult
+
+SCHEMA_VERSION = 1
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class RunRow(Base):
+    __tablename__ = "runs"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[str] = mapped_column(String(64), unique=True, index=True)
+    engine: Mapped[str] = mapped_column(String(32))
+    source: Mapped[str] = mapped_column(Text)
+    target_kind: Mapped[str | None] = mapped_column(String(32))
+    verdict: Mapped[str] = mapped_column(String(16))
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    report_dir: Mapped[str | None] = mapped_column(Text)
+    host: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    databases: Mapped[list[DatabaseRow]] = relationship(back_populates="run", cascade="all, delete-orphan")
+
+
+class DatabaseRow(Base):
+    __tablename__ = "databases"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_pk: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    database: Mapped[str] = mapped_column(String(256), index=True)
+    verdict: Mapped[str] = mapped_column(String(16))
+    reasons: Mapped[list[Any]] = mapped_column(default=list)
+    restore_target: Mapped[str] = mapped_column(String(64))
+    restore_achieved: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    recovery_seconds: Mapped[float | None] = mapped_column(Float)
+    target: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    run: Mapped[RunRow] = relationship(back_populates="databases")
+    chain: Mapped[ChainRow | None] = relationship(back_populates="database", cascade="all, delete-orphan",
+                                                  uselist=False)
+    phases: Mapped[list[PhaseRow]] = relationship(back_populates="database", cascade="all, delete-orphan")
+    checks: Mapped[list[CheckRow]] = relationship(back_populates="database", cascade="all, delete-orphan")
+
+
+class ChainRow(Base):
+    __tablename__ = "chains"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    database_pk: Mapped[int] = mapped_column(ForeignKey("databases.id", ondelete="CASCADE"), index=True)
+    status: Mapped[str] = mapped_column(String(16))
+    stop_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    backups: Mapped[list[Any]] = mapped_column(default=list)
+    problems: Mapped[list[Any]] = mapped_column(default=list)
+    rules: Mapped[list[Any]] = mapped_column(default=list)
+    wal: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    database: Mapped[DatabaseRow] = relationship(back_populates="chain")
+
+
+class PhaseRow(Base):
+    __tablename__ = "phases"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    database_pk: Mapped[int] = mapped_column(ForeignKey("databases.id", ondelete="CASCADE"), index=True)
+    position: Mapped[int] = mapped_column(Integer)
+    name: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16))
+    seconds: Mapped[float | None] = mapped_column(Float)
+    bytes: Mapped[int | None] = mapped_column(BigInteger)
+    details: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    database: Mapped[DatabaseRow] = relationship(back_populates="phases")
+
+
+class CheckRow(Base):
+    __tablename__ = "checks"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    database_pk: Mapped[int] = mapped_column(ForeignKey("databases.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(128))
+    status: Mapped[str] = mapped_column(String(16))
+    required: Mapped[bool]
+    summary: Mapped[str] = mapped_column(Text)
+    findings: Mapped[list[Any]] = mapped_column(default=list)
+    details: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    evidence: Mapped[str | None] = mapped_column(Text)
+    database: Mapped[DatabaseRow] = relationship(back_populates="checks")
+
+
+class ResultStore:
+    def __init__(self, url: str) -> None:
+        if url.startswith("sqlite:///"):
+            Path(url.removeprefix("sqlite:///")).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        self.engine: Engine = create_engine(url)
+        Base.metadata.create_all(self.engine)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def record(self, run: RunResult, report_dir: Path | None, report: dict[str, Any]) -> None:
+        """Store a finished run; `report` is its JSON report, whose shapes the rows reuse."""
+        row = RunRow(run_id=run.run_id, engine=run.engine, source=run.source, target_kind=run.target_kind,
+                     verdict=str(run.verdict), started_at=run.started_at, finished_at=run.finished_at,
+                     report_dir=str(report_dir) if report_dir else None, host=run.host)
+        for result, data in zip(run.databases, report["databases"], strict=True):
+            database = DatabaseRow(database=result.database, verdict=str(result.verdict), reasons=result.reasons,
+                                   restore_target=result.restore_point.target,
+                                   restore_achieved=result.restore_point.achieved,
+                                   recovery_seconds=result.recovery_seconds, target=result.target)
+            chain = data["chain"]
+            database.chain = ChainRow(status=chain["status"], stop_at=result.plan.stop_at, backups=chain["backups"],
+                                      problems=chain["problems"], rules=chain["rules"], wal=chain.get("wal"))
+            database.phases = [PhaseRow(position=i, name=p["name"], status=p["status"], seconds=p["seconds"],
+                                        bytes=p["bytes"], details=p["details"])
+                               for i, p in enumerate(data["phases"])]
+            database.checks = [CheckRow(name=c["name"], status=c["status"], required=c["required"],
+                                        summary=c["summary"], findings=c["findings"], details=c["details"],
+                                        evidence=c["evidence"]) for c in data["checks"]]
+            row.databases.append(database)
+        with Session(self.engine) as session, session.begin():
+            session.add(row)
+
+    def recent_runs(self, limit: int = 20) -> list[RunRow]:
+        with Session(self.engine, expire_on_commit=False) as session:
+            return list(session.scalars(select(RunRow).order_by(RunRow.started_at.desc()).limit(limit)))
+
+    def database_history(self, database: str, limit: int = 100) -> list[DatabaseRow]:
+        with Session(self.engine, expire_on_commit=False) as session:
+            query = (select(DatabaseRow).join(RunRow).where(DatabaseRow.database == database)
+                     .order_by(RunRow.started_at.desc()).limit(limit))
+            return list(session.scalars(query))

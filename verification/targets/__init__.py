@@ -1,0 +1,1 @@
+"""Disposable targets: Docker containers or local processes, labelled for the reaper."""

@@ -1,0 +1,66 @@
+"""The interface of a disposable target: somewhere to restore into and run the engine's tools."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+@dataclass
+class ExecResult:
+    argv: list[str]
+    exit_code: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+    @property
+    def output(self) -> str:
+        return self.stdout + (("\n" if self.stdout and not self.stdout.endswith("\n") else "") + self.stderr
+                              if self.stderr else "")
+
+    @property
+    def timed_out(self) -> bool:
+        # `timeout` exits 124 when it stopped the command, 137 when it had to kill it.
+        return self.exit_code in (124, 137)
+
+
+class Target(Protocol):
+    """A throw-away machine (container or local folder) with the engine's binaries on PATH."""
+
+    kind: str
+    name: str
+    repo_path: str  # the repository, as the target's commands see it (read-only)
+    work_dir: str   # a writable folder, private to this target
+    port: int
+    socket_dir: str
+    provision_seconds: float
+
+    def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> ExecResult:
+        """Run a command as the database's OS user; never raises on a non-zero exit."""
+        ...
+
+    def write_text(self, path: str, text: str) -> None: ...
+
+    def read_text(self, path: str) -> str: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+    def close(self) -> None:
+        """Remove everything the target made: processes, containers, volumes, folders."""
+        ...
+
+
+class TargetProvider(Protocol):
+    kind: str
+
+    def provision(self, run_id: str, database: str, repo_host_path: str) -> Target: ...
+
+
+def timeout_argv(argv: list[str], seconds: float) -> list[str]:
+    """Bound a command inside the target itself, so a hung tool cannot outlive its budget."""
+    return ["timeout", "--kill-after=10", f"{max(1, int(seconds))}", *argv]

@@ -1,0 +1,171 @@
+"""Disposable targets as Docker containers, driven through the Docker SDK.
+
+Each target is one container (no network, resource limits, the repository mounted read-only) and
+one named volume for the restored data (a volume, not the container's layered filesystem, so
+restore throughput is the disk's). Both carry the run's label.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import docker.errors
+from docker.models.containers import Container
+from docker.models.volumes import Volume
+
+import docker
+from verification.config import DockerSettings
+from verification.errors import ImageMissingError, TargetError
+from verification.targets.base import ExecResult, timeout_argv
+from verification.targets.labels import labels, slug
+
+WORK_DIR = "/var/lib/restoreproof"
+REPO_PATH = "/repo"
+OS_USER = "postgres"
+
+
+def docker_client() -> docker.DockerClient:
+    try:
+        client = docker.from_env(timeout=120)
+        client.ping()
+        return client
+    except docker.errors.DockerException as exc:
+        raise TargetError(f"no Docker engine reachable: {exc}") from exc
+
+
+def docker_available() -> bool:
+    try:
+        docker_client().close()
+        return True
+    except TargetError:
+        return False
+
+
+def parse_memory(text: str) -> int:
+    units = {"k": 1024, "m": 1024**2, "g": 1024**3}
+    text = text.strip().lower().rstrip("b")
+    if text and text[-1] in units:
+        return int(float(text[:-1]) * units[text[-1]])
+    return int(text)
+
+
+class DockerTarget:
+    kind = "docker"
+    repo_path = REPO_PATH
+    work_dir = WORK_DIR
+    socket_dir = "/tmp"
+    port = 5432
+
+    def __init__(self, client: docker.DockerClient, container: Container, volume: Volume,
+                 image: str, provision_seconds: float) -> None:
+        self._client = client
+        self.container = container
+        self.volume = volume
+        self.image = image
+        self.name = container.name or container.id
+        self.provision_seconds = provision_seconds
+
+    def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> ExecResult:
+        api = self._client.api
+        started = time.monotonic()
+        try:
+            exec_id = api.exec_create(self.container.id, timeout_argv(argv, timeout), user=OS_USER,
+                                      environment=env or {}, workdir="/tmp")["Id"]
+            out, err = api.exec_start(exec_id, demux=True)
+            code = api.exec_inspect(exec_id)["ExitCode"]
+        except docker.errors.APIError as exc:
+            raise TargetError(f"cannot run {argv[0]} in container {self.name}: {exc.explanation or exc}") from exc
+        return ExecResult(argv, int(code if code is not None else -1),
+                          (out or b"").decode("utf-8", "replace"), (err or b"").decode("utf-8", "replace"),
+                          time.monotonic() - started)
+
+    def write_text(self, path: str, text: str) -> None:
+        # exec has no stdin through the SDK's simple API: pass the text through the environment.
+        result = self.run(["bash", "-c", 'printf %s "$RESTOREPROOF_TEXT" > "$1"', "write", path],
+                          timeout=60, env={"RESTOREPROOF_TEXT": text})
+        if not result.ok:
+            raise TargetError(f"cannot write {path} in container {self.name}: {result.output.strip()}")
+
+    def read_text(self, path: str) -> str:
+        result = self.run(["cat", path], timeout=120)
+        if not result.ok:
+            raise TargetError(f"cannot read {path} in container {self.name}: {result.stderr.strip()}")
+        return result.stdout
+
+    def describe(self) -> dict[str, Any]:
+        image = self._client.images.get(self.image)
+        return {"kind": self.kind, "container": self.name, "image": self.image, "image_id": image.id,
+                "volume": self.volume.name}
+
+    def close(self) -> None:
+        errors = []
+        # The container first: a volume in use cannot be removed.
+        for resource in (self.container, self.volume):
+            try:
+                resource.remove(force=True)
+            except docker.errors.NotFound:
+                pass
+            except docker.errors.APIError as exc:
+                errors.append(str(exc))
+        if errors:
+            raise TargetError(f"cleanup of {self.name} incomplete: {'; '.join(errors)}")
+
+
+class DockerTargetProvider:
+    kind = "docker"
+
+    def __init__(self, settings: DockerSettings, image: str) -> None:
+        self.settings = settings
+        self.image = image
+        self._client = docker_client()
+
+    def provision(self, run_id: str, database: str, repo_host_path: str) -> DockerTarget:
+        try:
+            self._client.images.get(self.image)
+        except docker.errors.ImageNotFound as exc:
+            raise ImageMissingError(f"image {self.image} is not present: build it with docker/build.sh") from exc
+        tags = labels(run_id, "target", database)
+        name = f"restoreproof-{run_id}-{slug(database)}".lower()
+        started = time.monotonic()
+        volume = self._client.volumes.create(name=f"{name}-data", labels=tags)
+        try:
+            container = self._client.containers.run(
+                self.image,
+                name=name,
+                detach=True,
+                labels=tags,
+                network_mode="none",
+                mem_limit=parse_memory(self.settings.memory),
+                memswap_limit=parse_memory(self.settings.memory),
+                nano_cpus=int(self.settings.cpus * 1e9),
+                pids_limit=self.settings.pids_limit,
+                volumes={repo_host_path: {"bind": REPO_PATH, "mode": "ro"},
+                         volume.name: {"bind": WORK_DIR, "mode": "rw"}},
+            )
+        except docker.errors.APIError as exc:
+            volume.remove(force=True)
+            raise TargetError(f"cannot start a container from {self.image}: {exc.explanation or exc}") from exc
+        target = DockerTarget(self._client, container, volume, self.image, 0.0)
+        try:
+            self._wait_ready(target)
+        except BaseException:
+            target.close()
+            raise
+        target.provision_seconds = time.monotonic() - started
+        return target
+
+    def _wait_ready(self, target: DockerTarget) -> None:
+        deadline = time.monotonic() + self.settings.start_timeout
+        while True:
+            target.container.reload()
+            if target.container.status == "running":
+                probe = target.run(["test", "-w", WORK_DIR], timeout=30)
+                if probe.ok:
+                    return
+            elif target.container.status in ("exited", "dead"):
+                logs = target.container.logs(tail=50).decode("utf-8", "replace")
+                raise TargetError(f"container {target.name} exited while starting: {logs.strip()}")
+            if time.monotonic() > deadline:
+                raise TargetError(f"container {target.name} not ready after {self.settings.start_timeout:.0f} s")
+            time.sleep(0.05)

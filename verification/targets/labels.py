@@ -1,0 +1,29 @@
+"""Labels on everything restoreproof starts, so `restoreproof reap` can find leftovers."""
+
+from __future__ import annotations
+
+import re
+import secrets
+from datetime import UTC, datetime
+
+RUN_LABEL = "restoreproof.run"
+ROLE_LABEL = "restoreproof.role"
+DATABASE_LABEL = "restoreproof.database"
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    now = now or datetime.now(UTC)
+    return f"{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
+
+
+def slug(text: str, limit: int = 40) -> str:
+    """A Docker-name-safe form of a database name."""
+    cleaned = re.sub(r"[^a-zA-Z0-9_.-]+", "-", text).strip("-.") or "db"
+    return cleaned[:limit]
+
+
+def labels(run_id: str, role: str, database: str | None = None) -> dict[str, str]:
+    result = {RUN_LABEL: run_id, ROLE_LABEL: role}
+    if database is not None:
+        result[DATABASE_LABEL] = database
+    return result

@@ -1,0 +1,153 @@
+"""Disposable targets as local processes: a private temporary folder and a server on a private socket.
+
+Used where no Docker engine is reachable. Commands run as the `postgres` OS user when restoreproof
+runs as root (PostgreSQL refuses to run as root). Each target leaves a small state file naming its
+folder, so `restoreproof reap` can stop its server and remove the folder if the run was killed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from verification.errors import TargetError
+from verification.targets.base import ExecResult, timeout_argv
+from verification.targets.labels import slug
+
+OS_USER = "postgres"
+
+
+def leftovers_dir(state_dir: Path) -> Path:
+    return state_dir / "leftovers"
+
+
+class LocalTarget:
+    kind = "local"
+    port = 5432  # the socket folder is private to the target, so the port cannot clash
+
+    def __init__(self, work_dir: Path, repo_path: str, bin_dir: Path, state_file: Path,
+                 provision_seconds: float) -> None:
+        self.work_dir = str(work_dir)
+        self.socket_dir = str(work_dir / "socket")
+        self.repo_path = repo_path
+        self.name = work_dir.name
+        self._bin_dir = bin_dir
+        self._state_file = state_file
+        self.provision_seconds = provision_seconds
+
+    def _user_prefix(self) -> list[str]:
+        return ["runuser", "-u", OS_USER, "--"] if os.geteuid() == 0 else []
+
+    def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> ExecResult:
+        environment = {
+            "PATH": f"{self._bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+            "HOME": self.work_dir, "LANG": "C.UTF-8", **(env or {}),
+        }
+        started = time.monotonic()
+        completed = subprocess.run([*self._user_prefix(), *timeout_argv(argv, timeout)], capture_output=True,
+                                   env=environment, cwd=self.work_dir, check=False)
+        return ExecResult(argv, completed.returncode, completed.stdout.decode("utf-8", "replace"),
+                          completed.stderr.decode("utf-8", "replace"), time.monotonic() - started)
+
+    def write_text(self, path: str, text: str) -> None:
+        Path(path).write_text(text, encoding="utf-8")
+        _give_to_os_user(Path(path))
+
+    def read_text(self, path: str) -> str:
+        return Path(path).read_text(encoding="utf-8", errors="replace")
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind, "folder": self.work_dir, "bin_dir": str(self._bin_dir)}
+
+    def close(self) -> None:
+        reap_local_folder(Path(self.work_dir), self._bin_dir)
+        self._state_file.unlink(missing_ok=True)
+
+
+def _give_to_os_user(path: Path) -> None:
+    if os.geteuid() == 0:
+        entry = pwd.getpwnam(OS_USER)
+        os.chown(path, entry.pw_uid, entry.pw_gid)
+
+
+class LocalTargetProvider:
+    kind = "local"
+
+    def __init__(self, bin_dir: Path, state_dir: Path) -> None:
+        self.bin_dir = bin_dir
+        self.state_dir = state_dir
+        missing = [tool for tool in ("pg_ctl", "postgres", "pg_amcheck", "pg_checksums")
+                   if not (bin_dir / tool).exists()]
+        if missing:
+            raise TargetError(f"local target: {', '.join(missing)} not found in {bin_dir} "
+                              "(install postgresql-15 or set postgres.bin_dir)")
+        if shutil.which("pgbackrest") is None:
+            raise TargetError("local target: pgbackrest is not on PATH (install pgbackrest)")
+        if os.geteuid() == 0:
+            try:
+                pwd.getpwnam(OS_USER)
+            except KeyError as exc:
+                raise TargetError(f"local target: running as root needs an OS user {OS_USER!r}") from exc
+
+    def provision(self, run_id: str, database: str, repo_host_path: str) -> LocalTarget:
+        started = time.monotonic()
+        work_dir = Path(tempfile.mkdtemp(prefix=f"restoreproof-{run_id}-{slug(database)}-"))
+        folder = leftovers_dir(self.state_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        state_file = folder / f"{work_dir.name}.json"
+        state_file.write_text(json.dumps({"run_id": run_id, "database": database, "folder": str(work_dir),
+                                          "bin_dir": str(self.bin_dir), "pid": os.getpid()}))
+        (work_dir / "socket").mkdir()
+        for path in (work_dir, work_dir / "socket"):
+            _give_to_os_user(path)
+        target = LocalTarget(work_dir, repo_host_path, self.bin_dir, state_file, time.monotonic() - started)
+        # The restore and the server's archive-get run as the OS user: it must be able to read the
+        # repository, or pgBackRest reports a missing backup set, which would read as a bad backup.
+        probe = target.run(["test", "-r", f"{repo_host_path}/backup", "-a", "-x", f"{repo_host_path}/backup"],
+                           timeout=30)
+        if not probe.ok:
+            target.close()
+            user = OS_USER if os.geteuid() == 0 else pwd.getpwuid(os.geteuid()).pw_name
+            raise TargetError(f"local target: the OS user {user!r} cannot read the repository {repo_host_path} "
+                              "(every folder above it must be searchable, its files readable)")
+        target.provision_seconds = time.monotonic() - started
+        return target
+
+
+def reap_local_folder(folder: Path, bin_dir: Path) -> None:
+    """Stop any server running from `folder` and remove the folder."""
+    for pid_file in folder.glob("*/postmaster.pid"):
+        try:
+            pid = int(pid_file.read_text().splitlines()[0])
+            os.kill(pid, signal.SIGQUIT)  # immediate shutdown: the data is thrown away anyway
+            for _ in range(100):
+                os.kill(pid, 0)
+                time.sleep(0.05)
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, ValueError, IndexError, PermissionError):
+            pass
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def reap_local(state_dir: Path, run_id: str | None = None) -> list[str]:
+    removed = []
+    for state_file in sorted(leftovers_dir(state_dir).glob("*.json")):
+        try:
+            state = json.loads(state_file.read_text())
+        except (OSError, json.JSONDecodeError):
+            state_file.unlink(missing_ok=True)
+            continue
+        if run_id and state.get("run_id") != run_id:
+            continue
+        reap_local_folder(Path(state["folder"]), Path(state.get("bin_dir", "")))
+        state_file.unlink(missing_ok=True)
+        removed.append(state["folder"])
+    return removed

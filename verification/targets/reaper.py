@@ -1,0 +1,57 @@
+"""Remove what a killed run left behind: labelled containers and volumes, local target folders."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from verification.targets.labels import RUN_LABEL
+from verification.targets.local import reap_local
+
+
+@dataclass
+class ReapReport:
+    containers: list[str] = field(default_factory=list)
+    volumes: list[str] = field(default_factory=list)
+    folders: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return len(self.containers) + len(self.volumes) + len(self.folders)
+
+
+def reap(state_dir: Path, run_id: str | None = None, use_docker: bool = True) -> ReapReport:
+    report = ReapReport(folders=reap_local(state_dir, run_id))
+    if not use_docker:
+        return report
+    import docker.errors
+
+    from verification.targets.docker import docker_client
+
+    selector = {"label": f"{RUN_LABEL}={run_id}" if run_id else RUN_LABEL}
+    try:
+        client = docker_client()
+    except Exception as exc:  # no engine: nothing of ours can be running there
+        report.errors.append(str(exc))
+        return report
+    try:
+        for container in client.containers.list(all=True, filters=selector):
+            try:
+                container.remove(force=True, v=True)
+                report.containers.append(container.name or container.id)
+            except docker.errors.NotFound:
+                pass
+            except docker.errors.APIError as exc:
+                report.errors.append(f"container {container.name}: {exc}")
+        for volume in client.volumes.list(filters=selector):
+            try:
+                volume.remove(force=True)
+                report.volumes.append(volume.name)
+            except docker.errors.NotFound:
+                pass
+            except docker.errors.APIError as exc:
+                report.errors.append(f"volume {volume.name}: {exc}")
+    finally:
+        client.close()
+    return report

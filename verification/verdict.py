@@ -1,0 +1,63 @@
+"""Decide a database's verdict from everything that was proven, and say why.
+
+`passed` needs positive evidence for each of: a complete chain, a restore that came online at the
+planned point, and at least one integrity check that passed, with no required check that did
+not. Anything missing is not a pass: there is no default verdict.
+"""
+
+from __future__ import annotations
+
+from verification.engines.base import RestoreOutcome
+from verification.model import ChainStatus, CheckStatus, RestorePlan, Verdict
+
+
+def decide(plan: RestorePlan, outcome: RestoreOutcome | None) -> tuple[Verdict, list[str]]:
+    chain = plan.chain
+    if chain.status is not ChainStatus.COMPLETE:
+        reasons = [f"chain broken: {p.message}" for p in chain.problems] or ["chain broken (no detail)"]
+        if outcome is not None:
+            reasons += _check_reasons(outcome)
+        return Verdict.FAILED, reasons
+    if outcome is None:
+        return Verdict.ERROR, ["the restore did not run"]
+
+    failures = list(outcome.failures) + _check_reasons(outcome, CheckStatus.FAILED)
+    errors = list(outcome.errors) + _check_reasons(outcome, CheckStatus.ERROR)
+    if failures:
+        return Verdict.FAILED, failures + errors
+    if errors:
+        return Verdict.ERROR, errors
+    if not outcome.online:
+        return Verdict.ERROR, ["the restored server never came online, and no step said why"]
+    required = [c for c in outcome.checks if c.required]
+    passed = [c for c in required if c.status is CheckStatus.PASSED]
+    if not passed:
+        return Verdict.ERROR, ["no integrity check ran, so nothing proves the restored data intact"]
+    not_passed = [c for c in required if c.status is not CheckStatus.PASSED]
+    if not_passed:
+        return Verdict.ERROR, [f"required check {c.name} is {c.status}: {c.summary}" for c in not_passed]
+
+    backups = ", ".join(f"{b.type} {b.label}" for b in chain.backups)
+    reasons = [f"chain complete: {backups}"]
+    if chain.wal is not None:
+        reasons.append(f"WAL complete: {chain.wal.segments} segments {chain.wal.first} to {chain.wal.last}")
+    point = plan.stop_at.isoformat() if plan.stop_at else "latest"
+    achieved = outcome.achieved.isoformat() if outcome.achieved else "no transaction time reported"
+    reasons.append(f"restored to {point} and online (last transaction: {achieved})")
+    reasons += [f"{c.name}: {c.summary}" for c in outcome.checks if c.status is CheckStatus.PASSED]
+    reasons += [f"{c.name} skipped: {c.summary}" for c in outcome.checks if c.status is CheckStatus.SKIPPED]
+    return Verdict.PASSED, reasons
+
+
+def _check_reasons(outcome: RestoreOutcome, status: CheckStatus | None = None) -> list[str]:
+    """Reasons from the checks with the given status (failed and error when None), findings included."""
+    wanted = {status} if status else {CheckStatus.FAILED, CheckStatus.ERROR}
+    reasons = []
+    for check in outcome.checks:
+        if check.status not in wanted or (not check.required and check.status is not CheckStatus.FAILED):
+            continue
+        shown = check.findings[:10]
+        more = f" (+{len(check.findings) - 10} more)" if len(check.findings) > 10 else ""
+        reasons.append(f"{check.name} {check.status}: {check.summary}"
+                       + (": " + "; ".join(shown) + more if shown else ""))
+    return reasons
