@@ -21,7 +21,7 @@ from rich.console import Console
 from verification.config import Settings, load_settings
 from verification.errors import RestoreproofError
 from verification.model import ChainStatus, RestorePlan, Verdict
-from verification.reports.json_report import backup_json
+from verification.reports.json_report import chain_json
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Prove that backups restore: restore each chain in a disposable server, time every "
@@ -46,6 +46,13 @@ ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML con
 AtOpt = Annotated[str | None, typer.Option("--at", help="Restore to this point in time (ISO 8601; UTC if no "
                                                         "offset). Default: latest.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON on stdout; no progress output.")]
+TargetOpt = Annotated[TargetChoice, typer.Option(help="Where to restore.")]
+ReportDirOpt = Annotated[Path | None, typer.Option(help="Reports go to DIR/<run id>/. Default ./reports.")]
+
+
+def exit_code(verdict: Verdict) -> int:
+    """0 all passed; 1 any failed (even beside errors: a bad backup is the news); 2 otherwise."""
+    return {Verdict.PASSED: 0, Verdict.FAILED: 1}.get(verdict, 2)
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -71,27 +78,32 @@ def settings_from(config: Path | None) -> Settings:
 
 
 def plan_json(plan: RestorePlan) -> dict[str, Any]:
-    chain = plan.chain
-    return {
-        "database": plan.database,
-        "stop_at": plan.stop_at.isoformat() if plan.stop_at else None,
-        "chain": {
-            "status": str(chain.status),
-            "backups": [backup_json(b) for b in chain.backups],
-            "wal": None if chain.wal is None else {"timeline": chain.wal.timeline, "first": chain.wal.first,
-                                                    "last": chain.wal.last, "segments": chain.wal.segments,
-                                                    "bound": chain.wal.bound},
-            "problems": [{"code": p.code, "message": p.message, "files": list(p.files),
-                          "expected_lsn": p.expected_lsn, "found_lsn": p.found_lsn} for p in chain.problems],
-            "rules": [{"rule": r.rule, "passed": r.passed, "detail": r.detail} for r in chain.rules],
-        },
-    }
+    return {"database": plan.database, "stop_at": plan.stop_at.isoformat() if plan.stop_at else None,
+            "chain": chain_json(plan.chain)}
+
+
+class Progress:
+    """Each step as a time-stamped line, and a spinner with the running step while it lasts."""
+
+    def __init__(self) -> None:
+        self.status = err.status("starting", spinner="dots")
+        self.started = False
+
+    def __call__(self, message: str) -> None:
+        err.print(f"[dim]{datetime.now():%H:%M:%S}[/] {message}", highlight=False)
+        self.status.update(f"{message} ...")
+        if not self.started:
+            self.status.start()
+            self.started = True
+
+    def stop(self) -> None:
+        if self.started:
+            self.status.stop()
+            self.started = False
 
 
 def _progress(enabled: bool) -> Any:
-    if not enabled:
-        return lambda message: None
-    return lambda message: err.print(f"[dim]{datetime.now():%H:%M:%S}[/] {message}", highlight=False)
+    return Progress() if enabled else (lambda message: None)
 
 
 @app.command()
@@ -128,17 +140,21 @@ def plan(
 
 
 def _run_and_report(settings: Settings, source: str, *, engine: str, at: datetime | None, target: str,
-                    report_dir: Path | None, as_json: bool) -> NoReturn:
+                    report_dir: Path | None, as_json: bool, progress: Any = None) -> NoReturn:
     from verification.pipeline import run_verification
 
+    progress = progress or _progress(not as_json)
     try:
         result = run_verification(settings, source, engine_name=engine, at=at, target_kind=target,
-                                  report_dir=report_dir, progress=_progress(not as_json))
+                                  report_dir=report_dir, progress=progress)
     except RestoreproofError as exc:
         fail(str(exc))
     except KeyboardInterrupt:
         # Every target was removed by the pipeline's `finally` on the way here.
         fail("interrupted; the targets of this run were removed, no report was written", 130)
+    finally:
+        if isinstance(progress, Progress):
+            progress.stop()
     if as_json:
         typer.echo(json.dumps(result.report, indent=2))
     else:
@@ -148,8 +164,7 @@ def _run_and_report(settings: Settings, source: str, *, engine: str, at: datetim
             for reason in db.reasons:
                 err.print(f"  - {reason}", highlight=False)
         err.print(f"report: {result.html_path}\n        {result.json_path}", highlight=False)
-    verdict = result.run.verdict
-    raise typer.Exit({Verdict.PASSED: 0, Verdict.FAILED: 1}.get(verdict, 2))
+    raise typer.Exit(exit_code(result.run.verdict))
 
 
 @app.command()
@@ -157,8 +172,8 @@ def verify(
     source: Annotated[str, typer.Argument(help="The backup repository (a folder).")],
     engine: Annotated[EngineChoice, typer.Option(help="Backup engine.")] = EngineChoice.auto,
     at: AtOpt = None,
-    target: Annotated[TargetChoice, typer.Option(help="Where to restore.")] = TargetChoice.auto,
-    report_dir: Annotated[Path | None, typer.Option(help="Reports go to DIR/<run id>/. Default ./reports.")] = None,
+    target: TargetOpt = TargetChoice.auto,
+    report_dir: ReportDirOpt = None,
     as_json: JsonOpt = False,
     config: ConfigOpt = None,
 ) -> None:
@@ -174,8 +189,8 @@ def demo(
     scale: Annotated[int, typer.Option(min=1, help="Data size: 1 is ~100 MB per cluster, 10 is ~1 GB.")] = 1,
     clusters: Annotated[int, typer.Option(min=1, max=16, help="Independent clusters (pgBackRest stanzas).")] = 2,
     fresh: Annotated[bool, typer.Option(help="Make new sample backups even if matching ones exist.")] = False,
-    target: Annotated[TargetChoice, typer.Option(help="Where to restore.")] = TargetChoice.auto,
-    report_dir: Annotated[Path | None, typer.Option(help="Reports go to DIR/<run id>/. Default ./reports.")] = None,
+    target: TargetOpt = TargetChoice.auto,
+    report_dir: ReportDirOpt = None,
     as_json: JsonOpt = False,
     config: ConfigOpt = None,
 ) -> None:
@@ -188,10 +203,16 @@ def demo(
         made = make_demo(workdir, scale=scale, clusters=clusters, fresh=fresh, progress=progress)
     except RestoreproofError as exc:
         fail(str(exc))
+    except KeyboardInterrupt:
+        fail("interrupted; the demo's source containers were removed", 130)
+    finally:
+        if isinstance(progress, Progress):
+            progress.stop()
     progress(f"sample repository {'reused' if made.reused else 'made'}: {made.repository} "
              f"({', '.join(made.stanzas)})")
+    # The same display goes on into the verification, which stops it when done.
     _run_and_report(settings, str(made.repository), engine="postgres", at=None, target=target.value,
-                    report_dir=report_dir, as_json=as_json)
+                    report_dir=report_dir, as_json=as_json, progress=progress)
 
 
 @app.command()

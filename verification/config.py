@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from verification.errors import ConfigError
@@ -25,7 +25,24 @@ def default_state_dir() -> Path:
     return Path(base) / "restoreproof"
 
 
-class DockerSettings(BaseModel):
+class _Section(BaseModel):
+    # A misspelt key is an error, not a silently ignored setting.
+    model_config = ConfigDict(extra="forbid")
+
+
+def parse_memory(text: str) -> int:
+    """'2g', '512m', '1073741824' -> bytes."""
+    units = {"k": 1024, "m": 1024**2, "g": 1024**3}
+    cleaned = text.strip().lower().removesuffix("b")
+    try:
+        if cleaned and cleaned[-1] in units:
+            return int(float(cleaned[:-1]) * units[cleaned[-1]])
+        return int(cleaned)
+    except ValueError:
+        raise ValueError(f"not a memory size (like 2g or 512m): {text!r}") from None
+
+
+class DockerSettings(_Section):
     postgres_image: str = "restoreproof/postgres:15"
     memory: str = "2g"
     cpus: float = Field(2.0, gt=0)
@@ -33,8 +50,18 @@ class DockerSettings(BaseModel):
     # Seconds to wait for a new container to answer `docker exec`.
     start_timeout: float = Field(60.0, gt=0)
 
+    @field_validator("memory")
+    @classmethod
+    def _memory_parses(cls, value: str) -> str:
+        parse_memory(value)
+        return value
 
-class PostgresSettings(BaseModel):
+    @property
+    def memory_bytes(self) -> int:
+        return parse_memory(self.memory)
+
+
+class PostgresSettings(_Section):
     # Where the PostgreSQL binaries live for the local-process target (inside the image they are on PATH).
     bin_dir: Path = Path("/usr/lib/postgresql/15/bin")
     wal_segment_size: int = Field(16 * 1024 * 1024, ge=1024 * 1024)
@@ -58,7 +85,7 @@ class PostgresSettings(BaseModel):
     repo_cipher_pass: SecretStr | None = None
 
 
-class SqlCheck(BaseModel):
+class SqlCheck(_Section):
     """A business invariant: a query whose single value must equal `expect` after the restore."""
 
     name: str
@@ -73,7 +100,7 @@ class SqlCheck(BaseModel):
         return str(value)
 
 
-class ChecksSettings(BaseModel):
+class ChecksSettings(_Section):
     sql: list[SqlCheck] = Field(default_factory=list)
 
 
@@ -132,6 +159,15 @@ class _YamlSource(PydanticBaseSettingsSource):
         return data
 
 
+def describe_errors(exc: ValidationError) -> str:
+    """The field and the rule each value broke, never the value itself: it may be a secret."""
+    lines = []
+    for error in exc.errors(include_input=False, include_url=False):
+        where = ".".join(str(part) for part in error["loc"]) or "(top level)"
+        lines.append(f"  {where}: {error['msg']}")
+    return "\n".join(lines)
+
+
 def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
     """Settings from the file, the environment and explicit overrides (None values are ignored)."""
     previous = os.environ.get(CONFIG_ENV)
@@ -141,7 +177,7 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
         return Settings(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:
         where = f" in {config_file or previous or 'the environment'}"
-        raise ConfigError(f"invalid configuration{where}:\n{exc}") from exc
+        raise ConfigError(f"invalid configuration{where}:\n{describe_errors(exc)}") from None
     finally:
         if config_file is not None:
             if previous is None:

@@ -195,10 +195,14 @@ class RunResult:
 
     @property
     def verdict(self) -> Verdict:
-        """The run's overall verdict: the worst of its databases; never passed when empty."""
+        """The run's overall verdict, never passed when empty.
+
+        `failed` (a backup is not restorable) outranks `error` (restoreproof could not finish one):
+        a proven bad backup must not hide behind an infrastructure problem elsewhere in the run.
+        """
         verdicts = {d.verdict for d in self.databases}
-        if not verdicts or Verdict.ERROR in verdicts:
-            return Verdict.ERROR
         if Verdict.FAILED in verdicts:
             return Verdict.FAILED
+        if not verdicts or Verdict.ERROR in verdicts:
+            return Verdict.ERROR
         return Verdict.PASSED

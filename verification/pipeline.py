@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import platform
 import socket
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -134,6 +135,11 @@ def verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider 
             outcome = RestoreOutcome(errors=[f"target: {exc}"])
         except RestoreproofError as exc:
             outcome = RestoreOutcome(errors=[str(exc)])
+        except Exception as exc:
+            # A bug or an unexpected failure: this database gets "error" with the reason, the
+            # others are still verified, and the traceback is kept as evidence.
+            evidence.write("internal-error.txt", traceback.format_exc())
+            outcome = RestoreOutcome(errors=[f"internal error: {type(exc).__name__}: {exc}"])
         finally:
             if target is not None:
                 progress(f"{plan.database}: removing the target")

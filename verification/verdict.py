@@ -8,7 +8,7 @@ not. Anything missing is not a pass: there is no default verdict.
 from __future__ import annotations
 
 from verification.engines.base import RestoreOutcome
-from verification.model import ChainStatus, CheckStatus, RestorePlan, Verdict
+from verification.model import ChainStatus, CheckResult, CheckStatus, RestorePlan, Verdict
 
 
 def decide(plan: RestorePlan, outcome: RestoreOutcome | None) -> tuple[Verdict, list[str]]:
@@ -23,10 +23,11 @@ def decide(plan: RestorePlan, outcome: RestoreOutcome | None) -> tuple[Verdict, 
 
     failures = list(outcome.failures) + _check_reasons(outcome, CheckStatus.FAILED)
     errors = list(outcome.errors) + _check_reasons(outcome, CheckStatus.ERROR)
+    notes = _optional_notes(outcome)
     if failures:
-        return Verdict.FAILED, failures + errors
+        return Verdict.FAILED, failures + errors + notes
     if errors:
-        return Verdict.ERROR, errors
+        return Verdict.ERROR, errors + notes
     if not outcome.online:
         return Verdict.ERROR, ["the restored server never came online, and no step said why"]
     required = [c for c in outcome.checks if c.required]
@@ -46,18 +47,22 @@ def decide(plan: RestorePlan, outcome: RestoreOutcome | None) -> tuple[Verdict, 
     reasons.append(f"restored to {point} and online (last transaction: {achieved})")
     reasons += [f"{c.name}: {c.summary}" for c in outcome.checks if c.status is CheckStatus.PASSED]
     reasons += [f"{c.name} skipped: {c.summary}" for c in outcome.checks if c.status is CheckStatus.SKIPPED]
-    return Verdict.PASSED, reasons
+    return Verdict.PASSED, reasons + notes
+
+
+def _describe(check: CheckResult) -> str:
+    shown = check.findings[:10]
+    more = f" (+{len(check.findings) - 10} more)" if len(check.findings) > 10 else ""
+    return f"{check.name} {check.status}: {check.summary}" + (": " + "; ".join(shown) + more if shown else "")
 
 
 def _check_reasons(outcome: RestoreOutcome, status: CheckStatus | None = None) -> list[str]:
-    """Reasons from the checks with the given status (failed and error when None), findings included."""
+    """Reasons from the required checks with the given status (failed and error when None), with findings."""
     wanted = {status} if status else {CheckStatus.FAILED, CheckStatus.ERROR}
-    reasons = []
-    for check in outcome.checks:
-        if check.status not in wanted or (not check.required and check.status is not CheckStatus.FAILED):
-            continue
-        shown = check.findings[:10]
-        more = f" (+{len(check.findings) - 10} more)" if len(check.findings) > 10 else ""
-        reasons.append(f"{check.name} {check.status}: {check.summary}"
-                       + (": " + "; ".join(shown) + more if shown else ""))
-    return reasons
+    return [_describe(c) for c in outcome.checks if c.required and c.status in wanted]
+
+
+def _optional_notes(outcome: RestoreOutcome) -> list[str]:
+    """Optional checks inform but never decide the verdict."""
+    return [f"(optional) {_describe(c)}" for c in outcome.checks
+            if not c.required and c.status in (CheckStatus.FAILED, CheckStatus.ERROR)]

@@ -155,3 +155,14 @@ def test_local_target_that_cannot_read_the_repository_is_a_clear_error(demo, set
     assert db["verdict"] == "error"
     assert db["reasons"] == [f"target: local target: the OS user 'postgres' cannot read the repository "
                              f"{demo.repository} (every folder above it must be searchable, its files readable)"]
+
+
+def test_a_target_that_cannot_be_created_is_an_error_and_leaves_nothing(demo, settings):
+    # Docker refuses a memory limit under 6 MB when the container is created, after the volume exists.
+    settings.docker.memory = "4m"
+    result = run_verification(settings, demo.repository, databases=["demo1"])
+    (db,) = result.report["databases"]
+    assert db["verdict"] == "error"
+    assert db["reasons"][0].startswith("target: cannot start a container from restoreproof/postgres:15")
+    assert "memory" in db["reasons"][0].lower()
+    assert leftovers(result.run.run_id) == []

@@ -52,3 +52,20 @@ def test_secret_is_not_shown_in_the_settings_repr(monkeypatch):
     assert "hunter2-very-secret" not in repr(settings)
     assert "hunter2-very-secret" not in settings.model_dump_json()
     assert settings.postgres.repo_cipher_pass.get_secret_value() == "hunter2-very-secret"
+
+
+@pytest.mark.parametrize("text", [
+    "repo_cipher_pass: s3cr3t-pass-top-level\n",                 # misplaced: an unknown key
+    "postgres:\n  repo_cipher_pass: 12345678901\n",              # a number where text is expected
+    "postgres:\n  repo_cipher_password: s3cr3t-pass-typo\n",     # a misspelt key inside a section
+])
+def test_errors_never_echo_values(tmp_path, text):
+    config = tmp_path / "secret.yaml"
+    config.write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config)
+    message = str(caught.value)
+    for secret in ("s3cr3t", "12345678901"):
+        assert secret not in message
+    assert "repo_cipher_pas" in message  # the field is named
+    assert caught.value.__cause__ is None and caught.value.__suppress_context__

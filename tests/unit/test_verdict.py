@@ -68,3 +68,22 @@ def test_a_required_check_that_errored_blocks_the_pass():
     verdict, reasons = decide(complete_plan(), online_outcome(passed_check(), errored))
     assert verdict is Verdict.ERROR
     assert reasons == ["sql:orders error: query failed"]
+
+
+def test_an_optional_check_never_decides_but_is_reported():
+    optional = CheckResult("sql:nice-to-have", CheckStatus.FAILED, "returned '0', expected '1'", required=False)
+    verdict, reasons = decide(complete_plan(), online_outcome(passed_check(), optional))
+    assert verdict is Verdict.PASSED
+    assert reasons[-1] == "(optional) sql:nice-to-have failed: returned '0', expected '1'"
+
+
+def test_run_verdict_failed_outranks_error_and_empty_is_error():
+    from tests.unit.factories import T0
+    from verification.cli import exit_code
+    from verification.model import RunResult
+
+    run = RunResult("r", "postgres", "/x", T0)
+    assert run.verdict is Verdict.ERROR and exit_code(run.verdict) == 2
+    for verdict in (Verdict.ERROR, Verdict.FAILED, Verdict.PASSED):
+        run.databases.append(type("D", (), {"verdict": verdict})())  # only .verdict is read
+    assert run.verdict is Verdict.FAILED and exit_code(run.verdict) == 1

@@ -30,9 +30,11 @@ from verification.errors import RestoreproofError
 from verification.images import ensure_image
 from verification.targets.docker import docker_client
 from verification.targets.labels import labels, new_run_id
+from verification.targets.reaper import reap_docker
 
 DATA = "/var/lib/restoreproof/data"
 MANIFEST = "demo.json"
+MARKER = ".restoreproof-demo"
 # pgbench scale per demo scale unit: pgbench scale 1 is ~15 MB, so --scale 10 gives ~1 GB.
 PGBENCH_SCALE_PER_UNIT = 7
 DEMO_FORMAT = 1
@@ -55,11 +57,16 @@ class DemoError(RestoreproofError):
 class _SourceCluster:
     def __init__(self, client: docker.DockerClient, image: str, stanza: str, repo: Path, run_id: str) -> None:
         self.stanza = stanza
-        self.container = client.containers.run(
-            image, name=f"restoreproof-demo-{run_id}-{stanza}".lower(), detach=True,
+        self.container = client.containers.create(
+            image, name=f"restoreproof-demo-{run_id}-{stanza}".lower(),
             labels=labels(run_id, "demo-source", stanza), network_mode="none",
             volumes={str(repo): {"bind": "/repo", "mode": "rw"}},
         )
+        try:
+            self.container.start()
+        except BaseException:
+            self.remove()
+            raise
 
     def sh(self, script: str, user: str = "postgres", env: dict[str, str] | None = None) -> str:
         code, output = self.container.exec_run(["bash", "-euo", "pipefail", "-c", script], user=user,
@@ -108,6 +115,11 @@ class _SourceCluster:
         # `pgbackrest check` switches WAL and waits until the segment is archived: the archive is
         # then complete up to the last write.
         self.sh(f"pgbackrest --stanza={self.stanza} check && pg_ctl stop -w -m fast -D {DATA} >/dev/null")
+        # The files belong to the container's postgres user; let any restore target (and any host
+        # user) read them, as a shared backup repository would allow. Done here, as root in the
+        # container, because a non-root host user could not change them.
+        self.sh(f"chmod a+rX /repo /repo/backup /repo/archive && "
+                f"chmod -R a+rX /repo/backup/{self.stanza} /repo/archive/{self.stanza}", user="root")
 
     def remove(self) -> None:
         with contextlib.suppress(docker.errors.NotFound):
@@ -154,28 +166,34 @@ def make_demo(workdir: Path, scale: int = 1, clusters: int = 2, fresh: bool = Fa
         if (manifest.get("format") == DEMO_FORMAT and manifest.get("scale") == scale
                 and sorted(manifest.get("stanzas", {})) == stanzas and repo.is_dir()):
             return DemoResult(workdir, repo, stanzas, manifest, reused=True)
+    marker = workdir / MARKER
     if repo.exists():
-        # Only ever delete a folder this command made (it carries our manifest).
-        if not manifest_path.exists():
+        # Only ever delete a folder this command made (it carries our marker, written first).
+        if not marker.exists():
             raise DemoError(f"{repo} exists and was not made by restoreproof demo; choose another --workdir")
         shutil.rmtree(repo)
     manifest_path.unlink(missing_ok=True)
-    repo.mkdir(parents=True)
+    workdir.mkdir(parents=True, exist_ok=True)
+    marker.write_text("made by restoreproof demo; its backups/ folder may be deleted and remade\n")
+    repo.mkdir()
     image = ensure_image("restoreproof/postgres:15")
     run_id = "demo-" + new_run_id()
     client = docker_client()
+    pool = ThreadPoolExecutor(max_workers=clusters)
     try:
-        with ThreadPoolExecutor(max_workers=clusters) as pool:
-            if progress:
-                progress(f"making {clusters} sample cluster(s) at scale {scale} in {repo}")
-            futures = {s: pool.submit(_make_cluster, client, image, s, repo, run_id, scale) for s in stanzas}
-            results = {s: f.result() for s, f in futures.items()}
+        if progress:
+            progress(f"making {clusters} sample cluster(s) at scale {scale} in {repo}")
+        futures = {s: pool.submit(_make_cluster, client, image, s, repo, run_id, scale) for s in stanzas}
+        results = {s: f.result() for s, f in futures.items()}
+    except BaseException:
+        # Don't wait for the other clusters (minutes at a large scale): remove every source
+        # container of this demo now; their threads then fail fast and end.
+        reap_docker(run_id)
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
     finally:
+        pool.shutdown(wait=True)
         client.close()
-    # The source containers wrote as their postgres user; make the repository readable to the
-    # restore targets (any user), as a shared backup repository would be.
-    for path in [repo, *repo.rglob("*")]:
-        path.chmod(path.stat().st_mode | (0o555 if path.is_dir() else 0o444))
     manifest = {"format": DEMO_FORMAT, "scale": scale, "created_at": datetime.now(UTC).isoformat(),
                 "repository": str(repo), "stanzas": results}
     manifest_path.write_text(json.dumps(manifest, indent=2) + "\n")

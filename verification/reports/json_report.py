@@ -7,7 +7,7 @@ from datetime import datetime
 from importlib import resources
 from typing import Any
 
-from verification.model import BackupSet, CheckResult, DatabaseResult, PhaseTiming, RunResult
+from verification.model import BackupSet, Chain, CheckResult, DatabaseResult, PhaseTiming, RunResult
 
 SCHEMA_VERSION = "1.0"
 
@@ -38,8 +38,20 @@ def check_json(check: CheckResult) -> dict[str, Any]:
             "findings": check.findings, "details": check.details, "evidence": check.evidence}
 
 
+def chain_json(chain: Chain) -> dict[str, Any]:
+    return {
+        "status": str(chain.status),
+        "backups": [backup_json(b) for b in chain.backups],
+        "wal": None if chain.wal is None else {
+            "timeline": chain.wal.timeline, "first": chain.wal.first, "last": chain.wal.last,
+            "segments": chain.wal.segments, "bound": chain.wal.bound},
+        "problems": [{"code": p.code, "message": p.message, "files": list(p.files),
+                      "expected_lsn": p.expected_lsn, "found_lsn": p.found_lsn} for p in chain.problems],
+        "rules": [{"rule": r.rule, "passed": r.passed, "detail": r.detail} for r in chain.rules],
+    }
+
+
 def database_json(result: DatabaseResult) -> dict[str, Any]:
-    chain = result.plan.chain
     return {
         "database": result.database,
         "verdict": str(result.verdict),
@@ -48,16 +60,7 @@ def database_json(result: DatabaseResult) -> dict[str, Any]:
                           "achieved": _time(result.restore_point.achieved),
                           "detail": result.restore_point.detail},
         "recovery_seconds": round(result.recovery_seconds, 3) if result.recovery_seconds is not None else None,
-        "chain": {
-            "status": str(chain.status),
-            "backups": [backup_json(b) for b in chain.backups],
-            "wal": None if chain.wal is None else {
-                "timeline": chain.wal.timeline, "first": chain.wal.first, "last": chain.wal.last,
-                "segments": chain.wal.segments, "bound": chain.wal.bound},
-            "problems": [{"code": p.code, "message": p.message, "files": list(p.files),
-                          "expected_lsn": p.expected_lsn, "found_lsn": p.found_lsn} for p in chain.problems],
-            "rules": [{"rule": r.rule, "passed": r.passed, "detail": r.detail} for r in chain.rules],
-        },
+        "chain": chain_json(result.plan.chain),
         "phases": [phase_json(p) for p in result.phases],
         "checks": [check_json(c) for c in result.checks],
         "target": result.target,

@@ -42,12 +42,19 @@ def docker_available() -> bool:
         return False
 
 
-def parse_memory(text: str) -> int:
-    units = {"k": 1024, "m": 1024**2, "g": 1024**3}
-    text = text.strip().lower().rstrip("b")
-    if text and text[-1] in units:
-        return int(float(text[:-1]) * units[text[-1]])
-    return int(text)
+def remove_quietly(*resources: Container | Volume | None) -> list[str]:
+    """Remove containers and volumes (containers first), collecting errors instead of raising."""
+    errors = []
+    for resource in resources:
+        if resource is None:
+            continue
+        try:
+            resource.remove(force=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            errors.append(str(exc))
+    return errors
 
 
 class DockerTarget:
@@ -99,15 +106,8 @@ class DockerTarget:
                 "volume": self.volume.name}
 
     def close(self) -> None:
-        errors = []
         # The container first: a volume in use cannot be removed.
-        for resource in (self.container, self.volume):
-            try:
-                resource.remove(force=True)
-            except docker.errors.NotFound:
-                pass
-            except docker.errors.APIError as exc:
-                errors.append(str(exc))
+        errors = remove_quietly(self.container, self.volume)
         if errors:
             raise TargetError(f"cleanup of {self.name} incomplete: {'; '.join(errors)}")
 
@@ -127,30 +127,32 @@ class DockerTargetProvider:
             raise ImageMissingError(f"image {self.image} is not present: build it with docker/build.sh") from exc
         tags = labels(run_id, "target", database)
         name = f"restoreproof-{run_id}-{slug(database)}".lower()
+        memory = self.settings.memory_bytes
         started = time.monotonic()
-        volume = self._client.volumes.create(name=f"{name}-data", labels=tags)
+        volume: Volume | None = None
+        container: Container | None = None
         try:
-            container = self._client.containers.run(
+            volume = self._client.volumes.create(name=f"{name}-data", labels=tags)
+            # create, then start: if the start fails, the created container is still ours to remove.
+            container = self._client.containers.create(
                 self.image,
                 name=name,
-                detach=True,
                 labels=tags,
                 network_mode="none",
-                mem_limit=parse_memory(self.settings.memory),
-                memswap_limit=parse_memory(self.settings.memory),
+                mem_limit=memory,
+                memswap_limit=memory,
                 nano_cpus=int(self.settings.cpus * 1e9),
                 pids_limit=self.settings.pids_limit,
                 volumes={repo_host_path: {"bind": REPO_PATH, "mode": "ro"},
                          volume.name: {"bind": WORK_DIR, "mode": "rw"}},
             )
-        except docker.errors.APIError as exc:
-            volume.remove(force=True)
-            raise TargetError(f"cannot start a container from {self.image}: {exc.explanation or exc}") from exc
-        target = DockerTarget(self._client, container, volume, self.image, 0.0)
-        try:
+            container.start()
+            target = DockerTarget(self._client, container, volume, self.image, 0.0)
             self._wait_ready(target)
-        except BaseException:
-            target.close()
+        except BaseException as exc:
+            remove_quietly(container, volume)
+            if isinstance(exc, docker.errors.APIError):
+                raise TargetError(f"cannot start a container from {self.image}: {exc.explanation or exc}") from exc
             raise
         target.provision_seconds = time.monotonic() - started
         return target

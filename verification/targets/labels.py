@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 import secrets
 from datetime import UTC, datetime
@@ -17,9 +18,16 @@ def new_run_id(now: datetime | None = None) -> str:
 
 
 def slug(text: str, limit: int = 40) -> str:
-    """A Docker-name-safe form of a database name."""
+    """A Docker- and file-name-safe form of a database name, distinct for distinct names.
+
+    Names that had to be changed or shortened get a short hash of the original, so two
+    databases never share a container name or an evidence folder.
+    """
     cleaned = re.sub(r"[^a-zA-Z0-9_.-]+", "-", text).strip("-.") or "db"
-    return cleaned[:limit]
+    if cleaned == text and len(cleaned) <= limit:
+        return cleaned
+    digest = hashlib.sha1(text.encode()).hexdigest()[:8]
+    return f"{cleaned[:limit - 9]}-{digest}"
 
 
 def labels(run_id: str, role: str, database: str | None = None) -> dict[str, str]:

@@ -7,6 +7,7 @@ folder, so `restoreproof reap` can stop its server and remove the folder if the 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pwd
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from verification.errors import TargetError
-from verification.targets.base import ExecResult, timeout_argv
+from verification.targets.base import ExecResult
 from verification.targets.labels import slug
 
 OS_USER = "postgres"
@@ -52,10 +53,23 @@ class LocalTarget:
             "HOME": self.work_dir, "LANG": "C.UTF-8", **(env or {}),
         }
         started = time.monotonic()
-        completed = subprocess.run([*self._user_prefix(), *timeout_argv(argv, timeout)], capture_output=True,
-                                   env=environment, cwd=self.work_dir, check=False)
-        return ExecResult(argv, completed.returncode, completed.stdout.decode("utf-8", "replace"),
-                          completed.stderr.decode("utf-8", "replace"), time.monotonic() - started)
+        # Its own session, so a timeout or an interrupt can kill the command with everything it
+        # started (pgBackRest's workers, psql); a server started by pg_ctl detaches itself and is
+        # stopped by close() through its postmaster.pid.
+        process = subprocess.Popen([*self._user_prefix(), *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   env=environment, cwd=self.work_dir, start_new_session=True)
+        try:
+            out, err = process.communicate(timeout=timeout)
+            code = process.returncode
+        except subprocess.TimeoutExpired:
+            _kill_group(process)
+            out, err = process.communicate()
+            code = 124  # as `timeout` reports it, so callers treat both targets alike
+        except BaseException:
+            _kill_group(process)
+            raise
+        return ExecResult(argv, code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),
+                          time.monotonic() - started)
 
     def write_text(self, path: str, text: str) -> None:
         Path(path).write_text(text, encoding="utf-8")
@@ -68,8 +82,15 @@ class LocalTarget:
         return {"kind": self.kind, "folder": self.work_dir, "bin_dir": str(self._bin_dir)}
 
     def close(self) -> None:
-        reap_local_folder(Path(self.work_dir), self._bin_dir)
+        if not reap_local_folder(Path(self.work_dir)):
+            raise TargetError(f"cleanup of {self.work_dir} incomplete; `restoreproof reap` will retry")
         self._state_file.unlink(missing_ok=True)
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
 
 
 def _give_to_os_user(path: Path) -> None:
@@ -122,19 +143,36 @@ class LocalTargetProvider:
         return target
 
 
-def reap_local_folder(folder: Path, bin_dir: Path) -> None:
-    """Stop any server running from `folder` and remove the folder."""
+def _postmaster_of(folder: Path) -> int | None:
+    """The pid in folder's postmaster.pid, only if that process is a postgres running in that folder.
+
+    A stale pid file (after a crash or a reboot) may name an unrelated process by now.
+    """
+    pid_file = folder / "postmaster.pid"
+    try:
+        pid = int(pid_file.read_text().splitlines()[0])
+        comm = Path(f"/proc/{pid}/comm").read_text().strip()
+        cwd = Path(os.readlink(f"/proc/{pid}/cwd"))
+    except (OSError, ValueError, IndexError):
+        return None
+    # The postmaster changes into its data folder; its name is "postgres" (or "postmaster").
+    return pid if comm in ("postgres", "postmaster") and cwd == folder.resolve() else None
+
+
+def reap_local_folder(folder: Path) -> bool:
+    """Stop any server running from a data folder under `folder`, remove `folder`; True when it is gone."""
     for pid_file in folder.glob("*/postmaster.pid"):
-        try:
-            pid = int(pid_file.read_text().splitlines()[0])
+        pid = _postmaster_of(pid_file.parent)
+        if pid is None:
+            continue
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGQUIT)  # immediate shutdown: the data is thrown away anyway
             for _ in range(100):
                 os.kill(pid, 0)
                 time.sleep(0.05)
             os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, ValueError, IndexError, PermissionError):
-            pass
     shutil.rmtree(folder, ignore_errors=True)
+    return not folder.exists()
 
 
 def reap_local(state_dir: Path, run_id: str | None = None) -> list[str]:
@@ -147,7 +185,7 @@ def reap_local(state_dir: Path, run_id: str | None = None) -> list[str]:
             continue
         if run_id and state.get("run_id") != run_id:
             continue
-        reap_local_folder(Path(state["folder"]), Path(state.get("bin_dir", "")))
-        state_file.unlink(missing_ok=True)
-        removed.append(state["folder"])
+        if reap_local_folder(Path(state["folder"])):
+            state_file.unlink(missing_ok=True)
+            removed.append(state["folder"])
     return removed

@@ -21,14 +21,13 @@ class ReapReport:
         return len(self.containers) + len(self.volumes) + len(self.folders)
 
 
-def reap(state_dir: Path, run_id: str | None = None, use_docker: bool = True) -> ReapReport:
-    report = ReapReport(folders=reap_local(state_dir, run_id))
-    if not use_docker:
-        return report
+def reap_docker(run_id: str | None = None, report: ReapReport | None = None) -> ReapReport:
+    """Remove containers, then volumes, labelled with the run (any run when `run_id` is None)."""
     import docker.errors
 
     from verification.targets.docker import docker_client
 
+    report = report or ReapReport()
     selector = {"label": f"{RUN_LABEL}={run_id}" if run_id else RUN_LABEL}
     try:
         client = docker_client()
@@ -55,3 +54,8 @@ def reap(state_dir: Path, run_id: str | None = None, use_docker: bool = True) ->
     finally:
         client.close()
     return report
+
+
+def reap(state_dir: Path, run_id: str | None = None, use_docker: bool = True) -> ReapReport:
+    report = ReapReport(folders=reap_local(state_dir, run_id))
+    return reap_docker(run_id, report) if use_docker else report

@@ -6,15 +6,20 @@ Rules, each kept with its outcome:
 - the archive holds every WAL segment from the backup's start segment to its stop segment
   (without them the backup is not consistent), and on to the point to reach: the end of the
   archive for "latest", or, for a point in time, the start of the first backup after it
-  (an upper bound: WAL up to there certainly covers the target).
+  (an upper bound: WAL up to there certainly covers the target);
+- WAL on a newer timeline (after a failover or an earlier restore) is followed as PostgreSQL
+  follows it: through the newest timeline's history file, which must exist and descend from the
+  backup's timeline after the backup started; each segment is expected on the timeline that
+  supplies it.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from verification.engines.postgres.repository import Stanza, WalArchive, archive_id_for, manifest_present
-from verification.engines.postgres.wal import Segment, parse_segment
+from verification.engines.postgres.wal import Segment, format_lsn, parse_lsn, parse_segment
 from verification.model import BackupSet, Chain, ChainStatus, Problem, RestorePlan, RuleCheck, WalRange
 from verification.sources.base import Source
 
@@ -89,6 +94,70 @@ def _chain_backups(
     return chain
 
 
+@dataclass(frozen=True)
+class TimelinePath:
+    """The timelines recovery walks, oldest first, with the first segment each one supplies.
+
+    PostgreSQL (recovery_target_timeline = 'latest', the default) follows the newest timeline
+    in the archive; for a segment number it reads the file of the newest timeline on the path
+    that had begun by then.
+    """
+
+    steps: tuple[tuple[int, int], ...]  # (timeline, first segment number it supplies)
+
+    @property
+    def target(self) -> int:
+        return self.steps[-1][0]
+
+    def timeline_for(self, number: int) -> int:
+        return next(tli for tli, begins in reversed(self.steps) if begins <= number)
+
+    def describe(self) -> str:
+        return " -> ".join(str(tli) for tli, _ in self.steps)
+
+
+def _timeline_path(archive: WalArchive, backup_timeline: int, start_lsn: int | None, segment_size: int,
+                   problems: list[Problem], rules: list[RuleCheck]) -> TimelinePath | None:
+    newest = max([backup_timeline, *archive.timelines()])
+    if newest == backup_timeline:
+        return TimelinePath(((backup_timeline, 0),))
+    history = archive.histories.get(newest)
+    name = f"{newest:08X}.history"
+    if history is None:
+        problems.append(Problem(code="missing-history",
+                                message=f"WAL exists on timeline {newest} but its history file {name} is missing "
+                                        f"from archive {archive.archive_id}", files=(name,)))
+        rules.append(RuleCheck("timeline-history", False, problems[-1].message))
+        return None
+    steps: list[tuple[int, int]] = []
+    begins = 0
+    for switch in history:
+        steps.append((switch.parent, begins))
+        begins = switch.switch_lsn // segment_size
+    steps.append((newest, begins))
+    ancestors = {tli: i for i, (tli, _) in enumerate(steps)}
+    if backup_timeline not in ancestors:
+        problems.append(Problem(code="timeline-not-descendant",
+                                message=f"timeline {newest}, the newest in the archive, does not descend from the "
+                                        f"backup's timeline {backup_timeline} (history {name})", files=(name,)))
+        rules.append(RuleCheck("timeline-history", False, problems[-1].message))
+        return None
+    index = ancestors[backup_timeline]
+    switch_out = history[index].switch_lsn if index < len(history) else None
+    if switch_out is not None and start_lsn is not None and switch_out <= start_lsn:
+        problems.append(Problem(
+            code="timeline-not-descendant",
+            message=f"timeline {newest} left timeline {backup_timeline} at {format_lsn(switch_out)}, "
+                    f"before the backup started at {format_lsn(start_lsn)} (history {name})",
+            files=(name,)))
+        rules.append(RuleCheck("timeline-history", False, problems[-1].message))
+        return None
+    path = TimelinePath(tuple(steps[index:]))
+    rules.append(RuleCheck("timeline-history", True,
+                           f"recovery follows timelines {path.describe()} (history {name})"))
+    return path
+
+
 def _check_wal(
     stanza: Stanza,
     target: BackupSet,
@@ -105,10 +174,16 @@ def _check_wal(
     stop = parse_segment(target.stop_wal, segment_size)
     archive_id = archive_id_for(stanza, target)
     archive = stanza.archives.get(archive_id) or WalArchive(archive_id, segment_size)
+    start_lsn = parse_lsn(target.start_lsn) if target.start_lsn else None
+    path = _timeline_path(archive, start.timeline, start_lsn, segment_size, problems, rules)
+    if path is None:
+        path = TimelinePath(((start.timeline, 0),))  # still name the backup's own missing WAL below
 
-    on_timeline = [s for s in archive.timeline_segments(start.timeline) if s >= start]
-    end, bound = stop, "the backup's stop segment"
-    newest = on_timeline[-1] if on_timeline else None
+    def on_path(segment: Segment) -> bool:
+        return segment.number >= start.number and segment.timeline == path.timeline_for(segment.number)
+
+    newest = max((s.number for s in archive.segments if on_path(s)), default=None)
+    end, bound = stop.number, "the backup's stop segment"
     if at is None:
         if newest is not None and newest > end:
             end, bound = newest, "the end of the archive"
@@ -117,22 +192,22 @@ def _check_wal(
         if later:
             next_backup = min(later, key=lambda b: b.start)
             assert next_backup.start_wal is not None
-            bound_segment = parse_segment(next_backup.start_wal, segment_size)
-            if bound_segment.timeline == start.timeline and bound_segment > end:
-                end, bound = bound_segment, f"the start of backup {next_backup.label}, the first after the target"
+            bound_number = parse_segment(next_backup.start_wal, segment_size).number
+            if bound_number > end:
+                end, bound = bound_number, f"the start of backup {next_backup.label}, the first after the target"
         elif newest is not None and newest > end:
             end, bound = newest, "the end of the archive (no backup after the target bounds it)"
 
-    expected = [Segment(start.timeline, n) for n in range(start.number, end.number + 1)]
+    expected = [Segment(path.timeline_for(n), n) for n in range(start.number, end + 1)]
     missing = [s for s in expected if s not in archive.segments]
-    consistency_missing = [s for s in missing if s <= stop]
+    consistency_missing = [s for s in missing if s.number <= stop.number]
     names = [s.name(segment_size) for s in missing]
     wal = WalRange(
-        timeline=start.timeline,
-        first=start.name(segment_size),
-        last=end.name(segment_size),
+        timeline=path.target,
+        first=expected[0].name(segment_size),
+        last=expected[-1].name(segment_size),
         segments=len(expected),
-        bound=bound,
+        bound=bound if len(path.steps) == 1 else f"{bound}, across timelines {path.describe()}",
     )
     rules.append(RuleCheck(
         "wal-for-consistency", not consistency_missing,
@@ -143,7 +218,7 @@ def _check_wal(
     rules.append(RuleCheck(
         "wal-continuous-to-target", not missing,
         f"{len(expected) - len(missing)} of {len(expected)} segments present from {wal.first} to {wal.last} "
-        f"(bound: {bound}) in archive {archive_id}",
+        f"(bound: {wal.bound}) in archive {archive_id}",
     ))
     if missing:
         shown = ", ".join(names[:MESSAGE_NAME_LIMIT]) + (

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from verification.engines.postgres.wal import SEGMENT_RE, Segment, parse_segment
+from verification.engines.postgres.wal import SEGMENT_RE, Segment, parse_lsn, parse_segment
 from verification.errors import SourceError
 from verification.model import BackupSet, BackupType
 from verification.sources.base import Source
@@ -23,6 +23,15 @@ from verification.sources.base import Source
 # 000000010000000000000004-4886679f65586e32c5d5e075c99513323dc736d5.gz
 ARCHIVE_FILE_RE = re.compile(r"^(?P<segment>[0-9A-F]{24})-(?P<sha1>[0-9a-f]{40})(?P<ext>\.[a-z0-9]+)?$")
 ARCHIVE_ID_RE = re.compile(r"^\d+-\d+$")
+HISTORY_RE = re.compile(r"^(?P<tli>[0-9A-F]{8})\.history$")
+
+
+@dataclass(frozen=True)
+class TimelineSwitch:
+    """One line of a timeline history file: `parent` ended at `switch_lsn`, the next timeline began."""
+
+    parent: int
+    switch_lsn: int
 
 
 @dataclass(frozen=True)
@@ -38,10 +47,12 @@ class WalArchive:
     archive_id: str
     segment_size: int
     segments: dict[Segment, ArchivedSegment] = field(default_factory=dict)
-    history_files: list[str] = field(default_factory=list)
+    # Timeline -> its ancestry, oldest first, as its 0000000N.history file records it.
+    histories: dict[int, list[TimelineSwitch]] = field(default_factory=dict)
+    history_files: dict[int, str] = field(default_factory=dict)
 
-    def timeline_segments(self, timeline: int) -> list[Segment]:
-        return sorted(s for s in self.segments if s.timeline == timeline)
+    def timelines(self) -> set[int]:
+        return {s.timeline for s in self.segments} | set(self.histories)
 
 
 @dataclass
@@ -52,6 +63,8 @@ class Stanza:
     backups: list[BackupSet]
     archives: dict[str, WalArchive]
     info_file: str
+    # db-id -> PostgreSQL version, from [db:history]: a stanza-upgrade adds an id (and an archive id).
+    db_versions: dict[int, str] = field(default_factory=dict)
 
     def backup(self, label: str) -> BackupSet | None:
         return next((b for b in self.backups if b.label == label), None)
@@ -165,6 +178,7 @@ def read_stanza(source: Source, stanza: str, segment_size: int) -> Stanza:
         backups=backups,
         archives=archives,
         info_file=used,
+        db_versions={int(db_id): str(entry.get("db-version")) for db_id, entry in history.items()},
     )
 
 
@@ -176,16 +190,21 @@ def _archive_ids(source: Source, stanza: str, history: dict[str, dict[str, Any]]
 
 
 def archive_id_for(stanza: Stanza, backup: BackupSet) -> str:
+    """The archive id ("<version>-<db id>") of the cluster the backup was taken from."""
     db_id = backup.extra.get("db_id")
-    return f"{stanza.db_version}-{db_id}" if db_id is not None else ""
+    if db_id is None:
+        return ""
+    return f"{stanza.db_versions.get(int(db_id), stanza.db_version)}-{db_id}"
 
 
 def read_archive(source: Source, stanza: str, archive_id: str, segment_size: int) -> WalArchive:
     archive = WalArchive(archive_id=archive_id, segment_size=segment_size)
     base = f"archive/{stanza}/{archive_id}"
     for entry in source.list_dir(base):
-        if entry.endswith(".history"):
-            archive.history_files.append(f"{base}/{entry}")
+        if history := HISTORY_RE.match(entry):
+            timeline = int(history["tli"], 16)
+            archive.history_files[timeline] = f"{base}/{entry}"
+            archive.histories[timeline] = parse_history(source.read_bytes(f"{base}/{entry}").decode(), entry)
             continue
         if len(entry) != 16:
             continue  # not a <timeline><log> folder
@@ -196,6 +215,21 @@ def read_archive(source: Source, stanza: str, archive_id: str, segment_size: int
             segment = parse_segment(match.group("segment"), segment_size)
             archive.segments[segment] = ArchivedSegment(segment, f"{base}/{entry}/{name}")
     return archive
+
+
+def parse_history(text: str, name: str) -> list[TimelineSwitch]:
+    """'1\t0/E000000\tno recovery target specified' lines -> switches, oldest first."""
+    switches = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        fields = line.split()
+        try:
+            switches.append(TimelineSwitch(int(fields[0]), parse_lsn(fields[1])))
+        except (IndexError, ValueError) as exc:
+            raise SourceError(f"timeline history file {name}: cannot read line {line!r}") from exc
+    return switches
 
 
 def manifest_present(source: Source, stanza: str, label: str) -> bool:

@@ -1,0 +1,115 @@
+"""verify_database's guarantees, with an in-memory target: the target is always closed, and an
+unexpected exception becomes that database's "error" verdict with the reason and a traceback."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.unit.factories import broken_plan, complete_plan
+from verification.engines.base import Evidence, RestoreOutcome
+from verification.model import Verdict
+from verification.pipeline import verify_database
+from verification.targets.base import ExecResult
+
+
+class MemoryTarget:
+    kind = "memory"
+    name = "memory-target"
+    repo_path = "/repo"
+    work_dir = "/work"
+    port = 5432
+    socket_dir = "/tmp"
+    provision_seconds = 0.1
+
+    def __init__(self) -> None:
+        self.closed = 0
+
+    def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> ExecResult:
+        return ExecResult(argv, 0, "", "", 0.0)
+
+    def write_text(self, path: str, text: str) -> None: ...
+
+    def read_text(self, path: str) -> str:
+        return ""
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind}
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+class MemoryProvider:
+    kind = "memory"
+
+    def __init__(self) -> None:
+        self.targets: list[MemoryTarget] = []
+
+    def provision(self, run_id: str, database: str, repo_host_path: str) -> MemoryTarget:
+        self.targets.append(MemoryTarget())
+        return self.targets[-1]
+
+
+class ExplodingEngine:
+    name = "postgres"
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+    def detect(self, source: Any) -> bool:
+        return True
+
+    def plan(self, source: Any, at: Any) -> list[Any]:
+        return []
+
+    def restore_and_check(self, plan: Any, target: Any, evidence: Evidence) -> RestoreOutcome:
+        raise self.exc
+
+
+def test_unexpected_exception_is_an_error_verdict_and_the_target_is_closed(tmp_path):
+    provider = MemoryProvider()
+    evidence = Evidence(tmp_path / "demo1")
+    result = verify_database(ExplodingEngine(ValueError("boom")), complete_plan(), provider, "run", "/repo", evidence)
+    assert result.verdict is Verdict.ERROR
+    assert result.reasons == ["internal error: ValueError: boom"]
+    assert provider.targets[0].closed == 1
+    assert "ValueError: boom" in (tmp_path / "demo1" / "internal-error.txt").read_text()
+
+
+def test_interrupt_propagates_after_closing_the_target(tmp_path):
+    provider = MemoryProvider()
+    with pytest.raises(KeyboardInterrupt):
+        verify_database(ExplodingEngine(KeyboardInterrupt()), complete_plan(), provider, "run", "/repo",
+                        Evidence(tmp_path / "demo1"))
+    assert provider.targets[0].closed == 1
+
+
+def test_a_broken_chain_provisions_nothing(tmp_path):
+    provider = MemoryProvider()
+    result = verify_database(ExplodingEngine(AssertionError("must not run")), broken_plan(), provider, "run",
+                             "/repo", Evidence(tmp_path / "demo1"))
+    assert (result.verdict, result.reasons) == (Verdict.FAILED, ["chain broken: missing 000000010000000000000003"])
+    assert provider.targets == []
+
+
+def test_slugs_stay_distinct_for_long_or_odd_names():
+    from verification.targets.labels import slug
+
+    long_a, long_b = "a" * 45 + "_one", "a" * 45 + "_two"
+    assert slug("demo1") == "demo1"
+    assert slug(long_a) != slug(long_b) and len(slug(long_a)) <= 40
+    assert slug("sales/eu") != slug("sales eu")
+
+
+def test_redacting_evidence_never_writes_the_secret(tmp_path, monkeypatch):
+    from verification.config import load_settings
+    from verification.pipeline import RedactingEvidence, Redactor
+
+    monkeypatch.setenv("RESTOREPROOF_POSTGRES__REPO_CIPHER_PASS", "pa55-w0rd-xyz")
+    redact = Redactor(load_settings())
+    evidence = RedactingEvidence(tmp_path / "db", redact)
+    evidence.write("restore.log", "ERROR: cipher pass pa55-w0rd-xyz rejected")
+    assert (tmp_path / "db" / "restore.log").read_text() == "ERROR: cipher pass ******** rejected"
+    assert redact("x pa55-w0rd-xyz y") == "x ******** y"
