@@ -35,3 +35,35 @@ def captured_repo(tmp_path: Path) -> Path:
     for name in fixture_text("archive-listing.txt").split():
         (segments / name).write_bytes(b"")
     return repo
+
+
+# Real SQL Server backups (2008 R2, 2016) live beside the project, never inside it.
+MSSQL_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "testdata" / "mssql-backups"
+
+
+@pytest.fixture(scope="session")
+def mssql_corpus() -> Path:
+    if not (MSSQL_CORPUS / "MANIFEST.tsv").exists():
+        pytest.skip(f"the SQL Server backup corpus is not at {MSSQL_CORPUS} (it ships in ../shared/testdata)")
+    return MSSQL_CORPUS
+
+
+@pytest.fixture
+def mssql_copy(mssql_corpus: Path, tmp_path: Path):  # type: ignore[no-untyped-def]
+    """Copy part of the corpus into a writable temporary folder: copy(rel, ...) -> the copy's root."""
+    root = tmp_path / "mssql"
+
+    def copy(*relative: str) -> Path:
+        for rel in relative:
+            source = mssql_corpus / rel
+            target = root / rel
+            if source.is_dir():
+                shutil.copytree(source, target, dirs_exist_ok=True)
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(source, target)
+        for path in [root, *root.rglob("*")]:
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        return root
+
+    return copy

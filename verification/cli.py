@@ -119,23 +119,33 @@ def plan(
 
     settings = settings_from(config)
     try:
-        _, _, plans = plan_source(settings, source, engine.value, parse_at(at))
+        chosen, _, planned = plan_source(settings, source, engine.value, parse_at(at))
     except RestoreproofError as exc:
         fail(str(exc))
+    plans = planned.plans
+    for unreadable in planned.unreadable:
+        label = "error" if unreadable.kind == "corrupt" else "warning"
+        err.print(f"[{'red' if label == 'error' else 'yellow'}]{label}:[/] {unreadable.reason}", highlight=False)
     if as_json:
-        typer.echo(json.dumps({"source": source, "databases": [plan_json(p) for p in plans]}, indent=2))
+        typer.echo(json.dumps({"source": source, "engine": chosen.name,
+                               "databases": [plan_json(p) for p in plans],
+                               "unreadable": [{"path": u.path, "kind": u.kind, "reason": u.reason}
+                                              for u in planned.unreadable]}, indent=2))
     else:
         for p in plans:
             style = "green" if p.chain.status is ChainStatus.COMPLETE else "red"
             err.print(f"[bold]{p.database}[/]: [{style}]{p.chain.status}[/]", highlight=False)
             for b in p.chain.backups:
-                err.print(f"  {b.type:<5} {b.label}  {b.start:%Y-%m-%d %H:%M:%S} .. {b.finish:%H:%M:%S}",
+                lsns = f"  LSN {b.first_lsn}..{b.last_lsn}  family {b.family}" if b.first_lsn else ""
+                err.print(f"  {b.type:<5} {b.label}  {b.start:%Y-%m-%d %H:%M:%S} .. {b.finish:%H:%M:%S}{lsns}",
                           highlight=False)
             if p.chain.wal:
                 err.print(f"  wal   {p.chain.wal.first} .. {p.chain.wal.last} ({p.chain.wal.segments} segments)",
                           highlight=False)
             for problem in p.chain.problems:
                 err.print(f"  [red]{problem.code}[/]: {problem.message}", highlight=False)
+    if planned.corrupt:
+        raise typer.Exit(2)
     raise typer.Exit(0 if all(p.chain.status is ChainStatus.COMPLETE for p in plans) else 1)
 
 

@@ -64,6 +64,10 @@ class BackupSet:
     stop_lsn: str | None = None
     path: str | None = None
     error: bool = False
+    # SQL Server: LSNs as decimal strings (they exceed 2**53), and this file's family as "k/n".
+    first_lsn: str | None = None
+    last_lsn: str | None = None
+    family: str | None = None
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from verification import __version__
 from verification.config import Settings
-from verification.engines.base import Engine, Evidence, RestoreOutcome
+from verification.engines.base import Engine, Evidence, RestoreOutcome, SourcePlan
 from verification.errors import RestoreproofError, SourceError, TargetError
 from verification.model import ChainStatus, DatabaseResult, RestorePlan, RestorePoint, RunResult, Verdict
 from verification.reports import build_report, write_reports
@@ -38,9 +38,10 @@ def _quiet(_: str) -> None:
 
 
 def engines(settings: Settings) -> dict[str, Engine]:
+    from verification.engines.mssql.engine import MssqlEngine
     from verification.engines.postgres.engine import PostgresEngine
 
-    return {"postgres": PostgresEngine(settings)}
+    return {"postgres": PostgresEngine(settings), "mssql": MssqlEngine(settings)}
 
 
 def open_source(path: str | Path) -> LocalSource:
@@ -49,24 +50,23 @@ def open_source(path: str | Path) -> LocalSource:
 
 def select_engine(settings: Settings, source: Source, requested: str) -> Engine:
     available = engines(settings)
-    if requested == "mssql":
-        raise RestoreproofError("the SQL Server engine is not available in this version of restoreproof")
     if requested != "auto":
         engine = available[requested]
         if not engine.detect(source):
             # Let the engine's own discovery say precisely what is missing.
             engine.plan(source, None)
-            raise SourceError(f"{source.describe()} does not hold {requested} backups")
+            kind = {"postgres": "pgBackRest (PostgreSQL)", "mssql": "SQL Server"}.get(requested, requested)
+            raise SourceError(f"{source.describe()} holds no {kind} backups")
         return engine
     for engine in available.values():
         if engine.detect(source):
             return engine
     raise SourceError(f"{source.describe()} holds no backups restoreproof recognises "
-                      "(expected a pgBackRest repository: backup/<stanza>/backup.info)")
+                      "(expected a pgBackRest repository, backup/<stanza>/backup.info, or SQL Server backup files)")
 
 
 def plan_source(settings: Settings, source_path: str | Path, engine_name: str = "auto",
-                at: datetime | None = None) -> tuple[Engine, Source, list[RestorePlan]]:
+                at: datetime | None = None) -> tuple[Engine, Source, SourcePlan]:
     source = open_source(source_path)
     engine = select_engine(settings, source, engine_name)
     return engine, source, engine.plan(source, at)
@@ -172,7 +172,12 @@ def run_verification(settings: Settings, source_path: str | Path, *, engine_name
     started = datetime.now(UTC)
     run_id = run_id or new_run_id(started)
     progress(f"run {run_id}: reading {source_path}")
-    engine, source, plans = plan_source(settings, source_path, engine_name or settings.engine, at)
+    engine, source, planned = plan_source(settings, source_path, engine_name or settings.engine, at)
+    if engine.name == "mssql":
+        raise RestoreproofError("restoring SQL Server backups needs a SQL Server container "
+                                "(mcr.microsoft.com/mssql/server), which this version cannot provision yet; "
+                                "`restoreproof plan --engine mssql` checks the chains offline")
+    plans = planned.plans
     if databases:
         plans = [p for p in plans if p.database in databases]
     redact = Redactor(settings)

@@ -100,3 +100,10 @@ def test_json_output_is_the_report_and_quiet(demo, tmp_path):
     report = json.loads(result.stdout)
     assert report["verdict"] == "passed"
     assert result.stderr == ""
+
+
+def test_verify_sql_server_backups_says_it_cannot_restore_them_yet(mssql_corpus, tmp_path):
+    result = subprocess.run([*CLI, "verify", str(mssql_corpus / "RestoreTimeClean")], capture_output=True, text=True,
+                            timeout=120, env={**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")})
+    assert result.returncode == 2
+    assert "restoring SQL Server backups needs a SQL Server container" in result.stderr

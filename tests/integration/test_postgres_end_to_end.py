@@ -93,8 +93,8 @@ def test_a_flipped_byte_in_a_backed_up_file_fails_and_names_the_file(repo_copy, 
 
 
 def test_a_missing_wal_segment_breaks_the_chain_and_nothing_passes(repo_copy, settings, demo):
-    _, _, plans = plan_source(settings, repo_copy)
-    demo1 = next(p for p in plans if p.database == "demo1")
+    _, _, planned = plan_source(settings, repo_copy)
+    demo1 = next(p for p in planned.plans if p.database == "demo1")
     segment = demo1.target_backup.start_wal
     (victim,) = (repo_copy / "archive" / "demo1").rglob(f"{segment}-*")
     victim.unlink()

@@ -50,7 +50,7 @@ def test_bad_time_exit_2(captured_repo):
     assert "is not an ISO 8601 time" in result.stderr
 
 
-def test_mssql_engine_is_refused_clearly(captured_repo):
+def test_wrong_engine_for_the_source_exit_2(captured_repo):
     result = runner.invoke(app, ["plan", str(captured_repo), "--engine", "mssql"])
     assert result.exit_code == 2
-    assert "SQL Server engine is not available" in result.stderr
+    assert f"{captured_repo} holds no SQL Server backups" in result.stderr

@@ -26,6 +26,25 @@ class RestoreOutcome:
     online: bool = False
 
 
+@dataclass(frozen=True)
+class UnreadableFile:
+    """A file that looks like a backup but could not be read offline; never silently skipped."""
+
+    path: str
+    kind: str  # "needs-server" (read by RESTORE HEADERONLY in a target) or "corrupt"
+    reason: str
+
+
+@dataclass
+class SourcePlan:
+    plans: list[RestorePlan]
+    unreadable: list[UnreadableFile] = field(default_factory=list)
+
+    @property
+    def corrupt(self) -> list[UnreadableFile]:
+        return [u for u in self.unreadable if u.kind == "corrupt"]
+
+
 class Evidence:
     """Writes a database's raw tool outputs into the run's evidence folder."""
 
@@ -48,7 +67,7 @@ class Engine(Protocol):
         """Does the source look like this engine's backups?"""
         ...
 
-    def plan(self, source: Source, at: datetime | None) -> list[RestorePlan]:
+    def plan(self, source: Source, at: datetime | None) -> SourcePlan:
         """One plan per database found in the source; raises SourceError when it is not readable."""
         ...
 

@@ -24,6 +24,7 @@ def backup_json(backup: BackupSet) -> dict[str, Any]:
         "references": list(backup.references),
         "start_wal": backup.start_wal, "stop_wal": backup.stop_wal,
         "start_lsn": backup.start_lsn, "stop_lsn": backup.stop_lsn,
+        "first_lsn": backup.first_lsn, "last_lsn": backup.last_lsn, "family": backup.family,
     }
 
 

@@ -23,3 +23,21 @@ class Source(Protocol):
     def read_bytes(self, path: str, offset: int = 0, length: int | None = None) -> bytes: ...
 
     def size(self, path: str) -> int: ...
+
+
+class SourceFile:
+    """One file of a source as a byte-range reader (what the SQL Server header reader consumes)."""
+
+    def __init__(self, source: Source, path: str) -> None:
+        self.source = source
+        self.path = path
+        self.name = path
+        self.bytes_read = 0
+
+    def size(self) -> int:
+        return self.source.size(self.path)
+
+    def read(self, offset: int, length: int) -> bytes:
+        data = self.source.read_bytes(self.path, offset, length)
+        self.bytes_read += len(data)
+        return data

@@ -19,7 +19,7 @@ import time
 from datetime import datetime, timedelta
 
 from verification.config import Settings
-from verification.engines.base import Evidence, RestoreOutcome
+from verification.engines.base import Evidence, RestoreOutcome, SourcePlan
 from verification.engines.postgres import chain as chain_rules
 from verification.engines.postgres.integrity import parse_pg_amcheck, parse_pg_checksums, parse_pgbackrest_verify
 from verification.engines.postgres.repository import discover, find_stanzas
@@ -71,9 +71,9 @@ class PostgresEngine:
         except SourceError:
             return False
 
-    def plan(self, source: Source, at: datetime | None) -> list[RestorePlan]:
+    def plan(self, source: Source, at: datetime | None) -> SourcePlan:
         stanzas = discover(source, self.pg.wal_segment_size)
-        return [chain_rules.plan(source, stanza, at, self.pg.wal_segment_size) for stanza in stanzas]
+        return SourcePlan([chain_rules.plan(source, stanza, at, self.pg.wal_segment_size) for stanza in stanzas])
 
     # -- restore and checks ----------------------------------------------------------------------
 

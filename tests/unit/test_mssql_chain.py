@@ -1,0 +1,182 @@
+"""Catalog and chain planning on the real SQL Server corpus and on damaged copies of it."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from verification.cli import app
+from verification.engines.mssql.catalog import scan
+from verification.engines.mssql.chain import plan
+from verification.model import ChainStatus, RestorePlan
+from verification.sources import LocalSource
+
+runner = CliRunner()
+
+
+def plans(root: Path, at: datetime | None = None) -> dict[str, RestorePlan]:
+    catalog = scan(LocalSource(root))
+    return {catalog.display_name(db): plan(db, catalog.display_name(db), at) for db in catalog.databases}
+
+
+def files(result: RestorePlan) -> list[str]:
+    return [Path(b.path).name for b in result.chain.backups]
+
+
+def rules(result: RestorePlan) -> dict[str, list[bool]]:
+    found: dict[str, list[bool]] = {}
+    for rule in result.chain.rules:
+        found.setdefault(rule.rule, []).append(rule.passed)
+    return found
+
+
+def test_full_diff_and_logs_latest(mssql_corpus):
+    result = plans(mssql_corpus / "RestoreTimeClean")["RestoreTimeClean"]
+    assert result.chain.status is ChainStatus.COMPLETE
+    assert files(result) == ["RestoreTimeClean.bak", "RestoreTimeClean2.bak", "RestoreTimeClean2_1.trn",
+                             "RestoreTimeClean2_2.trn", "RestoreTimeClean2_3.trn"]
+    assert rules(result)["differential-base"] == [True]
+    # The logs before the differential are superseded by it, and say so.
+    assert "RestoreTimeClean_1.trn" not in files(result)
+
+
+def test_removing_a_log_breaks_the_chain_with_sql_servers_own_words(mssql_copy):
+    root = mssql_copy("RestoreTimeClean")
+    (root / "RestoreTimeClean/RestoreTimeClean2_2.trn").unlink()
+    result = plans(root)["RestoreTimeClean"]
+    assert result.chain.status is ChainStatus.BROKEN
+    (problem,) = result.chain.problems
+    assert problem.code == "log-gap"
+    assert (problem.expected_lsn, problem.found_lsn) == ("25000000020000001", "25000000021000001")
+    assert problem.files == ("RestoreTimeClean/RestoreTimeClean2_1.trn", "RestoreTimeClean/RestoreTimeClean2_3.trn")
+    assert ("The log in this backup set begins at LSN 25000000021000001, which is too recent to apply to the "
+            "database. An earlier log backup that includes LSN 25000000020000001 can be restored.") in problem.message
+    assert "4305" in problem.message
+    assert rules(result)["log-continuity"] == [False]
+
+
+def test_point_in_time_stops_at_the_terminal_log(mssql_corpus):
+    at = datetime(2020, 5, 12, 13, 31, 0, tzinfo=UTC)
+    result = plans(mssql_corpus / "sql2008-backups/StopAt", at)["StopAt"]
+    assert result.chain.status is ChainStatus.COMPLETE
+    # StopAt_21 is the first log finishing after the target; StopAt_23 must not be applied after a STOPAT in 21
+    # (the corpus README shows SQL Server's 4305 when it was).
+    assert files(result) == ["StopAt.bak", "StopAt_1.trn", "StopAt_2.trn", "StopAt_21.trn"]
+    assert result.stop_at == at
+    assert rules(result)["terminal-log"] == [True]
+
+
+def test_point_in_time_beyond_the_last_log_is_not_reachable(mssql_corpus):
+    result = plans(mssql_corpus / "sql2008-backups/StopAt", datetime(2030, 1, 1, tzinfo=UTC))["StopAt"]
+    assert result.chain.status is ChainStatus.BROKEN
+    assert result.chain.problems[0].code == "terminal-log-missing"
+    assert "StopAt_23.trn" in result.chain.problems[0].message
+
+
+def test_point_before_any_full_has_no_chain(mssql_corpus):
+    result = plans(mssql_corpus / "sql2008-backups/StopAt", datetime(2001, 1, 1, tzinfo=UTC))["StopAt"]
+    assert result.chain.status is ChainStatus.BROKEN and result.chain.problems[0].code == "no-full"
+
+
+def test_striped_sets_need_every_family(mssql_copy):
+    root = mssql_copy("history/sql2016-stripe")
+    complete = plans(root)["RestoreTimeStripe"]
+    assert complete.chain.status is ChainStatus.COMPLETE
+    assert [b.family for b in complete.chain.backups][:2] == ["1/2", "2/2"]
+    (root / "history/sql2016-stripe/Stripe2/restoretime_22a.trn").unlink()
+    broken = plans(root)["RestoreTimeStripe"]
+    assert broken.chain.status is ChainStatus.BROKEN
+    problem = broken.chain.problems[0]
+    assert problem.code == "missing-family"
+    assert "family 2 of 2 is missing" in problem.message and "restoretime_22.trn" in problem.message
+
+
+def test_2008_stripe_set_plans_both_families(mssql_corpus):
+    result = plans(mssql_corpus / "sql2008-backups/RestoreTimeStripe")["RestoreTimeStripe"]
+    assert result.chain.status is ChainStatus.COMPLETE
+    assert files(result)[:2] == ["RestoreTimeStripe2.bak", "RestoreTimeStripe2a.bak"]
+    assert len(result.chain.backups) % 2 == 0
+
+
+def test_differentials_on_the_wrong_base_are_skipped_and_said(mssql_copy):
+    # Two full cycles mixed: remove the second full, so the newer differentials have no base here.
+    root = mssql_copy("OlaMsFilter/complex")
+    (root / "OlaMsFilter/complex/Full/test_FULL_20160629_142200.bak").unlink()
+    result = plans(root)["OlaMsFilterTest"]
+    assert files(result)[:2] == ["test_FULL_20160629_141300.bak", "test_DIFF_20160629_141900.bak"]
+    wrong = [r.detail for r in result.chain.rules if r.rule == "differential-base" and not r.passed]
+    assert len(wrong) == 2 and all("skipped: its base" in d for d in wrong)
+    assert any("test_DIFF_20160629_142800.bak" in d for d in wrong)
+    assert result.chain.status is ChainStatus.COMPLETE  # the logs carry the chain past the skipped diffs
+
+
+def test_ola_layout_empty_logs_and_two_incarnations(mssql_corpus):
+    result = plans(mssql_corpus / "OlaMsFilter")
+    assert set(result) == {"OlaMsFilterTest (created 2018-06-29 14:11:15)",
+                           "OlaMsFilterTest (created 2018-07-02 08:15:24)"}
+    complex_ = result["OlaMsFilterTest (created 2018-07-02 08:15:24)"]
+    assert files(complex_) == ["test_FULL_20160629_142200.bak", "test_DIFF_20160629_142800.bak"]
+    (empty,) = [r for r in complex_.chain.rules if r.rule == "empty-logs-skipped"]
+    assert empty.detail.startswith("6 empty log backup(s) skipped")
+
+
+def test_ola_server_layout_trusts_headers(mssql_corpus):
+    result = plans(mssql_corpus / "sql2008-backups")
+    assert result["db1"].chain.status is ChainStatus.BROKEN  # the corpus has no full of db1
+    assert result["db1"].chain.problems[0].code == "no-full"
+    assert [b.type for b in result["db2"].chain.backups] == ["full", "diff"]
+
+
+def test_cli_plan_json_contract(mssql_corpus):
+    result = runner.invoke(app, ["plan", str(mssql_corpus / "RestoreTimeClean"), "--engine", "mssql", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    (db,) = data["databases"]
+    assert db["database"] == "RestoreTimeClean" and db["stop_at"] is None
+    first = db["chain"]["backups"][0]
+    assert first["path"] == "RestoreTimeClean.bak" and first["type"] == "full"
+    assert first["first_lsn"] == "25000000006200170" and first["last_lsn"] == "25000000013200001"
+    assert first["family"] == "1/1" and first["size_bytes"] == 1460736
+    assert db["chain"]["status"] == "complete" and all("rule" in r for r in db["chain"]["rules"])
+
+
+def test_cli_plan_broken_exit_1(mssql_copy):
+    root = mssql_copy("RestoreTimeClean")
+    (root / "RestoreTimeClean/RestoreTimeClean2_2.trn").unlink()
+    result = runner.invoke(app, ["plan", str(root), "--engine", "mssql", "--json"])
+    assert result.exit_code == 1
+    problem = json.loads(result.stdout)["databases"][0]["chain"]["problems"][0]
+    assert problem["expected_lsn"] == "25000000020000001" and problem["found_lsn"] == "25000000021000001"
+
+
+def test_cli_plan_corrupt_file_exit_2_names_it(mssql_copy):
+    root = mssql_copy("RestoreTimeClean")
+    victim = root / "RestoreTimeClean/RestoreTimeClean2_3.trn"
+    victim.write_bytes(victim.read_bytes()[:20000])
+    result = runner.invoke(app, ["plan", str(root), "--engine", "mssql", "--json"])
+    assert result.exit_code == 2
+    assert "RestoreTimeClean/RestoreTimeClean2_3.trn: end of backup set" in result.stderr
+    (entry,) = json.loads(result.stdout)["unreadable"]
+    assert entry["path"] == "RestoreTimeClean/RestoreTimeClean2_3.trn" and entry["kind"] == "corrupt"
+
+
+def test_compressed_backups_are_listed_never_skipped(mssql_corpus):
+    result = runner.invoke(app, ["plan", str(mssql_corpus / "history"), "--engine", "mssql", "--json"])
+    assert result.exit_code == 0
+    unreadable = json.loads(result.stdout)["unreadable"]
+    assert {u["path"] for u in unreadable} == {"compressed/SharePoint_Config_a.bak",
+                                               "compressed/SharePoint_Config_b.bak"}
+    assert all(u["kind"] == "needs-server" for u in unreadable)
+    assert "warning: compressed/SharePoint_Config_a.bak: natively compressed" in result.stderr
+
+
+def test_auto_detects_sql_server_files(mssql_corpus):
+    result = runner.invoke(app, ["plan", str(mssql_corpus / "DoubleDiffing"), "--json"])
+    assert result.exit_code == 0
+    data = json.loads(result.stdout)
+    assert data["engine"] == "mssql"
+    assert [Path(b["path"]).name for b in data["databases"][0]["chain"]["backups"]] == ["difftest-full.bak",
+                                                                                        "difftest-diff2.bak"]

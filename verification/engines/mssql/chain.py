@@ -1,0 +1,183 @@
+"""Choose and prove a SQL Server restore chain from offline headers.
+
+The rules (docs: SQL Server reference, section 2), each kept with its outcome:
+- full: the newest complete full (highest LastLSN) finished before the target;
+- differential: finished before the target and based on that full (DatabaseBackupLSN equals the
+  full's CheckpointLSN: the base is checked, not assumed); the newest such;
+- log base: the differential's LastLSN, else the full's;
+- logs: not empty (FirstLSN != LastLSN), LastLSN beyond the base, in (LastLSN, FirstLSN) order;
+  each must begin at or before the LSN reached so far (else SQL Server raises 4305);
+  logs taken during a full are accepted by LSN, whatever their DatabaseBackupLSN;
+- point in time: the first log that finishes at or after the target is the terminal one
+  (RESTORE LOG ... WITH STOPAT); none means the target cannot be reached;
+- every set's families present (a striped set needs all its files).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from verification.engines.mssql.catalog import DatabaseCatalog, MediaSet
+from verification.model import BackupSet, BackupType, Chain, ChainStatus, Problem, RestorePlan, RuleCheck
+
+MSG_4305 = ("The log in this backup set begins at LSN {found}, which is too recent to apply to the database. "
+            "An earlier log backup that includes LSN {expected} can be restored.")
+MSG_4326 = ("The log in this backup set terminates at LSN {found}, which is too early to apply to the database. "
+            "A more recent log backup that includes LSN {expected} can be restored.")
+
+
+def backup_sets(media: MediaSet) -> list[BackupSet]:
+    """One BackupSet per file of the media set, in family order."""
+    h = media.header
+    return [
+        BackupSet(
+            database=h.database_name, label=f"{header.path}", type=BackupType(h.backup_type),
+            start=media.start, finish=media.finish, size_bytes=header.size_bytes, path=header.path,
+            first_lsn=str(h.first_lsn), last_lsn=str(h.last_lsn),
+            family=f"{header.family_number}/{header.family_count}",
+            extra={"checkpoint_lsn": str(h.checkpoint_lsn), "database_backup_lsn": str(h.database_backup_lsn),
+                   "media_set_guid": h.media_set_guid, "database_version": h.database_version,
+                   "software_version": f"{h.software_version[0]}.{h.software_version[1]}",
+                   "server": h.server_name, "has_checksums": h.has_checksums},
+        )
+        for header in (media.families[n] for n in sorted(media.families))
+    ]
+
+
+def _files(*sets: MediaSet) -> tuple[str, ...]:
+    return tuple(path for media in sets for path in media.files)
+
+
+def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
+    rules: list[RuleCheck] = []
+    problems: list[Problem] = []
+    chosen: list[MediaSet] = []
+
+    def done(status: ChainStatus | None = None) -> RestorePlan:
+        final = status or (ChainStatus.COMPLETE if not problems else ChainStatus.BROKEN)
+        backups = [b for media in chosen for b in backup_sets(media)]
+        return RestorePlan("mssql", name, Chain(final, backups, problems, rules), at,
+                           backups[0] if backups else None)
+
+    for media in db.sets:
+        if not media.complete:
+            missing = ", ".join(str(n) for n in media.missing_families)
+            problems_for_set = Problem(
+                code="missing-family",
+                message=f"{media.describe()} belongs to a media set of {media.family_count} families "
+                        f"(media set {media.media_set_guid}); family {missing} is missing",
+                files=tuple(media.files))
+            # Only a problem for the chain if the set is needed; recorded as a rule either way.
+            rules.append(RuleCheck("media-set-complete", False, problems_for_set.message))
+
+    def usable(media: MediaSet) -> bool:
+        return media.complete and (at is None or media.finish <= at)
+
+    fulls = [m for m in db.of_type("full") if usable(m)]
+    incomplete_fulls = [m for m in db.of_type("full") if not m.complete and (at is None or m.finish <= at)]
+    if not fulls:
+        if incomplete_fulls:
+            newest = max(incomplete_fulls, key=lambda m: m.header.last_lsn)
+            problems.append(Problem(
+                code="missing-family",
+                message=f"the only full backup(s) before the target are incomplete: {newest.describe()} misses "
+                        f"family {', '.join(str(n) for n in newest.missing_families)} of {newest.family_count}",
+                files=_files(newest)))
+        else:
+            when = f" finished before {at.isoformat()}" if at else ""
+            problems.append(Problem(code="no-full", message=f"no full backup of {name}{when}"))
+        rules.append(RuleCheck("full-available", False, problems[-1].message))
+        return done(ChainStatus.BROKEN)
+    full = max(fulls, key=lambda m: (m.header.last_lsn, m.finish))
+    chosen.append(full)
+    rules.append(RuleCheck("full-available", True,
+                           f"full {', '.join(full.files)} (LastLSN {full.header.last_lsn}, "
+                           f"{full.family_count} famil{'y' if full.family_count == 1 else 'ies'}), the newest "
+                           + (f"finished before {at.isoformat()}" if at else "complete one")))
+    newer_incomplete = [m for m in incomplete_fulls if m.header.last_lsn > full.header.last_lsn]
+    for media in newer_incomplete:
+        rules.append(RuleCheck("newer-full-usable", False,
+                               f"newer full {', '.join(media.files)} skipped: family "
+                               f"{', '.join(str(n) for n in media.missing_families)} of {media.family_count} missing"))
+
+    base_lsn = full.header.last_lsn
+    diffs = [m for m in db.of_type("diff") if usable(m) and m.header.last_lsn > full.header.last_lsn]
+    on_base = [m for m in diffs if m.header.database_backup_lsn == full.header.checkpoint_lsn]
+    for media in diffs:
+        if media not in on_base:
+            rules.append(RuleCheck(
+                "differential-base", False,
+                f"differential {', '.join(media.files)} skipped: its base (DatabaseBackupLSN "
+                f"{media.header.database_backup_lsn}) is not full {', '.join(full.files)} (CheckpointLSN "
+                f"{full.header.checkpoint_lsn})"))
+    if on_base:
+        diff = max(on_base, key=lambda m: (m.header.last_lsn, m.finish))
+        chosen.append(diff)
+        base_lsn = diff.header.last_lsn
+        rules.append(RuleCheck("differential-base", True,
+                               f"differential {', '.join(diff.files)}: DatabaseBackupLSN "
+                               f"{diff.header.database_backup_lsn} equals the full's CheckpointLSN"))
+    else:
+        rules.append(RuleCheck("differential-base", True,
+                               "no differential on this full" + (" before the target" if at else "")))
+
+    logs = sorted(db.of_type("log"), key=lambda m: (m.header.last_lsn, m.header.first_lsn))
+    empty = [m for m in logs if m.header.first_lsn == m.header.last_lsn]
+    if empty:
+        rules.append(RuleCheck("empty-logs-skipped", True,
+                               f"{len(empty)} empty log backup(s) skipped (FirstLSN = LastLSN): "
+                               + ", ".join(p for m in empty for p in m.files)))
+    candidates = [m for m in logs if m.header.first_lsn != m.header.last_lsn and m.header.last_lsn > base_lsn]
+    reached = base_lsn
+    previous: MediaSet = chosen[-1]
+    terminal: MediaSet | None = None
+    superseded: list[str] = []
+    for media in candidates:
+        header = media.header
+        if header.last_lsn <= reached:
+            # Covered by an earlier log; restoring it would raise 4326.
+            superseded.append(f"{', '.join(media.files)}: " + MSG_4326.format(found=header.last_lsn, expected=reached))
+            continue
+        if header.first_lsn > reached:
+            problems.append(Problem(
+                code="log-gap",
+                message=f"log chain broken between {', '.join(previous.files)} and {', '.join(media.files)}: "
+                        + MSG_4305.format(found=header.first_lsn, expected=reached) + " (SQL Server error 4305)",
+                files=_files(previous, media), expected_lsn=str(reached), found_lsn=str(header.first_lsn)))
+            rules.append(RuleCheck("log-continuity", False, problems[-1].message))
+            return done(ChainStatus.BROKEN)
+        if not media.complete:
+            problems.append(Problem(
+                code="missing-family",
+                message=f"{media.describe()} is needed but family "
+                        f"{', '.join(str(n) for n in media.missing_families)} of {media.family_count} is missing "
+                        f"(media set {media.media_set_guid})", files=_files(media)))
+            rules.append(RuleCheck("media-set-complete", False, problems[-1].message))
+            return done(ChainStatus.BROKEN)
+        chosen.append(media)
+        previous = media
+        reached = header.last_lsn
+        if at is not None and media.finish >= at:
+            terminal = media
+            break
+    if superseded:
+        rules.append(RuleCheck("superseded-logs-skipped", True, "; ".join(superseded)))
+    log_count = sum(1 for media in chosen if media.header.backup_type == "log")
+    rules.append(RuleCheck("log-continuity", True,
+                           f"{log_count} log backup(s) continue the chain from LSN {base_lsn} to {reached}"))
+    if at is not None:
+        if terminal is not None:
+            rules.append(RuleCheck("terminal-log", True,
+                                   f"{', '.join(terminal.files)} finishes at {terminal.finish.isoformat()}, at or "
+                                   f"after the target: RESTORE LOG ... WITH STOPAT = '{at.isoformat()}'"))
+        else:
+            last = chosen[-1]
+            problems.append(Problem(
+                code="terminal-log-missing",
+                message=f"no log backup reaches {at.isoformat()}: the chain ends with {', '.join(last.files)} "
+                        f"(finished {last.finish.isoformat()}, LastLSN {last.header.last_lsn})",
+                files=_files(last), expected_lsn=None, found_lsn=str(last.header.last_lsn)))
+            rules.append(RuleCheck("terminal-log", False, problems[-1].message))
+    rules.append(RuleCheck("recovery-fork", True,
+                           "not readable offline: RecoveryForkID is checked by RESTORE HEADERONLY in the target"))
+    return done()
