@@ -22,6 +22,7 @@ from verification.config import Settings, load_settings
 from verification.errors import RestoreproofError
 from verification.model import ChainStatus, RestorePlan, Verdict
 from verification.reports.json_report import chain_json
+from verification.restore_points import PointChoice, PointStrategy
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Prove that backups restore: restore each chain in a disposable server, time every "
@@ -45,6 +46,11 @@ ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML con
                                                 envvar="RESTOREPROOF_CONFIG")]
 AtOpt = Annotated[str | None, typer.Option("--at", help="Restore to this point in time (ISO 8601; UTC if no "
                                                         "offset). Default: latest.")]
+PointOpt = Annotated[PointStrategy, typer.Option(
+    "--point", help="Without --at: which point to test per database: latest, an older full, or a random moment "
+                    "in the retention window.")]
+SeedOpt = Annotated[int | None, typer.Option(help="Seed for --point older-full/random (default: today's date, "
+                                                  "so nightly runs rotate).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON on stdout; no progress output.")]
 TargetOpt = Annotated[TargetChoice, typer.Option(help="Where to restore.")]
 ReportDirOpt = Annotated[Path | None, typer.Option(help="Reports go to DIR/<run id>/. Default ./reports.")]
@@ -111,6 +117,8 @@ def plan(
     source: Annotated[str, typer.Argument(help="The backup repository (a folder).")],
     engine: Annotated[EngineChoice, typer.Option(help="Backup engine.")] = EngineChoice.auto,
     at: AtOpt = None,
+    point: PointOpt = PointStrategy.LATEST,
+    seed: SeedOpt = None,
     as_json: JsonOpt = False,
     config: ConfigOpt = None,
 ) -> None:
@@ -119,7 +127,7 @@ def plan(
 
     settings = settings_from(config)
     try:
-        chosen, _, planned = plan_source(settings, source, engine.value, parse_at(at))
+        chosen, _, planned = plan_source(settings, source, engine.value, parse_at(at), PointChoice(point, seed))
     except RestoreproofError as exc:
         fail(str(exc))
     plans = planned.plans
@@ -150,13 +158,14 @@ def plan(
 
 
 def _run_and_report(settings: Settings, source: str, *, engine: str, at: datetime | None, target: str,
-                    report_dir: Path | None, as_json: bool, progress: Any = None) -> NoReturn:
+                    report_dir: Path | None, as_json: bool, progress: Any = None,
+                    point: PointChoice | None = None) -> NoReturn:
     from verification.pipeline import run_verification
 
     progress = progress or _progress(not as_json)
     try:
         result = run_verification(settings, source, engine_name=engine, at=at, target_kind=target,
-                                  report_dir=report_dir, progress=progress)
+                                  report_dir=report_dir, progress=progress, point=point)
     except RestoreproofError as exc:
         fail(str(exc))
     except KeyboardInterrupt:
@@ -182,6 +191,8 @@ def verify(
     source: Annotated[str, typer.Argument(help="The backup repository (a folder).")],
     engine: Annotated[EngineChoice, typer.Option(help="Backup engine.")] = EngineChoice.auto,
     at: AtOpt = None,
+    point: PointOpt = PointStrategy.LATEST,
+    seed: SeedOpt = None,
     target: TargetOpt = TargetChoice.auto,
     report_dir: ReportDirOpt = None,
     as_json: JsonOpt = False,
@@ -190,7 +201,7 @@ def verify(
     """Restore every database's chain in a disposable target, check it, and report."""
     settings = settings_from(config)
     _run_and_report(settings, source, engine=engine.value, at=parse_at(at), target=target.value,
-                    report_dir=report_dir, as_json=as_json)
+                    report_dir=report_dir, as_json=as_json, point=PointChoice(point, seed))
 
 
 @app.command()

@@ -85,6 +85,38 @@ class PostgresSettings(_Section):
     repo_cipher_pass: SecretStr | None = None
 
 
+# DatabaseVersion of each SQL Server release's own databases (RESTORE HEADERONLY), for choosing an
+# image at least as new as a backup.
+MSSQL_2017, MSSQL_2019, MSSQL_2022 = 869, 904, 957
+
+
+class MssqlSettings(_Section):
+    # DatabaseVersion -> image; the first image at least as new as the backup is used.
+    images: dict[int, str] = Field(default_factory=lambda: {
+        MSSQL_2022: "mcr.microsoft.com/mssql/server:2022-latest"})
+    edition: str = "Developer"
+    memory: str = "4g"  # SQL Server needs 2 GB at least
+    cpus: float = Field(2.0, gt=0)
+    pids_limit: int = Field(4096, ge=64)
+    start_timeout: float = Field(300.0, gt=0)
+    statement_timeout: float = Field(6 * 3600.0, gt=0)
+    buffer_count: int | None = Field(None, ge=1)
+    max_transfer_size: int | None = Field(None, ge=65536, le=4194304)
+    # Added to NO_INFOMSGS, ALL_ERRORMSGS, TABLERESULTS: e.g. DATA_PURITY, EXTENDED_LOGICAL_CHECKS,
+    # PHYSICAL_ONLY for very large databases, MAXDOP = 2.
+    checkdb_options: list[str] = Field(default_factory=list)
+
+    @field_validator("memory")
+    @classmethod
+    def _memory_parses(cls, value: str) -> str:
+        parse_memory(value)
+        return value
+
+    @property
+    def memory_bytes(self) -> int:
+        return parse_memory(self.memory)
+
+
 class SqlCheck(_Section):
     """A business invariant: a query whose single value must equal `expect` after the restore."""
 
@@ -117,6 +149,7 @@ class Settings(BaseSettings):
     target: Literal["auto", "docker", "local"] = "auto"
     docker: DockerSettings = DockerSettings()
     postgres: PostgresSettings = PostgresSettings()
+    mssql: MssqlSettings = MssqlSettings()
     checks: ChecksSettings = ChecksSettings()
 
     @property

@@ -183,7 +183,7 @@ class DatabaseResult:
 
 
 # Phases that together take a database from "asked for" to "online"; checks come after.
-RECOVERY_PHASES = ("provision", "zeroing", "transfer", "server_start", "redo", "recovery_end")
+RECOVERY_PHASES = ("provision", "zeroing", "transfer", "log_restore", "server_start", "redo", "recovery_end")
 
 
 @dataclass

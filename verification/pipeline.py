@@ -23,6 +23,7 @@ from verification.engines.base import Engine, Evidence, RestoreOutcome, SourcePl
 from verification.errors import RestoreproofError, SourceError, TargetError
 from verification.model import ChainStatus, DatabaseResult, RestorePlan, RestorePoint, RunResult, Verdict
 from verification.reports import build_report, write_reports
+from verification.restore_points import PointChoice
 from verification.results import ResultStore
 from verification.sources import LocalSource
 from verification.sources.base import Source
@@ -54,7 +55,7 @@ def select_engine(settings: Settings, source: Source, requested: str) -> Engine:
         engine = available[requested]
         if not engine.detect(source):
             # Let the engine's own discovery say precisely what is missing.
-            engine.plan(source, None)
+            engine.plan(source, None, None)
             kind = {"postgres": "pgBackRest (PostgreSQL)", "mssql": "SQL Server"}.get(requested, requested)
             raise SourceError(f"{source.describe()} holds no {kind} backups")
         return engine
@@ -66,15 +67,24 @@ def select_engine(settings: Settings, source: Source, requested: str) -> Engine:
 
 
 def plan_source(settings: Settings, source_path: str | Path, engine_name: str = "auto",
-                at: datetime | None = None) -> tuple[Engine, Source, SourcePlan]:
+                at: datetime | None = None, point: PointChoice | None = None) -> tuple[Engine, Source, SourcePlan]:
     source = open_source(source_path)
     engine = select_engine(settings, source, engine_name)
-    return engine, source, engine.plan(source, at)
+    return engine, source, engine.plan(source, at, point)
 
 
-def make_provider(settings: Settings, kind: str) -> TargetProvider:
+def make_provider(settings: Settings, kind: str, engine: str = "postgres",
+                  plans: list[RestorePlan] | None = None) -> TargetProvider:
     from verification.targets.docker import DockerTargetProvider, docker_available
     from verification.targets.local import LocalTargetProvider
+
+    if engine == "mssql":
+        from verification.targets.mssql import MssqlTargetProvider
+
+        if kind == "local":
+            raise RestoreproofError("SQL Server backups restore only into a SQL Server container (--target docker)")
+        versions = [int(b.extra.get("database_version") or 0) for p in plans or [] for b in p.chain.backups]
+        return MssqlTargetProvider(settings.mssql, max(versions, default=0))
 
     if kind == "auto":
         kind = "docker" if docker_available() else "local"
@@ -168,15 +178,11 @@ class VerificationRun:
 def run_verification(settings: Settings, source_path: str | Path, *, engine_name: str | None = None,
                      at: datetime | None = None, target_kind: str | None = None, report_dir: Path | None = None,
                      run_id: str | None = None, progress: ProgressFn = _quiet,
-                     databases: list[str] | None = None) -> VerificationRun:
+                     databases: list[str] | None = None, point: PointChoice | None = None) -> VerificationRun:
     started = datetime.now(UTC)
     run_id = run_id or new_run_id(started)
     progress(f"run {run_id}: reading {source_path}")
-    engine, source, planned = plan_source(settings, source_path, engine_name or settings.engine, at)
-    if engine.name == "mssql":
-        raise RestoreproofError("restoring SQL Server backups needs a SQL Server container "
-                                "(mcr.microsoft.com/mssql/server), which this version cannot provision yet; "
-                                "`restoreproof plan --engine mssql` checks the chains offline")
+    engine, source, planned = plan_source(settings, source_path, engine_name or settings.engine, at, point)
     plans = planned.plans
     if databases:
         plans = [p for p in plans if p.database in databases]
@@ -186,7 +192,7 @@ def run_verification(settings: Settings, source_path: str | Path, *, engine_name
                     host=host_facts())
     provider = None
     if any(p.chain.status is ChainStatus.COMPLETE for p in plans):
-        provider = make_provider(settings, target_kind or settings.target)
+        provider = make_provider(settings, target_kind or settings.target, engine.name, plans)
         run.target_kind = provider.kind
     for plan in plans:
         evidence = RedactingEvidence(run_dir / "evidence" / slug(plan.database), redact)

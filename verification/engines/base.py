@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Protocol
 
 from verification.model import CheckResult, PhaseTiming, RestorePlan
+from verification.restore_points import PointChoice
 from verification.sources.base import Source
 from verification.targets.base import Target
 
@@ -67,8 +68,11 @@ class Engine(Protocol):
         """Does the source look like this engine's backups?"""
         ...
 
-    def plan(self, source: Source, at: datetime | None) -> SourcePlan:
-        """One plan per database found in the source; raises SourceError when it is not readable."""
+    def plan(self, source: Source, at: datetime | None, point: PointChoice | None = None) -> SourcePlan:
+        """One plan per database found in the source; raises SourceError when it is not readable.
+
+        With `point` (and no `at`), each database is planned to its own chosen restore point.
+        """
         ...
 
     def restore_and_check(self, plan: RestorePlan, target: Target, evidence: Evidence) -> RestoreOutcome:

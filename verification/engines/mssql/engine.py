@@ -1,25 +1,66 @@
-"""The SQL Server engine: offline catalog and chain planning from backup headers.
+"""The SQL Server engine: offline catalog and chain proof, then restore in a disposable SQL Server.
 
-Restoring into a disposable SQL Server container needs the mcr.microsoft.com/mssql/server image,
-which cannot be obtained on this project's machines; that part of the engine is not in this
-version, and `verify` says so instead of pretending.
+Restore order for a planned chain (all families of each set at once):
+
+    DBCC TRACEON (3004, 3605)                -> restore steps in the error log
+    RESTORE FILELISTONLY (the full)          -> a MOVE for every file (Windows paths in the backup)
+    RESTORE DATABASE ... NORECOVERY          -> full, then differential: phase "transfer"
+    RESTORE LOG ... NORECOVERY [, STOPAT]    -> each log: phase "log_restore"
+    RESTORE DATABASE ... WITH RECOVERY       -> message 3421: phases "redo" and "recovery_end"
+    DBCC CHECKDB ... TABLERESULTS            -> check "dbcc_checkdb", proven complete by
+                                                LastGoodCheckDbTime, full output kept
+
+File zeroing comes from the error log (trace flag 3004), per file.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
+from typing import Protocol
 
 from verification.config import Settings
 from verification.engines.base import Evidence, RestoreOutcome, SourcePlan, UnreadableFile
-from verification.engines.mssql import chain
+from verification.engines.mssql import chain, tsql
 from verification.engines.mssql.catalog import scan, walk
 from verification.engines.mssql.mtf import COMPRESSED_MAGIC
-from verification.errors import RestoreproofError
-from verification.model import RestorePlan
+from verification.engines.mssql.outputs import (
+    BACKUP_FAULTS,
+    parse_checkdb_rows,
+    parse_restore_messages,
+    parse_restore_steps,
+    parse_result_sets,
+    parse_sql_errors,
+)
+from verification.errors import TargetError
+from verification.model import BackupSet, CheckResult, CheckStatus, PhaseStatus, PhaseTiming, RestorePlan
+from verification.restore_points import PointChoice, choose
 from verification.sources.base import Source
-from verification.targets.base import Target
+from verification.targets.base import ExecResult, Target
 
 DETECT_FILES = 200
+
+
+class SqlServerTarget(Protocol):
+    provision_seconds: float
+
+    def sql(self, statement: str, timeout: float) -> ExecResult: ...
+
+    def errorlog(self) -> str: ...
+
+    def redact(self, text: str) -> str: ...
+
+
+def media_sets(backups: list[BackupSet]) -> list[list[BackupSet]]:
+    """Consecutive files of one backup set (its families), in restore order."""
+    groups: list[list[BackupSet]] = []
+    for backup in backups:
+        key = (backup.extra.get("media_set_guid"), backup.first_lsn, backup.last_lsn, backup.type)
+        if groups and (groups[-1][0].extra.get("media_set_guid"), groups[-1][0].first_lsn,
+                       groups[-1][0].last_lsn, groups[-1][0].type) == key:
+            groups[-1].append(backup)
+        else:
+            groups.append([backup])
+    return groups
 
 
 class MssqlEngine:
@@ -35,11 +76,199 @@ class MssqlEngine:
                 return True
         return False
 
-    def plan(self, source: Source, at: datetime | None) -> SourcePlan:
+    def plan(self, source: Source, at: datetime | None, point: PointChoice | None = None) -> SourcePlan:
         catalog = scan(source)
-        plans = [chain.plan(db, catalog.display_name(db), at) for db in catalog.databases]
+        plans = []
+        for db in catalog.databases:
+            name = catalog.display_name(db)
+            when, rule = at, None
+            if at is None and point is not None:
+                # One entry per complete backup set (its first family) describes the window.
+                when, rule = choose(point, name, [chain.backup_sets(m)[0] for m in db.sets if m.complete])
+            result = chain.plan(db, name, when)
+            if rule is not None:
+                result.chain.rules.insert(0, rule)
+            plans.append(result)
         unreadable = [UnreadableFile(u.path, u.kind, u.reason) for u in catalog.unreadable]
         return SourcePlan(plans, unreadable)
 
     def restore_and_check(self, plan: RestorePlan, target: Target, evidence: Evidence) -> RestoreOutcome:
-        raise RestoreproofError("restoring SQL Server backups is not available in this version")
+        if not hasattr(target, "sql"):
+            raise TargetError(f"a {target.kind} target cannot restore SQL Server backups")
+        sql_target: SqlServerTarget = target  # type: ignore[assignment]
+        return _Restore(self.settings, plan, sql_target, evidence).execute()
+
+
+class _Restore:
+    def __init__(self, settings: Settings, plan: RestorePlan, target: SqlServerTarget, evidence: Evidence) -> None:
+        self.ms = settings.mssql
+        self.plan = plan
+        self.target = target
+        self.evidence = evidence
+        self.outcome = RestoreOutcome()
+        self.transcript: list[str] = []
+        self.database = plan.chain.backups[0].database if plan.chain.backups else plan.database
+        self.options = tsql.RestoreOptions(self.ms.buffer_count, self.ms.max_transfer_size)
+
+    def run(self, statement: str) -> ExecResult:
+        result = self.target.sql(statement, timeout=self.ms.statement_timeout)
+        self.transcript.append(f"> {statement}\n{self.target.redact(result.output)}(exit {result.exit_code})\n")
+        return result
+
+    def failed(self, statement: str, result: ExecResult) -> None:
+        if result.timed_out:
+            self.outcome.errors.append(f"did not finish within {self.ms.statement_timeout:.0f} s: {statement}")
+            return
+        errors = parse_sql_errors(result.output)
+        if not errors:
+            self.outcome.errors.append(f"sqlcmd exited {result.exit_code} without a SQL Server error for: "
+                                       f"{statement} ({result.output.strip()[-300:]})")
+            return
+        for error in errors:
+            target = self.outcome.failures if error.number in BACKUP_FAULTS else self.outcome.errors
+            target.append(error.plain)
+
+    def execute(self) -> RestoreOutcome:
+        out = self.outcome
+        out.phases.append(PhaseTiming("provision", PhaseStatus.MEASURED, seconds=self.target.provision_seconds))
+        try:
+            if self.restore_chain():
+                self.recover()
+            if out.online:
+                self.checkdb()
+        finally:
+            self.evidence.write("sqlcmd-transcript.txt", "\n".join(self.transcript))
+            errorlog = self.target.errorlog()
+            self.evidence.write("errorlog.txt", errorlog)
+            self.log_phases(errorlog)
+        for name in ("transfer", "log_restore", "redo", "recovery_end", "integrity_check"):
+            if not any(p.name == name for p in out.phases):
+                out.phases.append(PhaseTiming.not_reached(name, "an earlier step did not complete"))
+        return out
+
+    def restore_chain(self) -> bool:
+        trace = self.run(tsql.TRACE_ON)
+        if not trace.ok:
+            self.failed(tsql.TRACE_ON, trace)
+            return False
+        sets = media_sets(self.plan.chain.backups)
+        full_paths = [b.path or "" for b in sets[0]]
+        listing = self.run(tsql.filelist(full_paths))
+        if not listing.ok:
+            self.failed("RESTORE FILELISTONLY", listing)
+            return False
+        files = (parse_result_sets(listing.stdout) or [[]])[0]
+        if not files:
+            self.outcome.errors.append("RESTORE FILELISTONLY returned no files")
+            return False
+        moves = tsql.moves_for(self.database, files)
+        data_seconds = log_seconds = 0.0
+        data_bytes = log_bytes = 0
+        for index, group in enumerate(sets):
+            paths = [b.path or "" for b in group]
+            checksum = bool(group[0].extra.get("has_checksums"))
+            terminal = index == len(sets) - 1 and self.plan.stop_at is not None and group[0].type == "log"
+            if group[0].type == "log":
+                statement = tsql.restore_log(self.database, paths, self.options, checksum,
+                                             self.plan.stop_at if terminal else None)
+            else:
+                statement = tsql.restore_database(self.database, paths, moves, self.options, checksum)
+            result = self.run(statement)
+            if not result.ok:
+                self.failed(statement, result)
+                return False
+            reported = parse_restore_messages(result.stdout)
+            if not reported:
+                self.outcome.errors.append(f"no 'successfully processed' message after: {statement}")
+                return False
+            for message in reported:
+                if group[0].type == "log":
+                    log_seconds += message.seconds or 0.0
+                    log_bytes += message.bytes or 0
+                else:
+                    data_seconds += message.seconds or 0.0
+                    data_bytes += message.bytes or 0
+        self.outcome.phases.append(PhaseTiming("transfer", PhaseStatus.MEASURED, seconds=data_seconds,
+                                               bytes=data_bytes,
+                                               details={"source": "RESTORE DATABASE ... successfully processed"}))
+        if any(group[0].type == "log" for group in sets):
+            self.outcome.phases.append(PhaseTiming("log_restore", PhaseStatus.MEASURED, seconds=log_seconds,
+                                                   bytes=log_bytes,
+                                                   details={"source": "RESTORE LOG ... successfully processed"}))
+        else:
+            self.outcome.phases.append(PhaseTiming.absent("log_restore", "the chain has no log backup"))
+        return True
+
+    def recover(self) -> None:
+        statement = tsql.recover(self.database)
+        result = self.run(statement)
+        if not result.ok:
+            self.failed(statement, result)
+            return
+        state = self.run(f"SELECT state_desc FROM sys.databases WHERE name = {tsql.literal(self.database)};")
+        rows = (parse_result_sets(state.stdout) or [[]])[0]
+        if state.ok and rows and rows[0].get("state_desc") == "ONLINE":
+            self.outcome.online = True
+            self.outcome.achieved = self.plan.stop_at or self.plan.chain.backups[-1].finish
+            self.outcome.achieved_detail = ("STOPAT on the terminal log" if self.plan.stop_at
+                                            else "end of the last backup in the chain")
+        else:
+            found = rows[0].get("state_desc") if rows else "no row"
+            self.outcome.failures.append(f"database {self.database} is not ONLINE after recovery (state: {found})")
+
+    def checkdb(self) -> None:
+        started = datetime.now(UTC).replace(microsecond=0, tzinfo=None)
+        statement = tsql.checkdb(self.database, self.ms.checkdb_options)
+        result = self.run(statement)
+        proof = self.run(f"SELECT CONVERT(varchar(19), DATABASEPROPERTYEX({tsql.literal(self.database)}, "
+                         "'LastGoodCheckDbTime'), 126) AS last_good;")
+        evidence = self.evidence.write("dbcc-checkdb.txt", self.target.redact(result.output))
+        rows = [row for rows in parse_result_sets(result.stdout) for row in rows]
+        findings = parse_checkdb_rows(rows)
+        last_good = ((parse_result_sets(proof.stdout) or [[]])[0] or [{}])[0].get("last_good")
+        details = {"rows": len(rows), "last_good_checkdb": last_good, "options": self.ms.checkdb_options}
+        if findings:
+            check = CheckResult("dbcc_checkdb", CheckStatus.FAILED, f"CHECKDB reported {len(findings)} error(s)",
+                                [f"Msg {f.error}, Level {f.level}: {f.message}" for f in findings], details,
+                                evidence)
+        elif not result.ok:
+            errors = parse_sql_errors(result.output)
+            failed = any(e.number in BACKUP_FAULTS for e in errors)
+            check = CheckResult("dbcc_checkdb", CheckStatus.FAILED if failed else CheckStatus.ERROR,
+                                f"CHECKDB ended with an error (exit {result.exit_code})",
+                                [e.plain for e in errors] or [result.output.strip()[-300:]], details, evidence)
+        elif last_good is None or datetime.fromisoformat(last_good) < started.replace(second=0):
+            # No rows can also mean CHECKDB never ran: only the database's own record proves it did.
+            check = CheckResult("dbcc_checkdb", CheckStatus.ERROR,
+                                "CHECKDB returned nothing and LastGoodCheckDbTime does not show it completed",
+                                details=details, evidence=evidence)
+        else:
+            check = CheckResult("dbcc_checkdb", CheckStatus.PASSED,
+                                f"no allocation or consistency errors (LastGoodCheckDbTime {last_good})",
+                                details=details, evidence=evidence)
+        self.outcome.checks.append(check)
+        self.outcome.phases.append(PhaseTiming("integrity_check", PhaseStatus.MEASURED,
+                                               seconds=result.seconds + proof.seconds))
+
+    def log_phases(self, errorlog: str) -> None:
+        steps = parse_restore_steps(errorlog, self.database)
+        zeroed = [z.seconds for z in steps.zeroed.values() if z.seconds is not None]
+        if zeroed:
+            self.outcome.phases.append(PhaseTiming(
+                "zeroing", PhaseStatus.MEASURED, seconds=sum(zeroed),
+                details={"files": {name: z.seconds for name, z in steps.zeroed.items()},
+                         "source": "error log (trace flag 3004): Zeroing ... / Zeroing completed"}))
+        else:
+            self.outcome.phases.append(PhaseTiming.absent(
+                "zeroing", "the error log shows no file zeroing (instant file initialization, or no trace)"))
+        if steps.recovery_seconds is not None:
+            self.outcome.phases.append(PhaseTiming("redo", PhaseStatus.MEASURED, seconds=(steps.redo_ms or 0) / 1000,
+                                                   details={"source": "message 3421"}))
+            self.outcome.phases.append(PhaseTiming(
+                "recovery_end", PhaseStatus.MEASURED,
+                seconds=((steps.analysis_ms or 0) + (steps.undo_ms or 0)) / 1000,
+                details={"analysis_ms": steps.analysis_ms, "undo_ms": steps.undo_ms, "source": "message 3421"}))
+        wait = steps.between("waiting_for_log_zero", "log_zero_complete")
+        if wait is not None:
+            self.outcome.phases.append(PhaseTiming("log_zero_wait", PhaseStatus.MEASURED, seconds=wait,
+                                                   details={"source": "error log: Waiting for log zero"}))

@@ -26,6 +26,7 @@ from verification.engines.postgres.repository import discover, find_stanzas
 from verification.engines.postgres.serverlog import RecoveryLog, parse_server_log
 from verification.errors import SourceError
 from verification.model import CheckResult, CheckStatus, PhaseStatus, PhaseTiming, RestorePlan
+from verification.restore_points import PointChoice, choose
 from verification.sources.base import Source
 from verification.targets.base import ExecResult, Target
 
@@ -71,9 +72,17 @@ class PostgresEngine:
         except SourceError:
             return False
 
-    def plan(self, source: Source, at: datetime | None) -> SourcePlan:
-        stanzas = discover(source, self.pg.wal_segment_size)
-        return SourcePlan([chain_rules.plan(source, stanza, at, self.pg.wal_segment_size) for stanza in stanzas])
+    def plan(self, source: Source, at: datetime | None, point: PointChoice | None = None) -> SourcePlan:
+        plans = []
+        for stanza in discover(source, self.pg.wal_segment_size):
+            when, rule = at, None
+            if at is None and point is not None:
+                when, rule = choose(point, stanza.name, [b for b in stanza.backups if not b.error])
+            result = chain_rules.plan(source, stanza, when, self.pg.wal_segment_size)
+            if rule is not None:
+                result.chain.rules.insert(0, rule)
+            plans.append(result)
+        return SourcePlan(plans)
 
     # -- restore and checks ----------------------------------------------------------------------
 

@@ -1,0 +1,116 @@
+"""SQL Server's outputs, as captured in docs (SQL Server reference) and real runs, parsed."""
+
+from datetime import datetime
+
+from verification.engines.mssql.outputs import (
+    SEPARATOR,
+    parse_checkdb_rows,
+    parse_restore_messages,
+    parse_restore_steps,
+    parse_result_sets,
+    parse_sql_errors,
+)
+
+# Real SQL Server 2022 capture (reference, section 3).
+RESTORE_2022 = """10 percent processed.
+21 percent processed.
+100 percent processed.
+Processed 536 pages for database 'ExamplesDB_BackupRestore', file 'ExamplesDB_BackupRestore' on file 1.
+Processed 2 pages for database 'ExamplesDB_BackupRestore', file 'ExamplesDB_BackupRestore_log' on file 1.
+RESTORE DATABASE successfully processed 538 pages in 0.032 seconds (131.225 MB/sec).
+RESTORE LOG successfully processed 38 pages in 0.003 seconds (97.656 MB/sec).
+"""
+
+# Captured error-log lines with trace flags 3004 and 3605 (reference, section 4); the reference elides
+# the timestamps of the lines between its first and its waiting/zeroing ones, filled in here in order.
+ERRORLOG_2013 = r"""2013-07-02 16:48:52.280 spid53 RestoreDatabase: Database AdventureWorks
+2013-07-02 16:48:52.281 spid53 Restore: Planning begins
+2013-07-02 16:48:52.300 spid53 Restore: Planning complete
+2013-07-02 16:48:52.301 spid53 Restore: BeginRestore (offline) on AdventureWorks
+2013-07-02 16:48:52.310 spid53 Restore: PreparingContainers
+2013-07-02 16:48:52.320 spid53 Zeroing C:\Data\AdventureWorks2012_log.ldf from page 1 to 64000 (0x2000 to 0x1f400000)
+2013-07-02 16:48:52.330 spid53 Restore: Containers are ready
+2013-07-02 16:48:52.340 spid53 Restore: Restoring backup set
+2013-07-02 16:48:52.350 spid53 Restore: Transferring data to AdventureWorks
+2013-07-02 16:49:01.640 spid53 Restore: Waiting for log zero on AdventureWorks
+2013-07-02 16:49:11.160 spid53 Zeroing completed on C:\Data\AdventureWorks2012_log.ldf
+2013-07-02 16:49:11.170 spid53 Restore: LogZero complete
+2013-07-02 16:49:11.200 spid53 Restore: Data transfer complete on AdventureWorks
+2013-07-02 16:49:11.300 spid53 Restore: Backup set restored
+2013-07-02 16:49:13.000 spid53 Recovery completed for database AdventureWorks (database ID 11) in 98 second(s) (analysis 97114 ms, redo 0 ms, undo 12 ms [system undo 0 ms, regular undo 0 ms].) ADR-enabled=0, Is primary=1, OL-Enabled=0.
+"""
+
+
+def test_restore_messages_pages_rates_and_files():
+    database, log = parse_restore_messages(RESTORE_2022)
+    assert (database.statement, database.pages, database.seconds, database.mb_per_second) == (
+        "RESTORE DATABASE", 538, 0.032, 131.225)
+    assert database.files == {"ExamplesDB_BackupRestore": 536, "ExamplesDB_BackupRestore_log": 2}
+    assert database.percents == [10, 21, 100]
+    assert database.bytes == 538 * 8192
+    assert (log.statement, log.pages, log.seconds) == ("RESTORE LOG", 38, 0.003)
+
+
+def test_no_success_line_means_no_statement():
+    assert parse_restore_messages("10 percent processed.\nMsg 3013, Level 16, State 1\n") == []
+
+
+def test_errorlog_steps_zeroing_and_recovery_phases():
+    steps = parse_restore_steps(ERRORLOG_2013, "AdventureWorks")
+    zeroed = steps.zeroed[r"C:\Data\AdventureWorks2012_log.ldf"]
+    assert zeroed.started == datetime(2013, 7, 2, 16, 48, 52, 320000)
+    assert zeroed.seconds == 18.84
+    assert steps.between("transferring_data", "data_transfer_complete") == 18.85
+    assert steps.between("waiting_for_log_zero", "log_zero_complete") == 9.53
+    assert (steps.recovery_seconds, steps.analysis_ms, steps.redo_ms, steps.undo_ms) == (98, 97114, 0, 12)
+
+
+def test_newer_builds_report_the_zeroing_time_themselves():
+    line = r"2024-03-01 10:00:00.12 spid51      Zeroing completed on D:\Data\test_log.ldf (elapsed = 88 ms)"
+    steps = parse_restore_steps(line)
+    assert steps.zeroed[r"D:\Data\test_log.ldf"].seconds == 0.088
+
+
+def test_older_recovery_message_form():
+    line = ("2016-01-01 00:00:00.00 spid7s Recovery completed for database X (database ID 5) in 2 second(s) "
+            "(analysis 0 ms, redo 0 ms, undo 1565 ms.) This is an informational message only. No user action is "
+            "required.")
+    steps = parse_restore_steps(line, "X")
+    assert (steps.recovery_seconds, steps.undo_ms) == (2, 1565)
+    assert parse_restore_steps(line, "Y").recovery_seconds is None
+
+
+def test_sqlcmd_result_sets_by_column_name():
+    s = SEPARATOR
+    text = (f"LogicalName{s}PhysicalName{s}Type{s}Size\n-----------{s}------------{s}----{s}----\n"
+            f"RestoreTimeClean{s}C:\\Data\\RestoreTimeClean.mdf{s}D{s}2359296\n"
+            f"RestoreTimeClean_log{s}C:\\Data\\RestoreTimeClean_log.LDF{s}L{s}589824\n\n"
+            f"Error{s}Level{s}MessageText{s}Page\n-----{s}-----{s}-----------{s}----\n"
+            f"8928{s}16{s}Object ID 901578250, index ID 1: Page (1:392) could not be processed.{s}NULL\n"
+            "\n(1 rows affected)\n")
+    files, checks = parse_result_sets(text)
+    assert [f["LogicalName"] for f in files] == ["RestoreTimeClean", "RestoreTimeClean_log"]
+    assert files[1]["Type"] == "L" and files[1]["Size"] == "589824"
+    assert checks[0]["Error"] == "8928" and checks[0]["Page"] is None
+
+
+def test_checkdb_findings():
+    rows = [{"Error": "8928", "Level": "16", "MessageText": "Object ID 901578250, index ID 1, partition ID 1, alloc "
+             "unit ID 1 (type In-row data): Page (1:392) could not be processed.  See other errors for details.",
+             "ObjectId": "901578250", "File": "1", "Page": "392"}]
+    (finding,) = parse_checkdb_rows(rows)
+    assert (finding.error, finding.level, finding.page) == (8928, 16, "(1:392)")
+    assert "could not be processed.  See other errors" in finding.message
+    assert parse_checkdb_rows([]) == []
+
+
+def test_errors_keep_sql_servers_words_beside_plain_ones():
+    text = ("Msg 4305, Level 16, State 1, Server restoreproof, Line 1\n"
+            "The log in this backup set begins at LSN 19000000021500001, which is too recent to apply to the "
+            "database. An earlier log backup that includes LSN 19000000020400004 can be restored.\n"
+            "Msg 3013, Level 16, State 1, Server restoreproof, Line 1\nRESTORE LOG is terminating abnormally.\n")
+    chain, terminated = parse_sql_errors(text)
+    assert (chain.number, chain.level) == (4305, 16)
+    assert chain.plain.startswith("the log chain is broken")
+    assert "begins at LSN 19000000021500001" in chain.plain
+    assert terminated.number == 3013 and terminated.message == "RESTORE LOG is terminating abnormally."

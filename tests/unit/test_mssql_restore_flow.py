@@ -1,0 +1,152 @@
+"""The SQL Server restore flow against a stand-in server that answers with SQL Server's documented
+outputs (no SQL Server can run here): the chain planned from the real corpus, the statements sent,
+the phases, checks and verdicts that come out."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from tests.unit.test_mssql_outputs import ERRORLOG_2013
+from verification.config import load_settings
+from verification.engines.base import Evidence
+from verification.engines.mssql.catalog import scan
+from verification.engines.mssql.chain import plan
+from verification.engines.mssql.engine import MssqlEngine
+from verification.engines.mssql.outputs import SEPARATOR
+from verification.model import CheckStatus, PhaseStatus, Verdict
+from verification.sources import LocalSource
+from verification.targets.base import ExecResult
+from verification.verdict import decide
+
+S = SEPARATOR
+PASSWORD = "Xy9#secret-sa-password"
+FILELIST = (f"LogicalName{S}PhysicalName{S}Type{S}FileGroupName{S}Size\n"
+            f"-----------{S}------------{S}----{S}-------------{S}----\n"
+            f"RestoreTimeClean{S}C:\\DATA\\RestoreTimeClean.mdf{S}D{S}PRIMARY{S}2359296\n"
+            f"RestoreTimeClean_log{S}C:\\DATA\\RestoreTimeClean_log.LDF{S}L{S}NULL{S}589824\n\n(2 rows affected)\n")
+DATABASE_OK = ("10 percent processed.\n100 percent processed.\n"
+               "Processed 536 pages for database 'RestoreTimeClean', file 'RestoreTimeClean' on file 1.\n"
+               "Processed 2 pages for database 'RestoreTimeClean', file 'RestoreTimeClean_log' on file 1.\n"
+               "RESTORE DATABASE successfully processed 538 pages in 0.032 seconds (131.225 MB/sec).\n")
+LOG_OK = "100 percent processed.\nRESTORE LOG successfully processed 38 pages in 0.003 seconds (97.656 MB/sec).\n"
+ERROR_4305 = ("Msg 4305, Level 16, State 1, Server restoreproof, Line 1\nThe log in this backup set begins at LSN "
+              "25000000021000001, which is too recent to apply to the database. An earlier log backup that includes "
+              "LSN 25000000020000001 can be restored.\nMsg 3013, Level 16, State 1, Server restoreproof, Line 1\n"
+              "RESTORE LOG is terminating abnormally.\n")
+CHECKDB_CORRUPT = (f"Error{S}Level{S}State{S}MessageText{S}File{S}Page\n-----{S}-----{S}-----{S}-----------{S}----{S}----\n"
+                   f"8928{S}16{S}1{S}Object ID 901578250, index ID 1, partition ID 72057594041401344, alloc unit ID "
+                   f"72057594046054400 (type In-row data): Page (1:392) could not be processed.  See other errors for "
+                   f"details.{S}1{S}392\n\n(1 rows affected)\n")
+
+
+class StandInServer:
+    """Answers each statement by its first words, as SQL Server would; records what it was sent."""
+
+    provision_seconds = 12.5
+
+    def __init__(self, answers: dict[str, tuple[int, str]]) -> None:
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        self.answers = {
+            "DBCC TRACEON": (0, "DBCC execution completed. If DBCC printed error messages, contact your system "
+                                "administrator.\n"),
+            "RESTORE FILELISTONLY": (0, FILELIST),
+            "RESTORE DATABASE [RestoreTimeClean] WITH RECOVERY": (
+                0, "RESTORE DATABASE successfully processed 0 pages in 0.490 seconds (0.000 MB/sec).\n"),
+            "RESTORE DATABASE": (0, DATABASE_OK),
+            "RESTORE LOG": (0, LOG_OK),
+            "SELECT state_desc": (0, "state_desc\n----------\nONLINE\n\n(1 rows affected)\n"),
+            "DBCC CHECKDB": (0, ""),
+            "SELECT CONVERT": (0, f"last_good\n---------\n{now}\n\n(1 rows affected)\n"),
+            **answers,
+        }
+        self.sent: list[str] = []
+
+    def sql(self, statement: str, timeout: float) -> ExecResult:
+        self.sent.append(statement)
+        key = max((k for k in self.answers if statement.startswith(k)), key=len)
+        code, text = self.answers[key]
+        return ExecResult(["sqlcmd", "-Q", statement], 1 if code else 0, text, "", 0.01)
+
+    def errorlog(self) -> str:
+        return self.redact(ERRORLOG_2013.replace("AdventureWorks", "RestoreTimeClean")
+                           + f"2013-07-02 16:49:14.000 Logon  Login succeeded for user 'sa' password {PASSWORD}\n")
+
+    def redact(self, text: str) -> str:
+        return text.replace(PASSWORD, "********")
+
+
+@pytest.fixture
+def restore_plan(mssql_corpus):  # type: ignore[no-untyped-def]
+    catalog = scan(LocalSource(mssql_corpus / "RestoreTimeClean"))
+    (db,) = catalog.databases
+    return plan(db, "RestoreTimeClean", None)
+
+
+def verify(restore_plan, server: StandInServer, tmp_path: Path):  # type: ignore[no-untyped-def]
+    engine = MssqlEngine(load_settings())
+    outcome = engine.restore_and_check(restore_plan, server, Evidence(tmp_path / "RestoreTimeClean"))  # type: ignore[arg-type]
+    return outcome, decide(restore_plan, outcome)
+
+
+def test_clean_restore_passes_with_every_phase(restore_plan, tmp_path):
+    server = StandInServer({})
+    outcome, (verdict, reasons) = verify(restore_plan, server, tmp_path)
+    assert verdict is Verdict.PASSED, reasons
+    assert server.sent[0] == "DBCC TRACEON (3004, 3605, -1);"
+    assert server.sent[1] == "RESTORE FILELISTONLY FROM DISK = N'/backups/RestoreTimeClean.bak';"
+    assert server.sent[2].startswith("RESTORE DATABASE [RestoreTimeClean] FROM DISK = N'/backups/RestoreTimeClean.bak' "
+                                     "WITH NORECOVERY, STATS = 10, MOVE N'RestoreTimeClean' TO "
+                                     "N'/var/opt/mssql/data/RestoreTimeClean_RestoreTimeClean.mdf'")
+    assert server.sent[3].startswith("RESTORE DATABASE [RestoreTimeClean] FROM DISK = N'/backups/RestoreTimeClean2.bak'")
+    assert [s.split(" FROM ")[1].split(" WITH")[0] for s in server.sent[4:7]] == [
+        "DISK = N'/backups/RestoreTimeClean2_1.trn'", "DISK = N'/backups/RestoreTimeClean2_2.trn'",
+        "DISK = N'/backups/RestoreTimeClean2_3.trn'"]
+    assert server.sent[7] == "RESTORE DATABASE [RestoreTimeClean] WITH RECOVERY;"
+    assert server.sent[9] == "DBCC CHECKDB (N'RestoreTimeClean') WITH NO_INFOMSGS, ALL_ERRORMSGS, TABLERESULTS;"
+    phases = {p.name: p for p in outcome.phases}
+    assert phases["transfer"].seconds == pytest.approx(0.064) and phases["transfer"].bytes == 2 * 538 * 8192
+    assert phases["log_restore"].seconds == pytest.approx(0.009)
+    assert phases["zeroing"].status is PhaseStatus.MEASURED and phases["zeroing"].seconds == pytest.approx(18.84)
+    assert (phases["redo"].seconds, phases["recovery_end"].seconds) == (0.0, 97.126)
+    assert phases["log_zero_wait"].seconds == pytest.approx(9.53)
+    (check,) = outcome.checks
+    assert check.status is CheckStatus.PASSED and "LastGoodCheckDbTime" in check.summary
+    evidence = tmp_path / "RestoreTimeClean"
+    assert PASSWORD not in "".join(p.read_text() for p in evidence.iterdir())
+    assert "********" in (evidence / "errorlog.txt").read_text()
+
+
+def test_a_log_chain_error_fails_in_plain_words_with_sql_servers_message(restore_plan, tmp_path):
+    server = StandInServer({"RESTORE LOG [RestoreTimeClean] FROM DISK = N'/backups/RestoreTimeClean2_3.trn'":
+                            (1, ERROR_4305)})
+    outcome, (verdict, reasons) = verify(restore_plan, server, tmp_path)
+    assert verdict is Verdict.FAILED
+    assert reasons[0].startswith("the log chain is broken")
+    assert "SQL Server error 4305: The log in this backup set begins at LSN 25000000021000001" in reasons[0]
+    assert "RESTORE DATABASE [RestoreTimeClean] WITH RECOVERY;" not in server.sent
+    assert {p.name: p.status for p in outcome.phases}["integrity_check"] is PhaseStatus.NOT_REACHED
+
+
+def test_checkdb_corruption_fails_with_the_finding(restore_plan, tmp_path):
+    server = StandInServer({"DBCC CHECKDB": (0, CHECKDB_CORRUPT)})
+    _, (verdict, reasons) = verify(restore_plan, server, tmp_path)
+    assert verdict is Verdict.FAILED
+    assert "Msg 8928, Level 16: Object ID 901578250" in reasons[0]
+    assert "Page (1:392) could not be processed" in reasons[0]
+
+
+def test_checkdb_that_left_no_proof_is_not_a_pass(restore_plan, tmp_path):
+    server = StandInServer({"SELECT CONVERT": (0, "last_good\n---------\nNULL\n\n(1 rows affected)\n")})
+    _, (verdict, reasons) = verify(restore_plan, server, tmp_path)
+    assert verdict is Verdict.ERROR
+    assert "LastGoodCheckDbTime does not show it completed" in reasons[0]
+
+
+def test_not_online_after_recovery_fails(restore_plan, tmp_path):
+    server = StandInServer({"SELECT state_desc": (0, "state_desc\n----------\nRECOVERY_PENDING\n\n")})
+    _, (verdict, reasons) = verify(restore_plan, server, tmp_path)
+    assert verdict is Verdict.FAILED
+    assert reasons == ["database RestoreTimeClean is not ONLINE after recovery (state: RECOVERY_PENDING)"]

@@ -1,0 +1,246 @@
+"""Parse what SQL Server prints: restore messages, error-log restore steps (trace flags 3004 and
+3605), recovery's message 3421, sqlcmd result sets, DBCC CHECKDB TABLERESULTS, and errors.
+
+Every pattern here matches text SQL Server really writes (docs: SQL Server reference, sections 2-5;
+the unit tests hold the captured lines). Nothing is guessed: text that matches no pattern is kept
+as it is and never counted as success.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+
+# -- restore messages ---------------------------------------------------------------------------
+
+PROCESSED_FILE_RE = re.compile(r"^Processed (?P<pages>\d+) pages for database '(?P<db>.*)', file '(?P<file>.*)' "
+                               r"on file (?P<n>\d+)\.$")
+PROCESSED_TOTAL_RE = re.compile(r"^(?P<what>RESTORE (?:DATABASE|LOG)(?: \w+)?) successfully processed "
+                                r"(?P<pages>\d+) pages in (?P<seconds>[\d.]+) seconds \((?P<rate>[\d.]+) MB/sec\)\.$")
+PERCENT_RE = re.compile(r"^(?P<percent>\d+) percent processed\.$")
+PAGE_BYTES = 8192
+
+
+@dataclass
+class RestoreStatement:
+    """What one RESTORE statement reported on success."""
+
+    statement: str = ""
+    pages: int | None = None
+    seconds: float | None = None
+    mb_per_second: float | None = None
+    files: dict[str, int] = field(default_factory=dict)  # logical file -> pages
+    percents: list[int] = field(default_factory=list)
+
+    @property
+    def bytes(self) -> int | None:
+        return None if self.pages is None else self.pages * PAGE_BYTES
+
+
+def parse_restore_messages(text: str) -> list[RestoreStatement]:
+    statements: list[RestoreStatement] = []
+    current = RestoreStatement()
+    for line in (raw.strip() for raw in text.splitlines()):
+        if m := PERCENT_RE.match(line):
+            current.percents.append(int(m["percent"]))
+        elif m := PROCESSED_FILE_RE.match(line):
+            current.files[m["file"]] = int(m["pages"])
+        elif m := PROCESSED_TOTAL_RE.match(line):
+            current.statement, current.pages = m["what"], int(m["pages"])
+            current.seconds, current.mb_per_second = float(m["seconds"]), float(m["rate"])
+            statements.append(current)
+            current = RestoreStatement()
+    return statements
+
+
+# -- error log: restore steps (TF 3004, 3605) and recovery (3421) --------------------------------
+
+ERRORLOG_RE = re.compile(r"^(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?)\s+(?P<source>\S+)\s+(?P<msg>.*?)\s*$")
+ZEROING_RE = re.compile(r"^Zeroing (?P<file>.+?) from page \d+ to \d+")
+ZEROED_RE = re.compile(r"^Zeroing completed on (?P<file>.+?)(?: \(elapsed = (?P<ms>\d+) ms\))?$")
+RECOVERY_RE = re.compile(
+    r"Recovery completed for database (?P<db>.+?) \(database ID \d+\) in (?P<seconds>\d+) second\(s\) "
+    r"\(analysis (?P<analysis>\d+) ms, redo (?P<redo>\d+) ms, undo (?P<undo>\d+) ms")
+
+
+def parse_errorlog_time(text: str) -> datetime:
+    return datetime.fromisoformat(text)
+
+
+@dataclass
+class ZeroedFile:
+    file: str
+    started: datetime | None = None
+    finished: datetime | None = None
+    elapsed_ms: int | None = None
+
+    @property
+    def seconds(self) -> float | None:
+        if self.elapsed_ms is not None:
+            return self.elapsed_ms / 1000
+        if self.started and self.finished:
+            return (self.finished - self.started).total_seconds()
+        return None
+
+
+@dataclass
+class RestoreSteps:
+    """Restore steps for one database, as the error log shows them."""
+
+    events: dict[str, datetime] = field(default_factory=dict)  # step -> first time seen
+    zeroed: dict[str, ZeroedFile] = field(default_factory=dict)
+    recovery_seconds: int | None = None
+    analysis_ms: int | None = None
+    redo_ms: int | None = None
+    undo_ms: int | None = None
+
+    def between(self, start: str, end: str) -> float | None:
+        if start in self.events and end in self.events:
+            return (self.events[end] - self.events[start]).total_seconds()
+        return None
+
+
+STEP_PATTERNS = {
+    "planning_begins": re.compile(r"^Restore: Planning begins"),
+    "planning_complete": re.compile(r"^Restore: Planning complete"),
+    "preparing_containers": re.compile(r"^Restore: PreparingContainers"),
+    "containers_ready": re.compile(r"^Restore: Containers are ready"),
+    "restoring_backup_set": re.compile(r"^Restore: Restoring backup set"),
+    "transferring_data": re.compile(r"^Restore: Transferring data to "),
+    "waiting_for_log_zero": re.compile(r"^Restore: Waiting for log zero on "),
+    "log_zero_complete": re.compile(r"^Restore: LogZero complete"),
+    "data_transfer_complete": re.compile(r"^Restore: Data transfer complete on "),
+    "backup_set_restored": re.compile(r"^Restore: Backup set restored"),
+}
+
+
+def parse_restore_steps(errorlog: str, database: str | None = None) -> RestoreSteps:
+    steps = RestoreSteps()
+    for line in errorlog.splitlines():
+        match = ERRORLOG_RE.match(line.strip())
+        if not match:
+            continue
+        when, msg = parse_errorlog_time(match["ts"]), match["msg"]
+        if m := ZEROING_RE.match(msg):
+            steps.zeroed.setdefault(m["file"], ZeroedFile(m["file"])).started = when
+        elif m := ZEROED_RE.match(msg):
+            entry = steps.zeroed.setdefault(m["file"], ZeroedFile(m["file"]))
+            entry.finished = when
+            entry.elapsed_ms = int(m["ms"]) if m["ms"] else None
+        elif m := RECOVERY_RE.search(msg):
+            if database is None or m["db"] == database:
+                steps.recovery_seconds = int(m["seconds"])
+                steps.analysis_ms, steps.redo_ms, steps.undo_ms = int(m["analysis"]), int(m["redo"]), int(m["undo"])
+        else:
+            for step, pattern in STEP_PATTERNS.items():
+                if pattern.match(msg):
+                    steps.events.setdefault(step, when)
+                    break
+    return steps
+
+
+# -- sqlcmd result sets -------------------------------------------------------------------------
+
+SEPARATOR = "\x1f"  # sqlcmd -s: a character no name or path contains
+
+
+def _is_rule(line: str, columns: int, separator: str) -> bool:
+    parts = line.split(separator)
+    return len(parts) == columns and all(part and set(part) <= {"-"} for part in parts)
+
+
+def parse_result_sets(text: str, separator: str = SEPARATOR) -> list[list[dict[str, str | None]]]:
+    """`sqlcmd -W -s <sep>` output -> result sets of rows keyed by column name (NULL -> None).
+
+    A result set is a header line, a line of dashes under each column, then rows up to a blank
+    line or sqlcmd's "(N rows affected)".
+    """
+    sets: list[list[dict[str, str | None]]] = []
+    lines = text.splitlines()
+    i = 0
+    while i + 1 < len(lines):
+        columns = lines[i].split(separator)
+        if not lines[i].strip() or not _is_rule(lines[i + 1], len(columns), separator):
+            i += 1
+            continue
+        rows: list[dict[str, str | None]] = []
+        i += 2
+        while i < len(lines) and lines[i].strip() and not lines[i].startswith("("):
+            values = lines[i].split(separator)
+            rows.append({c: (None if v == "NULL" else v) for c, v in zip(columns, values, strict=False)})
+            i += 1
+        sets.append(rows)
+    return sets
+
+
+# -- DBCC CHECKDB --------------------------------------------------------------------------------
+
+CHECKDB_SUMMARY_RE = re.compile(r"CHECKDB found (?P<alloc>\d+) allocation errors and (?P<consistency>\d+) "
+                                r"consistency errors in database '(?P<db>.*)'")
+
+
+@dataclass
+class CheckdbFinding:
+    error: int
+    level: int
+    message: str
+    object_id: str | None = None
+    page: str | None = None
+
+
+def parse_checkdb_rows(rows: list[dict[str, str | None]]) -> list[CheckdbFinding]:
+    """TABLERESULTS rows (WITH NO_INFOMSGS: a clean run returns none)."""
+    findings = []
+    for row in rows:
+        findings.append(CheckdbFinding(
+            error=int(row.get("Error") or 0), level=int(row.get("Level") or 0), message=row.get("MessageText") or "",
+            object_id=row.get("ObjectId"),
+            page=f"({row.get('File')}:{row.get('Page')})" if row.get("Page") not in (None, "0") else None))
+    return findings
+
+
+# -- errors --------------------------------------------------------------------------------------
+
+SQL_ERROR_RE = re.compile(r"^Msg (?P<number>\d+), Level (?P<level>\d+), State (?P<state>\d+)")
+
+
+@dataclass(frozen=True)
+class SqlError:
+    number: int
+    level: int
+    message: str
+
+    @property
+    def plain(self) -> str:
+        """What it means for the backups, in plain words, with SQL Server's own message beside it."""
+        meaning = ERROR_MEANINGS.get(self.number, "SQL Server reported an error")
+        return f"{meaning} (SQL Server error {self.number}: {self.message})"
+
+
+# Numbers from the reference (section 2); 3169 and 3279 from SQL Server's message catalog.
+ERROR_MEANINGS = {
+    4305: "the log chain is broken: this log backup starts after the point the restore has reached",
+    4326: "the log chain is out of order: this log backup ends before the point the restore has reached",
+    4312: "the log chain has a gap: a log backup between the data backup and this log is missing",
+    3201: "the backup file could not be opened",
+    3241: "the backup media is damaged or incomplete (a family of the media set may be missing)",
+    3183: "a page in the backup is damaged",
+    824: "a page failed its checksum: the data is corrupt",
+    3169: "the backup was written by a newer SQL Server than the restore target",
+    3279: "the backup media set is protected by a password that was not given or is wrong",
+    3013: "the RESTORE statement terminated abnormally",
+}
+# Errors that mean the backups are not restorable (verdict "failed"); others mean restoreproof's
+# own setup failed (verdict "error").
+BACKUP_FAULTS = {4305, 4326, 4312, 3201, 3241, 3183, 824, 3169, 3279, 3013}
+
+
+def parse_sql_errors(text: str) -> list[SqlError]:
+    errors: list[SqlError] = []
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if m := SQL_ERROR_RE.match(line.strip()):
+            message = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            errors.append(SqlError(int(m["number"]), int(m["level"]), message))
+    return errors

@@ -1,0 +1,111 @@
+"""T-SQL for restoring a planned chain into a Linux SQL Server container.
+
+Backups come from Windows paths; on Linux every file needs WITH MOVE into the container's data
+folder. Names and paths are quoted as T-SQL identifiers and Unicode literals, never pasted raw.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import PurePosixPath, PureWindowsPath
+
+BACKUP_MOUNT = "/backups"
+DATA_DIR = "/var/opt/mssql/data"
+
+
+def ident(name: str) -> str:
+    return "[" + name.replace("]", "]]") + "]"
+
+
+def literal(text: str) -> str:
+    return "N'" + text.replace("'", "''") + "'"
+
+
+def container_path(relative: str) -> str:
+    return str(PurePosixPath(BACKUP_MOUNT) / relative)
+
+
+def disks(relative_paths: list[str]) -> str:
+    return ", ".join(f"DISK = {literal(container_path(p))}" for p in relative_paths)
+
+
+@dataclass(frozen=True)
+class FileMove:
+    logical_name: str
+    target: str
+
+
+@dataclass(frozen=True)
+class RestoreOptions:
+    buffer_count: int | None = None
+    max_transfer_size: int | None = None
+    stats: int = 10
+
+
+def filelist(relative_paths: list[str]) -> str:
+    return f"RESTORE FILELISTONLY FROM {disks(relative_paths)};"
+
+
+def headeronly(relative_paths: list[str]) -> str:
+    return f"RESTORE HEADERONLY FROM {disks(relative_paths)};"
+
+
+def moves_for(database: str, files: list[dict[str, str | None]]) -> list[FileMove]:
+    """One MOVE per file of RESTORE FILELISTONLY, into the data folder, keeping each file's name.
+
+    The target name is <database>_<logical name><extension of the original file>, so two files can
+    never collide and a reader can match them to the source.
+    """
+    moves = []
+    for row in files:
+        logical = row.get("LogicalName") or ""
+        original = PureWindowsPath(row.get("PhysicalName") or "")
+        suffix = original.suffix or {"L": ".ldf", "D": ".ndf"}.get(row.get("Type") or "", "")
+        safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in f"{database}_{logical}")
+        moves.append(FileMove(logical, f"{DATA_DIR}/{safe}{suffix}"))
+    return moves
+
+
+def _with(parts: list[str]) -> str:
+    return " WITH " + ", ".join(parts)
+
+
+def restore_database(database: str, relative_paths: list[str], moves: list[FileMove], options: RestoreOptions,
+                     checksum: bool) -> str:
+    parts = ["NORECOVERY", f"STATS = {options.stats}"]
+    if checksum:
+        # Only for backups written WITH CHECKSUM: SQL Server refuses it otherwise (error 3187).
+        parts.append("CHECKSUM")
+    parts += [f"MOVE {literal(m.logical_name)} TO {literal(m.target)}" for m in moves]
+    if options.buffer_count:
+        parts.append(f"BUFFERCOUNT = {int(options.buffer_count)}")
+    if options.max_transfer_size:
+        parts.append(f"MAXTRANSFERSIZE = {int(options.max_transfer_size)}")
+    return f"RESTORE DATABASE {ident(database)} FROM {disks(relative_paths)}" + _with(parts) + ";"
+
+
+def restore_log(database: str, relative_paths: list[str], options: RestoreOptions, checksum: bool,
+                stop_at: datetime | None = None) -> str:
+    parts = ["NORECOVERY", f"STATS = {options.stats}"]
+    if checksum:
+        parts.append("CHECKSUM")
+    if stop_at is not None:
+        parts.append(f"STOPAT = {literal(stop_at.strftime('%Y-%m-%dT%H:%M:%S.%f')[:-3])}")
+    if options.buffer_count:
+        parts.append(f"BUFFERCOUNT = {int(options.buffer_count)}")
+    if options.max_transfer_size:
+        parts.append(f"MAXTRANSFERSIZE = {int(options.max_transfer_size)}")
+    return f"RESTORE LOG {ident(database)} FROM {disks(relative_paths)}" + _with(parts) + ";"
+
+
+def recover(database: str) -> str:
+    return f"RESTORE DATABASE {ident(database)} WITH RECOVERY;"
+
+
+def checkdb(database: str, extra_options: list[str]) -> str:
+    options = ["NO_INFOMSGS", "ALL_ERRORMSGS", "TABLERESULTS", *extra_options]
+    return f"DBCC CHECKDB ({literal(database)}) WITH {', '.join(options)};"
+
+
+TRACE_ON = "DBCC TRACEON (3004, 3605, -1);"

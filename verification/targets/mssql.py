@@ -1,0 +1,176 @@
+"""Disposable SQL Server targets: one container per database, driven with sqlcmd inside it.
+
+The SA password is random per container and travels only in environment variables (the
+container's MSSQL_SA_PASSWORD, sqlcmd's SQLCMDPASSWORD); it never appears on a command line, in a
+log, in a report or in an exception. The backups are mounted read-only at /backups; the server has
+no network.
+"""
+
+from __future__ import annotations
+
+import secrets
+import string
+import time
+from typing import Any
+
+import docker.errors
+from docker.models.containers import Container
+from docker.models.volumes import Volume
+
+import docker
+from verification.config import MssqlSettings
+from verification.engines.mssql.outputs import SEPARATOR
+from verification.engines.mssql.tsql import BACKUP_MOUNT
+from verification.errors import ImageMissingError, TargetError
+from verification.targets.base import ExecResult, timeout_argv
+from verification.targets.docker import docker_client, remove_quietly
+from verification.targets.labels import labels, slug
+
+DATA_ROOT = "/var/opt/mssql"
+# tools18 needs -C to trust the container's self-signed certificate; older images have no tools18.
+SQLCMD = r"""
+if [ -x /opt/mssql-tools18/bin/sqlcmd ]; then s=/opt/mssql-tools18/bin/sqlcmd; extra=-C
+else s=/opt/mssql-tools/bin/sqlcmd; extra=; fi
+exec "$s" $extra -S localhost -U sa -b -W -I -s "$RESTOREPROOF_SEP" -Q "$RESTOREPROOF_SQL"
+"""
+
+
+def random_password() -> str:
+    """Meets SQL Server's complexity rules: upper, lower, digit and symbol, 24 characters."""
+    alphabet = string.ascii_letters + string.digits + "#%+-.=_"
+    while True:
+        candidate = "".join(secrets.choice(alphabet) for _ in range(24))
+        if (any(c.isupper() for c in candidate) and any(c.islower() for c in candidate)
+                and any(c.isdigit() for c in candidate) and any(c in "#%+-.=_" for c in candidate)):
+            return candidate
+
+
+def image_for(settings: MssqlSettings, database_version: int) -> str:
+    """The first configured image whose server is at least as new as the backup (by DatabaseVersion)."""
+    for version, image in sorted(settings.images.items()):
+        if version >= database_version:
+            return image
+    newest = max(settings.images)
+    raise TargetError(f"the backup's database version {database_version} is newer than the newest configured "
+                      f"SQL Server image ({settings.images[newest]}, version {newest}); SQL Server cannot restore "
+                      "a backup from a newer version")
+
+
+class MssqlTarget:
+    kind = "docker-mssql"
+    repo_path = BACKUP_MOUNT
+    work_dir = DATA_ROOT
+    port = 1433
+    socket_dir = ""
+
+    def __init__(self, client: docker.DockerClient, container: Container, volume: Volume, image: str,
+                 password: str) -> None:
+        self._client = client
+        self.container = container
+        self.volume = volume
+        self.image = image
+        self.name = container.name or container.id
+        self._password = password
+        self.provision_seconds = 0.0
+
+    def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> ExecResult:
+        api = self._client.api
+        started = time.monotonic()
+        try:
+            exec_id = api.exec_create(self.container.id, timeout_argv(argv, timeout), environment=env or {})["Id"]
+            out, err = api.exec_start(exec_id, demux=True)
+            code = api.exec_inspect(exec_id)["ExitCode"]
+        except docker.errors.APIError as exc:
+            raise TargetError(f"cannot run {argv[0]} in container {self.name}: {exc.explanation or exc}") from exc
+        return ExecResult(argv, int(code if code is not None else -1), (out or b"").decode("utf-8", "replace"),
+                          (err or b"").decode("utf-8", "replace"), time.monotonic() - started)
+
+    def sql(self, statement: str, timeout: float) -> ExecResult:
+        result = self.run(["bash", "-c", SQLCMD], timeout=timeout,
+                          env={"SQLCMDPASSWORD": self._password, "RESTOREPROOF_SQL": statement,
+                               "RESTOREPROOF_SEP": SEPARATOR})
+        result.argv = ["sqlcmd", "-Q", statement]  # what ran, without the script around it
+        return result
+
+    def errorlog(self) -> str:
+        # The error log also goes to the container's stdout.
+        return self.redact(self.container.logs().decode("utf-8", "replace"))
+
+    def redact(self, text: str) -> str:
+        return text.replace(self._password, "********")
+
+    def write_text(self, path: str, text: str) -> None:
+        raise TargetError("SQL Server targets take no files")
+
+    def read_text(self, path: str) -> str:
+        result = self.run(["cat", path], timeout=60)
+        return self.redact(result.stdout)
+
+    def describe(self) -> dict[str, Any]:
+        image = self._client.images.get(self.image)
+        return {"kind": self.kind, "container": self.name, "image": self.image, "image_id": image.id,
+                "volume": self.volume.name}
+
+    def close(self) -> None:
+        errors = remove_quietly(self.container, self.volume)
+        if errors:
+            raise TargetError(f"cleanup of {self.name} incomplete: {'; '.join(errors)}")
+
+
+class MssqlTargetProvider:
+    kind = "docker-mssql"
+
+    def __init__(self, settings: MssqlSettings, database_version: int) -> None:
+        self.settings = settings
+        self.image = image_for(settings, database_version)
+        self._client = docker_client()
+        try:
+            self._client.images.get(self.image)
+        except docker.errors.ImageNotFound:
+            try:
+                self._client.images.pull(self.image)
+            except docker.errors.APIError as exc:
+                raise ImageMissingError(f"SQL Server image {self.image} is not present and cannot be pulled "
+                                        f"({exc.explanation or exc})") from exc
+
+    def provision(self, run_id: str, database: str, repo_host_path: str) -> MssqlTarget:
+        tags = labels(run_id, "target", database)
+        name = f"restoreproof-{run_id}-{slug(database)}".lower()
+        password = random_password()
+        memory = self.settings.memory_bytes
+        started = time.monotonic()
+        volume: Volume | None = None
+        container: Container | None = None
+        try:
+            volume = self._client.volumes.create(name=f"{name}-data", labels=tags)
+            container = self._client.containers.create(
+                self.image, name=name, labels=tags, network_mode="none",
+                environment={"ACCEPT_EULA": "Y", "MSSQL_SA_PASSWORD": password, "MSSQL_PID": self.settings.edition},
+                mem_limit=memory, memswap_limit=memory, nano_cpus=int(self.settings.cpus * 1e9),
+                pids_limit=self.settings.pids_limit,
+                volumes={repo_host_path: {"bind": BACKUP_MOUNT, "mode": "ro"},
+                         volume.name: {"bind": DATA_ROOT, "mode": "rw"}},
+            )
+            container.start()
+            target = MssqlTarget(self._client, container, volume, self.image, password)
+            self._wait_for_logins(target)
+        except BaseException as exc:
+            remove_quietly(container, volume)
+            if isinstance(exc, docker.errors.APIError):
+                raise TargetError(f"cannot start a container from {self.image}: {exc.explanation or exc}") from exc
+            raise
+        target.provision_seconds = time.monotonic() - started
+        return target
+
+    def _wait_for_logins(self, target: MssqlTarget) -> None:
+        deadline = time.monotonic() + self.settings.start_timeout
+        while time.monotonic() < deadline:
+            target.container.reload()
+            if target.container.status in ("exited", "dead"):
+                raise TargetError(f"SQL Server container {target.name} exited while starting:\n"
+                                  + target.errorlog()[-3000:])
+            if target.sql("SELECT 1", timeout=30).ok:
+                return
+            time.sleep(1.0)
+        raise TargetError(f"SQL Server in {target.name} did not accept logins within "
+                          f"{self.settings.start_timeout:.0f} s; its log ends:\n" + target.errorlog()[-3000:])
