@@ -182,6 +182,10 @@ def _run_and_report(settings: Settings, source: str, *, engine: str, at: datetim
             err.print(f"[bold]{db.database}[/]: [{style}]{db.verdict}[/]", highlight=False)
             for reason in db.reasons:
                 err.print(f"  - {reason}", highlight=False)
+        for _, kind, reason in result.run.unreadable:
+            style = "red" if kind == "corrupt" else "yellow"
+            err.print(f"[{style}]{'corrupt backup file' if kind == 'corrupt' else 'not read'}:[/] {reason}",
+                      highlight=False)
         err.print(f"report: {result.html_path}\n        {result.json_path}", highlight=False)
     raise typer.Exit(exit_code(result.run.verdict))
 

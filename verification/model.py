@@ -196,6 +196,9 @@ class RunResult:
     target_kind: str | None = None
     databases: list[DatabaseResult] = field(default_factory=list)
     host: dict[str, Any] = field(default_factory=dict)
+    # Files that look like backups but could not be read: (path, kind, reason); kind "corrupt"
+    # (a damaged backup: the run fails) or "needs-server" (readable only inside a target).
+    unreadable: list[tuple[str, str, str]] = field(default_factory=list)
 
     @property
     def verdict(self) -> Verdict:
@@ -205,7 +208,7 @@ class RunResult:
         a proven bad backup must not hide behind an infrastructure problem elsewhere in the run.
         """
         verdicts = {d.verdict for d in self.databases}
-        if Verdict.FAILED in verdicts:
+        if Verdict.FAILED in verdicts or any(kind == "corrupt" for _, kind, _ in self.unreadable):
             return Verdict.FAILED
         if not verdicts or Verdict.ERROR in verdicts:
             return Verdict.ERROR

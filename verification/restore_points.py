@@ -34,8 +34,13 @@ class PointChoice:
         return self.seed if self.seed is not None else int(date.today().strftime("%Y%m%d"))
 
 
-def choose(choice: PointChoice, database: str, backups: list[BackupSet]) -> tuple[datetime | None, RuleCheck]:
-    """The point to restore one database to (None: latest), and the rule that records why."""
+def choose(choice: PointChoice, database: str, backups: list[BackupSet],
+           continuous: bool = True) -> tuple[datetime | None, RuleCheck]:
+    """The point to restore one database to (None: latest), and the rule that records why.
+
+    `continuous`: any moment can be restored to (a WAL archive, SQL Server log backups). Without
+    it (SQL Server's simple recovery model) only the ends of backups can, so "random" picks one.
+    """
     if choice.strategy is PointStrategy.LATEST or not backups:
         return None, RuleCheck("restore-point", True, "latest: the end of the newest backup")
     seed = choice.effective_seed()
@@ -54,6 +59,13 @@ def choose(choice: PointChoice, database: str, backups: list[BackupSet]) -> tupl
             f"older fulls (seed {seed})")
     if not fulls:
         return None, RuleCheck("restore-point", False, f"random: {database} has no full backup to start from")
+    if not continuous:
+        ends = sorted({b.finish for b in backups if b.finish >= fulls[0].finish})
+        moment = rng.choice(ends)
+        return moment, RuleCheck(
+            "restore-point", True,
+            f"random: {moment.isoformat()}, the end of one of {len(ends)} backups (no log backups: only backup "
+            f"ends can be restored to) (seed {seed})")
     start = fulls[0].finish
     end = max(b.finish for b in backups)
     if end <= start:

@@ -158,7 +158,8 @@ def test_cli_plan_corrupt_file_exit_2_names_it(mssql_copy):
     victim.write_bytes(victim.read_bytes()[:20000])
     result = runner.invoke(app, ["plan", str(root), "--engine", "mssql", "--json"])
     assert result.exit_code == 2
-    assert "RestoreTimeClean/RestoreTimeClean2_3.trn: end of backup set" in result.stderr
+    assert "RestoreTimeClean/RestoreTimeClean2_3.trn: end of file at offset 0x4e20" in result.stderr
+    assert "the file is truncated" in result.stderr
     (entry,) = json.loads(result.stdout)["unreadable"]
     assert entry["path"] == "RestoreTimeClean/RestoreTimeClean2_3.trn" and entry["kind"] == "corrupt"
 
@@ -180,3 +181,27 @@ def test_auto_detects_sql_server_files(mssql_corpus):
     assert data["engine"] == "mssql"
     assert [Path(b["path"]).name for b in data["databases"][0]["chain"]["backups"]] == ["difftest-full.bak",
                                                                                         "difftest-diff2.bak"]
+
+
+def test_a_target_at_the_end_of_a_differential_needs_no_log(mssql_corpus):
+    # OlaMsFilter complex: DIFF_142500 finished 08:17:48; the next log began at 08:17:55.
+    at = datetime(2018, 7, 2, 8, 17, 48, tzinfo=UTC)
+    result = plans(mssql_corpus / "OlaMsFilter/complex", at)["OlaMsFilterTest"]
+    assert result.chain.status is ChainStatus.COMPLETE
+    assert files(result) == ["test_FULL_20160629_142200.bak", "test_DIFF_20160629_142500.bak"]
+    (terminal,) = [r for r in result.chain.rules if r.rule == "terminal-log"]
+    assert terminal.passed and "restored without a log or STOPAT" in terminal.detail
+
+
+def test_random_points_on_chains_without_logs_stay_complete(mssql_corpus):
+    from verification.config import load_settings
+    from verification.engines.mssql.engine import MssqlEngine
+    from verification.restore_points import PointChoice, PointStrategy
+
+    engine = MssqlEngine(load_settings())
+    for folder in ("DoubleDiffing", "sql2008-backups/SimpleRecovery"):
+        for seed in range(1, 6):
+            (result,) = engine.plan(LocalSource(mssql_corpus / folder), None,
+                                    PointChoice(PointStrategy.RANDOM, seed)).plans
+            assert result.chain.status is ChainStatus.COMPLETE, (folder, seed, result.chain.problems)
+            assert result.chain.backups[-1].finish <= result.stop_at or result.chain.backups[-1].type == "log"

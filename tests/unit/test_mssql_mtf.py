@@ -121,16 +121,42 @@ def test_checksum_flag(mssql_corpus):
     assert not read(mssql_corpus, "RestoreTimeClean/RestoreTimeClean.bak").has_checksums
 
 
-def test_truncated_copy_names_the_file_and_what_is_missing(mssql_copy):
+@pytest.mark.parametrize(("cut", "expected"), [
+    (lambda size: size // 2, r"end of file at offset 0x[0-9a-f]+: expected a size in whole 512-byte blocks, "
+                             r"found \d+ bytes \(\d+ past a block boundary\): the file is truncated"),
+    (lambda size: size - 1, r"end of file .* \(511 past a block boundary\)"),
+    (lambda size: size - 1024, r"descriptor block at offset 0x[0-9a-f]+: expected SFMB, found b'ESET'"),
+    (lambda size: size // 2 // 512 * 512, r"descriptor block at offset 0x[0-9a-f]+: expected SFMB, found "),
+])
+def test_truncated_copies_name_the_file_and_what_is_missing(mssql_copy, cut, expected):
     root = mssql_copy("RestoreTimeClean/RestoreTimeClean.bak")
     path = root / "RestoreTimeClean/RestoreTimeClean.bak"
     data = path.read_bytes()
-    path.write_bytes(data[: len(data) // 2])
-    with pytest.raises(MtfError) as caught:
+    path.write_bytes(data[: cut(len(data))])
+    with pytest.raises(MtfError, match=r"^RestoreTimeClean/RestoreTimeClean\.bak: " + expected):
         read(root, "RestoreTimeClean/RestoreTimeClean.bak")
-    message = str(caught.value)
-    assert message.startswith("RestoreTimeClean/RestoreTimeClean.bak: end of backup set at offset ")
-    assert "expected an ESET block" in message and "truncated" in message
+
+
+def test_a_damaged_trailer_copy_is_caught_on_a_log_too(mssql_copy):
+    rel = "RestoreTimeClean/RestoreTimeClean_2.trn"
+    path = mssql_copy(rel) / rel
+    data = bytearray(path.read_bytes())
+    trailer_scin = data.rindex(b"SCIN")
+    data[trailer_scin + 0x57] = ord("D")  # the trailer now claims a full backup
+    path.write_bytes(bytes(data))
+    with pytest.raises(MtfError, match=r"closing configuration copy \(backup_type\) .*expected log as in the head "
+                                       r"copy, found full"):
+        read(path.parents[1], rel)
+
+
+def test_a_flipped_byte_in_the_media_stream_header_is_caught(mssql_copy):
+    rel = "RestoreTimeClean/RestoreTimeClean.bak"
+    path = mssql_copy(rel) / rel
+    data = bytearray(path.read_bytes())
+    data[140 + 8] ^= 0x01  # the RAID stream's length field, right after the TAPE block header
+    path.write_bytes(bytes(data))
+    with pytest.raises(MtfError, match=r"RAID stream header checksum at offset 0x8c"):
+        read(path.parents[1], rel)
 
 
 def test_flipped_header_byte_fails_the_block_checksum(mssql_copy):

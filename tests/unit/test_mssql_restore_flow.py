@@ -47,8 +47,10 @@ class StandInServer:
 
     provision_seconds = 12.5
 
-    def __init__(self, answers: dict[str, tuple[int, str]]) -> None:
-        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    def __init__(self, answers: dict[str, tuple[int, str]], restored_last_good: str = "2017-06-01T12:50:00",
+                 checkdb_records: bool = True) -> None:
+        self.restored_last_good = restored_last_good  # what the backup carried from the source
+        self.checkdb_records = checkdb_records  # a real CHECKDB moves LastGoodCheckDbTime
         self.answers = {
             "DBCC TRACEON": (0, "DBCC execution completed. If DBCC printed error messages, contact your system "
                                 "administrator.\n"),
@@ -59,20 +61,25 @@ class StandInServer:
             "RESTORE LOG": (0, LOG_OK),
             "SELECT state_desc": (0, "state_desc\n----------\nONLINE\n\n(1 rows affected)\n"),
             "DBCC CHECKDB": (0, ""),
-            "SELECT CONVERT": (0, f"last_good\n---------\n{now}\n\n(1 rows affected)\n"),
             **answers,
         }
         self.sent: list[str] = []
 
     def sql(self, statement: str, timeout: float) -> ExecResult:
         self.sent.append(statement)
+        if statement.startswith("SELECT CONVERT(varchar(19), SYSDATETIME()"):
+            checked = self.checkdb_records and any(s.startswith("DBCC CHECKDB") for s in self.sent)
+            last_good = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S") if checked else self.restored_last_good
+            now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+            return ExecResult([], 0, f"server_time{S}last_good\n-----------{S}---------\n{now}{S}{last_good}\n", "", 0.0)
         key = max((k for k in self.answers if statement.startswith(k)), key=len)
         code, text = self.answers[key]
         return ExecResult(["sqlcmd", "-Q", statement], 1 if code else 0, text, "", 0.01)
 
     def errorlog(self) -> str:
-        return self.redact(ERRORLOG_2013.replace("AdventureWorks", "RestoreTimeClean")
-                           + f"2013-07-02 16:49:14.000 Logon  Login succeeded for user 'sa' password {PASSWORD}\n")
+        # Raw, as the container prints it: the engine must redact it.
+        return (ERRORLOG_2013.replace("AdventureWorks", "RestoreTimeClean")
+                + f"2013-07-02 16:49:14.000 Logon  Login succeeded for user 'sa' password {PASSWORD}\n")
 
     def redact(self, text: str) -> str:
         return text.replace(PASSWORD, "********")
@@ -99,13 +106,13 @@ def test_clean_restore_passes_with_every_phase(restore_plan, tmp_path):
     assert server.sent[1] == "RESTORE FILELISTONLY FROM DISK = N'/backups/RestoreTimeClean.bak';"
     assert server.sent[2].startswith("RESTORE DATABASE [RestoreTimeClean] FROM DISK = N'/backups/RestoreTimeClean.bak' "
                                      "WITH NORECOVERY, STATS = 10, MOVE N'RestoreTimeClean' TO "
-                                     "N'/var/opt/mssql/data/RestoreTimeClean_RestoreTimeClean.mdf'")
+                                     "N'/var/opt/mssql/data/RestoreTimeClean_1_RestoreTimeClean.mdf'")
     assert server.sent[3].startswith("RESTORE DATABASE [RestoreTimeClean] FROM DISK = N'/backups/RestoreTimeClean2.bak'")
     assert [s.split(" FROM ")[1].split(" WITH")[0] for s in server.sent[4:7]] == [
         "DISK = N'/backups/RestoreTimeClean2_1.trn'", "DISK = N'/backups/RestoreTimeClean2_2.trn'",
         "DISK = N'/backups/RestoreTimeClean2_3.trn'"]
     assert server.sent[7] == "RESTORE DATABASE [RestoreTimeClean] WITH RECOVERY;"
-    assert server.sent[9] == "DBCC CHECKDB (N'RestoreTimeClean') WITH NO_INFOMSGS, ALL_ERRORMSGS, TABLERESULTS;"
+    assert server.sent[10] == "DBCC CHECKDB (N'RestoreTimeClean') WITH NO_INFOMSGS, ALL_ERRORMSGS, TABLERESULTS;"
     phases = {p.name: p for p in outcome.phases}
     assert phases["transfer"].seconds == pytest.approx(0.064) and phases["transfer"].bytes == 2 * 538 * 8192
     assert phases["log_restore"].seconds == pytest.approx(0.009)
@@ -114,6 +121,7 @@ def test_clean_restore_passes_with_every_phase(restore_plan, tmp_path):
     assert phases["log_zero_wait"].seconds == pytest.approx(9.53)
     (check,) = outcome.checks
     assert check.status is CheckStatus.PASSED and "LastGoodCheckDbTime" in check.summary
+    assert check.details["before"] == "2017-06-01T12:50:00"
     evidence = tmp_path / "RestoreTimeClean"
     assert PASSWORD not in "".join(p.read_text() for p in evidence.iterdir())
     assert "********" in (evidence / "errorlog.txt").read_text()
@@ -139,10 +147,30 @@ def test_checkdb_corruption_fails_with_the_finding(restore_plan, tmp_path):
 
 
 def test_checkdb_that_left_no_proof_is_not_a_pass(restore_plan, tmp_path):
-    server = StandInServer({"SELECT CONVERT": (0, "last_good\n---------\nNULL\n\n(1 rows affected)\n")})
+    server = StandInServer({}, checkdb_records=False)
     _, (verdict, reasons) = verify(restore_plan, server, tmp_path)
     assert verdict is Verdict.ERROR
     assert "LastGoodCheckDbTime does not show it completed" in reasons[0]
+
+
+def test_a_restored_last_good_time_ahead_of_the_server_clock_is_no_proof(restore_plan, tmp_path):
+    # A source east of UTC ran CHECKDB "in the future" of this server's clock: unchanged, so no proof.
+    server = StandInServer({}, restored_last_good="2099-01-01T00:00:00", checkdb_records=False)
+    _, (verdict, _) = verify(restore_plan, server, tmp_path)
+    assert verdict is Verdict.ERROR
+
+
+def test_the_sa_password_never_reaches_reasons_or_evidence(restore_plan, tmp_path):
+    echo = (f"Msg 3201, Level 16, State 2, Server x, Line 1\nCannot open backup device '/backups/{PASSWORD}.trn'. "
+            "Operating system error 2(The system cannot find the file specified.).\n")
+    server = StandInServer({"RESTORE LOG": (1, echo)})
+    outcome, (verdict, reasons) = verify(restore_plan, server, tmp_path)
+    assert verdict is Verdict.FAILED
+    assert reasons[0].startswith("the backup file could not be opened") and "********" in reasons[0]
+    evidence = tmp_path / "RestoreTimeClean"
+    written = "".join(p.read_text() for p in evidence.iterdir())
+    assert PASSWORD not in written + " ".join(reasons) + repr(outcome)
+    assert "password ********" in (evidence / "errorlog.txt").read_text()
 
 
 def test_not_online_after_recovery_fails(restore_plan, tmp_path):

@@ -12,9 +12,17 @@ def test_moves_take_every_file_into_the_data_folder():
     ]
     moves = tsql.moves_for("RestoreTimeClean", files)
     assert moves == [
-        tsql.FileMove("RestoreTimeClean", "/var/opt/mssql/data/RestoreTimeClean_RestoreTimeClean.mdf"),
-        tsql.FileMove("RestoreTimeClean_log", "/var/opt/mssql/data/RestoreTimeClean_RestoreTimeClean_log.LDF"),
+        tsql.FileMove("RestoreTimeClean", "/var/opt/mssql/data/RestoreTimeClean_1_RestoreTimeClean.mdf"),
+        tsql.FileMove("RestoreTimeClean_log", "/var/opt/mssql/data/RestoreTimeClean_2_RestoreTimeClean_log.LDF"),
     ]
+
+
+def test_names_that_clean_up_alike_stay_apart():
+    files = [{"LogicalName": "a b", "FileID": "1", "Type": "D", "PhysicalName": r"C:\x\a b.mdf"},
+             {"LogicalName": "a_b", "FileID": "3", "Type": "D", "PhysicalName": r"C:\x\a_b.ndf"}]
+    first, second = tsql.moves_for("db", files)
+    assert first.target != second.target
+    assert (first.target, second.target) == ("/var/opt/mssql/data/db_1_a_b.mdf", "/var/opt/mssql/data/db_3_a_b.ndf")
 
 
 def test_restore_database_with_all_stripes_moves_and_options():

@@ -31,7 +31,8 @@ def make_run() -> RunResult:
 def test_report_matches_schema_and_carries_the_contract_fields():
     report = build_report(make_run())
     validate_report(report)
-    assert report["schema_version"] == "1.0"
+    assert report["schema_version"] == "1.1"
+    assert report["unreadable"] == []
     assert report["verdict"] == "failed" and report["summary"] == {"passed": 1, "failed": 1, "error": 0}
     first, second = report["databases"]
     assert first["verdict"] == "passed" and first["reasons"]
@@ -74,3 +75,18 @@ def test_store_round_trip(tmp_path):
     assert history.recovery_seconds == pytest.approx(3.0)
     assert history.restore_achieved.replace(tzinfo=UTC) == datetime(2026, 11, 22, 1, 0, tzinfo=UTC)
     store.close()
+
+
+def test_a_corrupt_backup_file_fails_the_run_and_is_listed(tmp_path):
+    run = make_run()
+    run.databases = run.databases[:1]  # only the passing database
+    assert run.verdict == "passed"
+    run.unreadable = [("logs/x.trn", "needs-server", "x.trn: natively compressed backup")]
+    assert run.verdict == "passed"  # a file to read in a target is not a bad backup
+    run.unreadable.append(("logs/y.trn", "corrupt", "logs/y.trn: end of backup set at offset 0x3e00: expected ..."))
+    report = build_report(run)
+    validate_report(report)
+    assert report["verdict"] == "failed"
+    assert [u["kind"] for u in report["unreadable"]] == ["needs-server", "corrupt"]
+    _, html_path = write_reports(report, tmp_path / "run")
+    assert "logs/y.trn: end of backup set at offset 0x3e00" in html_path.read_text()

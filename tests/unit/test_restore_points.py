@@ -48,10 +48,6 @@ def test_older_full_with_a_single_full_falls_back_to_latest_and_says_so():
     assert at is None and "single full" in rule.detail
 
 
-def test_the_default_seed_is_the_date():
-    assert PointChoice(PointStrategy.RANDOM).effective_seed() == int(datetime.now().strftime("%Y%m%d"))
-
-
 def test_an_older_full_on_the_real_corpus(mssql_corpus):
     from typer.testing import CliRunner
 
@@ -66,3 +62,11 @@ def test_an_older_full_on_the_real_corpus(mssql_corpus):
     assert db["chain"]["backups"][0]["path"] == "Stripe1/restoretime.bak"  # the older of the two striped fulls
     assert db["stop_at"] == "2017-05-22T14:43:55+00:00"
     assert db["chain"]["rules"][0]["rule"] == "restore-point"
+
+
+def test_without_continuous_history_random_picks_a_backup_end():
+    sets = window()[:3]  # fulls only
+    ends = {b.finish for b in sets}
+    for seed in range(10):
+        at, rule = choose(PointChoice(PointStrategy.RANDOM, seed), "db", sets, continuous=False)
+        assert at in ends and "only backup ends can be restored to" in rule.detail

@@ -9,7 +9,7 @@ from typing import Any
 
 from verification.model import BackupSet, Chain, CheckResult, DatabaseResult, PhaseTiming, RunResult
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 
 
 def _time(value: datetime | None) -> str | None:
@@ -82,6 +82,7 @@ def build_report(run: RunResult) -> dict[str, Any]:
         "summary": {v: sum(1 for d in run.databases if d.verdict == v) for v in ("passed", "failed", "error")},
         "host": run.host,
         "databases": [database_json(d) for d in run.databases],
+        "unreadable": [{"path": path, "kind": kind, "reason": reason} for path, kind, reason in run.unreadable],
     }
 
 

@@ -28,10 +28,11 @@ from verification.targets.labels import labels, slug
 
 DATA_ROOT = "/var/opt/mssql"
 # tools18 needs -C to trust the container's self-signed certificate; older images have no tools18.
+# -x: no $(variable) substitution, so a name or path can never pull in the environment (the password).
 SQLCMD = r"""
 if [ -x /opt/mssql-tools18/bin/sqlcmd ]; then s=/opt/mssql-tools18/bin/sqlcmd; extra=-C
 else s=/opt/mssql-tools/bin/sqlcmd; extra=; fi
-exec "$s" $extra -S localhost -U sa -b -W -I -s "$RESTOREPROOF_SEP" -Q "$RESTOREPROOF_SQL"
+exec "$s" $extra -S localhost -U sa -b -x -W -I -s "$RESTOREPROOF_SEP" -Q "$RESTOREPROOF_SQL"
 """
 
 
@@ -90,6 +91,8 @@ class MssqlTarget:
                           env={"SQLCMDPASSWORD": self._password, "RESTOREPROOF_SQL": statement,
                                "RESTOREPROOF_SEP": SEPARATOR})
         result.argv = ["sqlcmd", "-Q", statement]  # what ran, without the script around it
+        # Redacted at the source: nothing downstream (reasons, evidence, exceptions) can see it.
+        result.stdout, result.stderr = self.redact(result.stdout), self.redact(result.stderr)
         return result
 
     def errorlog(self) -> str:

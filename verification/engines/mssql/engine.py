@@ -15,7 +15,8 @@ File zeroing comes from the error log (trace flag 3004), per file.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import datetime
 from typing import Protocol
 
 from verification.config import Settings
@@ -84,12 +85,21 @@ class MssqlEngine:
             when, rule = at, None
             if at is None and point is not None:
                 # One entry per complete backup set (its first family) describes the window.
-                when, rule = choose(point, name, [chain.backup_sets(m)[0] for m in db.sets if m.complete])
+                sets = [chain.backup_sets(m)[0] for m in db.sets if m.complete]
+                when, rule = choose(point, name, sets, continuous=any(b.type == "log" for b in sets))
             result = chain.plan(db, name, when)
             if rule is not None:
                 result.chain.rules.insert(0, rule)
             plans.append(result)
         unreadable = [UnreadableFile(u.path, u.kind, u.reason) for u in catalog.unreadable]
+        compressed = [u.path for u in catalog.unreadable if u.kind == "needs-server"]
+        if compressed:
+            # A compressed log cannot be read offline: it may be the one a gap is missing.
+            for result in plans:
+                result.chain.problems = [
+                    replace(p, message=f"{p.message}; {len(compressed)} natively compressed file(s) could not be "
+                                       f"read offline and may hold it: {', '.join(compressed[:5])}")
+                    if p.code == "log-gap" else p for p in result.chain.problems]
         return SourcePlan(plans, unreadable)
 
     def restore_and_check(self, plan: RestorePlan, target: Target, evidence: Evidence) -> RestoreOutcome:
@@ -112,7 +122,9 @@ class _Restore:
 
     def run(self, statement: str) -> ExecResult:
         result = self.target.sql(statement, timeout=self.ms.statement_timeout)
-        self.transcript.append(f"> {statement}\n{self.target.redact(result.output)}(exit {result.exit_code})\n")
+        # Redact again here, whatever the target did: every text below comes from this result.
+        result.stdout, result.stderr = self.target.redact(result.stdout), self.target.redact(result.stderr)
+        self.transcript.append(f"> {statement}\n{result.output}(exit {result.exit_code})\n")
         return result
 
     def failed(self, statement: str, result: ExecResult) -> None:
@@ -124,9 +136,10 @@ class _Restore:
             self.outcome.errors.append(f"sqlcmd exited {result.exit_code} without a SQL Server error for: "
                                        f"{statement} ({result.output.strip()[-300:]})")
             return
-        for error in errors:
-            target = self.outcome.failures if error.number in BACKUP_FAULTS else self.outcome.errors
-            target.append(error.plain)
+        # The backups are at fault only when SQL Server says so specifically; all its messages go
+        # with the reason either way.
+        reasons = self.outcome.failures if any(e.number in BACKUP_FAULTS for e in errors) else self.outcome.errors
+        reasons.extend(error.plain for error in errors)
 
     def execute(self) -> RestoreOutcome:
         out = self.outcome
@@ -138,7 +151,7 @@ class _Restore:
                 self.checkdb()
         finally:
             self.evidence.write("sqlcmd-transcript.txt", "\n".join(self.transcript))
-            errorlog = self.target.errorlog()
+            errorlog = self.target.redact(self.target.errorlog())
             self.evidence.write("errorlog.txt", errorlog)
             self.log_phases(errorlog)
         for name in ("transfer", "log_restore", "redo", "recovery_end", "integrity_check"):
@@ -209,24 +222,38 @@ class _Restore:
         rows = (parse_result_sets(state.stdout) or [[]])[0]
         if state.ok and rows and rows[0].get("state_desc") == "ONLINE":
             self.outcome.online = True
-            self.outcome.achieved = self.plan.stop_at or self.plan.chain.backups[-1].finish
-            self.outcome.achieved_detail = ("STOPAT on the terminal log" if self.plan.stop_at
-                                            else "end of the last backup in the chain")
+            last = self.plan.chain.backups[-1]
+            stopped = self.plan.stop_at is not None and last.type == "log"
+            self.outcome.achieved = self.plan.stop_at if stopped else last.finish
+            self.outcome.achieved_detail = ("STOPAT on the terminal log" if stopped
+                                            else "the end of the last backup in the chain")
         else:
             found = rows[0].get("state_desc") if rows else "no row"
             self.outcome.failures.append(f"database {self.database} is not ONLINE after recovery (state: {found})")
 
+    def _checkdb_record(self) -> tuple[str | None, str | None]:
+        """(the server's clock now, the database's LastGoodCheckDbTime), both as SQL Server reports them."""
+        result = self.run(f"SELECT CONVERT(varchar(19), SYSDATETIME(), 126) AS server_time, CONVERT(varchar(19), "
+                          f"DATABASEPROPERTYEX({tsql.literal(self.database)}, 'LastGoodCheckDbTime'), 126) "
+                          "AS last_good;")
+        row = ((parse_result_sets(result.stdout) or [[]])[0] or [{}])[0]
+        return row.get("server_time"), row.get("last_good")
+
     def checkdb(self) -> None:
-        started = datetime.now(UTC).replace(microsecond=0, tzinfo=None)
+        server_time, previous = self._checkdb_record()
         statement = tsql.checkdb(self.database, self.ms.checkdb_options)
         result = self.run(statement)
-        proof = self.run(f"SELECT CONVERT(varchar(19), DATABASEPROPERTYEX({tsql.literal(self.database)}, "
-                         "'LastGoodCheckDbTime'), 126) AS last_good;")
-        evidence = self.evidence.write("dbcc-checkdb.txt", self.target.redact(result.output))
+        _, last_good = self._checkdb_record()
+        evidence = self.evidence.write("dbcc-checkdb.txt", result.output)
         rows = [row for rows in parse_result_sets(result.stdout) for row in rows]
         findings = parse_checkdb_rows(rows)
-        last_good = ((parse_result_sets(proof.stdout) or [[]])[0] or [{}])[0].get("last_good")
-        details = {"rows": len(rows), "last_good_checkdb": last_good, "options": self.ms.checkdb_options}
+        details = {"rows": len(rows), "last_good_checkdb": last_good, "before": previous,
+                   "server_time_before": server_time, "options": self.ms.checkdb_options}
+        # No rows can also mean CHECKDB never ran. Proof that it completed: the database's own
+        # LastGoodCheckDbTime moved, to a time not before the server's clock when CHECKDB began
+        # (the restored value is the source's, in its own time zone).
+        proven = (last_good is not None and server_time is not None and last_good != previous
+                  and last_good >= server_time)
         if findings:
             check = CheckResult("dbcc_checkdb", CheckStatus.FAILED, f"CHECKDB reported {len(findings)} error(s)",
                                 [f"Msg {f.error}, Level {f.level}: {f.message}" for f in findings], details,
@@ -237,18 +264,17 @@ class _Restore:
             check = CheckResult("dbcc_checkdb", CheckStatus.FAILED if failed else CheckStatus.ERROR,
                                 f"CHECKDB ended with an error (exit {result.exit_code})",
                                 [e.plain for e in errors] or [result.output.strip()[-300:]], details, evidence)
-        elif last_good is None or datetime.fromisoformat(last_good) < started.replace(second=0):
-            # No rows can also mean CHECKDB never ran: only the database's own record proves it did.
+        elif not proven:
             check = CheckResult("dbcc_checkdb", CheckStatus.ERROR,
-                                "CHECKDB returned nothing and LastGoodCheckDbTime does not show it completed",
+                                "CHECKDB returned nothing and LastGoodCheckDbTime does not show it completed "
+                                f"(before {previous}, after {last_good}, server clock at start {server_time})",
                                 details=details, evidence=evidence)
         else:
             check = CheckResult("dbcc_checkdb", CheckStatus.PASSED,
                                 f"no allocation or consistency errors (LastGoodCheckDbTime {last_good})",
                                 details=details, evidence=evidence)
         self.outcome.checks.append(check)
-        self.outcome.phases.append(PhaseTiming("integrity_check", PhaseStatus.MEASURED,
-                                               seconds=result.seconds + proof.seconds))
+        self.outcome.phases.append(PhaseTiming("integrity_check", PhaseStatus.MEASURED, seconds=result.seconds))
 
     def log_phases(self, errorlog: str) -> None:
         steps = parse_restore_steps(errorlog, self.database)

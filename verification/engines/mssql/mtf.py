@@ -120,6 +120,15 @@ def decode_mtf_date(raw: bytes) -> datetime | None:
         return None
 
 
+def stream_checksum(header: bytes) -> int:
+    """The 22-byte stream header ends with the XOR of its first ten u16 words."""
+    words: tuple[int, ...] = struct.unpack_from("<10H", header, 0)
+    checksum = 0
+    for word in words:
+        checksum ^= word
+    return checksum
+
+
 def header_checksum(block: bytes) -> int:
     words: tuple[int, ...] = struct.unpack_from("<25H", block, 0)
     checksum = 0
@@ -178,6 +187,10 @@ def _streams(image: _Image, block_offset: int, block: bytes) -> tuple[dict[bytes
     for _ in range(64):
         header = image.get(position, STREAM_HEADER)
         stream_id, length = header[:4], struct.unpack_from("<Q", header, 8)[0]
+        stored, computed = struct.unpack_from("<H", header, 20)[0], stream_checksum(header)
+        if stored != computed:
+            raise MtfError(image.name, position, f"{stream_id.decode('latin-1')} stream header checksum",
+                           f"{computed:#06x}", f"{stored:#06x}")
         if stream_id == b"SPAD":
             return streams, position + STREAM_HEADER + length
         streams[stream_id] = (position + STREAM_HEADER, length)
@@ -243,8 +256,17 @@ def _parse_mqci(image: _Image, offset: int, data: bytes) -> _SetInfo:
     )
 
 
+def _check_end(image: _Image) -> None:
+    """A complete backup file is whole 512-byte blocks and ends with a soft filemark (SFMB)."""
+    if image.size % BLOCK:
+        raise MtfError(image.name, image.size, "end of file", f"a size in whole {BLOCK}-byte blocks",
+                       f"{image.size} bytes ({image.size % BLOCK} past a block boundary): the file is truncated")
+    _check_block(image, image.size - BLOCK, {b"SFMB"})
+
+
 def _trailer(image: _Image) -> _SetInfo:
     """The closing MQCI copy and the end-of-set block after it, searched backwards in the tail."""
+    _check_end(image)
     end_of_set = None
     # In a small file head and tail meet, and the trailer may sit in the bytes read as the head.
     lowest = 0 if image.tail_start <= len(image.head) else image.tail_start
@@ -306,11 +328,15 @@ def read_backup_header(reader: ByteRangeReader) -> BackupHeader:
         if required not in seen:
             raise MtfError(image.name, 0, "backup set", f"an {required.decode()} block", "none")
     tail_info = _trailer(image)
-    if (tail_info.first_lsn, tail_info.last_lsn) != (head_info.first_lsn, head_info.last_lsn) and \
-            head_info.backup_type != "log":
-        raise MtfError(image.name, image.size, "closing configuration copy",
-                       f"LSNs {head_info.first_lsn}..{head_info.last_lsn} as in the head",
-                       f"{tail_info.first_lsn}..{tail_info.last_lsn}")
+    # The two copies agree on everything but the finish date, filled in only at the end. A
+    # difference is damage, or a file holding several backup sets (BACKUP ... NOINIT).
+    for name in ("database_name", "server_name", "backup_type", "first_lsn", "last_lsn", "checkpoint_lsn",
+                 "database_backup_lsn", "database_version", "database_creation", "backup_start", "flags"):
+        head_value, tail_value = getattr(head_info, name), getattr(tail_info, name)
+        if head_value != tail_value:
+            raise MtfError(image.name, image.size, f"closing configuration copy ({name})",
+                           f"{head_value} as in the head copy",
+                           f"{tail_value} (damaged, or several backup sets in one file, which is not supported)")
     assert media is not None and family_count is not None and family_number is not None
     info = tail_info  # the trailer copy is the complete one (finish date, final LSNs)
     return BackupHeader(

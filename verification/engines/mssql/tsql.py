@@ -54,15 +54,17 @@ def headeronly(relative_paths: list[str]) -> str:
 def moves_for(database: str, files: list[dict[str, str | None]]) -> list[FileMove]:
     """One MOVE per file of RESTORE FILELISTONLY, into the data folder, keeping each file's name.
 
-    The target name is <database>_<logical name><extension of the original file>, so two files can
-    never collide and a reader can match them to the source.
+    The target name is <database>_<file id>_<logical name><extension of the original file>: the
+    file id keeps names apart even when cleaning up characters makes two logical names alike, and a
+    reader can still match each file to the source.
     """
-    moves = []
+    moves: list[FileMove] = []
     for row in files:
         logical = row.get("LogicalName") or ""
         original = PureWindowsPath(row.get("PhysicalName") or "")
         suffix = original.suffix or {"L": ".ldf", "D": ".ndf"}.get(row.get("Type") or "", "")
-        safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in f"{database}_{logical}")
+        file_id = row.get("FileID") or str(len(moves) + 1)
+        safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in f"{database}_{file_id}_{logical}")
         moves.append(FileMove(logical, f"{DATA_DIR}/{safe}{suffix}"))
     return moves
 
