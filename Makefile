@@ -29,7 +29,7 @@ images:
 	@bash docker/build.sh
 
 demo: setup
-	$(BIN)/restoreproof demo
+	$(BIN)/restoreproof nightly
 
 lint: venv
 	$(BIN)/ruff check .

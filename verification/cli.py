@@ -241,6 +241,47 @@ def demo(
 
 
 @app.command()
+def nightly(
+    workdir: Annotated[Path, typer.Option(help="Where the sample repository goes (WORKDIR/backups).")] = Path("demo"),
+    scale: Annotated[int, typer.Option(min=1, help="Data size: 1 is ~100 MB per cluster, 10 is ~1 GB.")] = 1,
+    clusters: Annotated[int, typer.Option(min=1, max=16, help="Independent clusters (pgBackRest stanzas).")] = 2,
+    airflow_home: Annotated[Path, typer.Option(help="Airflow's home (SQLite metadata database).")] = Path(".airflow"),
+    pool_slots: Annotated[int, typer.Option(min=1, help="Targets at once (the Airflow pool's slots).")] = 2,
+    config: ConfigOpt = None,
+) -> None:
+    """Make the sample backups, then run the nightly Airflow DAG once on them, through real Airflow."""
+    import time
+
+    from verification.airflow_once import run_once
+    from verification.demo.source import make_demo
+
+    settings_from(config)
+    progress = _progress(True)
+    try:
+        made = make_demo(workdir, scale=scale, clusters=clusters, progress=progress)
+    except RestoreproofError as exc:
+        fail(str(exc))
+    finally:
+        if isinstance(progress, Progress):
+            progress.stop()
+    err.print(f"sample repository {'reused' if made.reused else 'made'}: {made.repository}", highlight=False)
+    err.print(f"running DAG restore_verification once through Airflow (home {airflow_home.resolve()}) ...",
+              highlight=False)
+    started = time.monotonic()
+    dag_run = run_once(made.repository, airflow_home.resolve(), pool_slots, {"target": "docker"})
+    wall = time.monotonic() - started
+    settings = load_settings()
+    reports = sorted(settings.report_dir.glob("restore_verification-*/report.json"), key=lambda p: p.stat().st_mtime)
+    err.print(f"DAG run {dag_run.run_id}: {dag_run.state} in {wall:.1f} s", highlight=False)
+    if reports:
+        report = json.loads(reports[-1].read_text())
+        for db in report["databases"]:
+            err.print(f"  {db['database']}: {db['verdict']} ({db['recovery_seconds']} s to online)", highlight=False)
+        err.print(f"report: {reports[-1].with_name('report.html').resolve()}", highlight=False)
+    raise typer.Exit(0 if str(dag_run.state) == "success" else 1)
+
+
+@app.command()
 def reap(
     run: Annotated[str | None, typer.Option("--run", help="Only what this run id left.")] = None,
     config: ConfigOpt = None,

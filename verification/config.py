@@ -132,6 +132,18 @@ class SqlCheck(_Section):
         return str(value)
 
 
+class RtoSettings(_Section):
+    """Recovery time objectives, in seconds: a default and per-database targets."""
+
+    default_seconds: float = Field(4 * 3600.0, gt=0)
+    databases: dict[str, float] = Field(default_factory=dict)
+    # Alert when the trend will cross the RTO within this many days.
+    horizon_days: float = Field(90.0, gt=0)
+
+    def for_database(self, database: str) -> float:
+        return self.databases.get(database, self.default_seconds)
+
+
 class ChecksSettings(_Section):
     sql: list[SqlCheck] = Field(default_factory=list)
 
@@ -151,6 +163,7 @@ class Settings(BaseSettings):
     postgres: PostgresSettings = PostgresSettings()
     mssql: MssqlSettings = MssqlSettings()
     checks: ChecksSettings = ChecksSettings()
+    rto: RtoSettings = RtoSettings()
 
     @property
     def results_database_url(self) -> str:

@@ -207,9 +207,14 @@ class RunResult:
         `failed` (a backup is not restorable) outranks `error` (restoreproof could not finish one):
         a proven bad backup must not hide behind an infrastructure problem elsewhere in the run.
         """
-        verdicts = {d.verdict for d in self.databases}
-        if Verdict.FAILED in verdicts or any(kind == "corrupt" for _, kind, _ in self.unreadable):
-            return Verdict.FAILED
-        if not verdicts or Verdict.ERROR in verdicts:
-            return Verdict.ERROR
-        return Verdict.PASSED
+        return overall_verdict([d.verdict for d in self.databases],
+                               any(kind == "corrupt" for _, kind, _ in self.unreadable))
+
+
+def overall_verdict(verdicts: list[str], corrupt_files: bool) -> Verdict:
+    """A run's verdict from its databases': failed, else error (also when empty), else passed."""
+    if Verdict.FAILED in verdicts or corrupt_files:
+        return Verdict.FAILED
+    if not verdicts or Verdict.ERROR in verdicts:
+        return Verdict.ERROR
+    return Verdict.PASSED

@@ -46,3 +46,9 @@ def test_timestamps_in_both_notations():
     assert parse_pg_timestamp("2026-11-22 19:50:45.852562+00") == datetime(2026, 11, 22, 19, 50, 45, 852562,
                                                                             tzinfo=UTC)
     assert parse_pg_timestamp("2026-11-22 19:51:08.145 UTC") == datetime(2026, 11, 22, 19, 51, 8, 145000, tzinfo=UTC)
+
+
+def test_a_rejected_setting_is_named_not_only_the_file():
+    log = parse_server_log(fixture_text("server-bad-setting.log"))
+    assert log.errors == ['LOG: invalid value for parameter "shared_buffers": "not-a-size"',
+                          'FATAL: configuration file "/var/lib/restoreproof/data/postgresql.auto.conf" contains errors']

@@ -7,7 +7,7 @@ from datetime import datetime
 from importlib import resources
 from typing import Any
 
-from verification.model import BackupSet, Chain, CheckResult, DatabaseResult, PhaseTiming, RunResult
+from verification.model import BackupSet, Chain, CheckResult, DatabaseResult, PhaseTiming, RunResult, overall_verdict
 
 SCHEMA_VERSION = "1.1"
 
@@ -69,21 +69,34 @@ def database_json(result: DatabaseResult) -> dict[str, Any]:
     }
 
 
-def build_report(run: RunResult) -> dict[str, Any]:
+def report_envelope(*, run_id: str, engine: str, source: str, target_kind: str | None, started_at: datetime | None,
+                    finished_at: datetime | None, host: dict[str, Any], databases: list[dict[str, Any]],
+                    unreadable: list[dict[str, str]]) -> dict[str, Any]:
+    """The run-level report around the databases' entries."""
+    verdicts = [d["verdict"] for d in databases]
+    verdict = str(overall_verdict(verdicts, any(u["kind"] == "corrupt" for u in unreadable)))
     return {
         "schema_version": SCHEMA_VERSION,
-        "run_id": run.run_id,
-        "engine": run.engine,
-        "source": run.source,
-        "target_kind": run.target_kind,
-        "started_at": _time(run.started_at),
-        "finished_at": _time(run.finished_at),
-        "verdict": str(run.verdict),
-        "summary": {v: sum(1 for d in run.databases if d.verdict == v) for v in ("passed", "failed", "error")},
-        "host": run.host,
-        "databases": [database_json(d) for d in run.databases],
-        "unreadable": [{"path": path, "kind": kind, "reason": reason} for path, kind, reason in run.unreadable],
+        "run_id": run_id,
+        "engine": engine,
+        "source": source,
+        "target_kind": target_kind,
+        "started_at": _time(started_at),
+        "finished_at": _time(finished_at),
+        "verdict": verdict,
+        "summary": {v: verdicts.count(v) for v in ("passed", "failed", "error")},
+        "host": host,
+        "databases": databases,
+        "unreadable": unreadable,
     }
+
+
+def build_report(run: RunResult) -> dict[str, Any]:
+    return report_envelope(
+        run_id=run.run_id, engine=run.engine, source=run.source, target_kind=run.target_kind,
+        started_at=run.started_at, finished_at=run.finished_at, host=run.host,
+        databases=[database_json(d) for d in run.databases],
+        unreadable=[{"path": path, "kind": kind, "reason": reason} for path, kind, reason in run.unreadable])
 
 
 def report_schema() -> dict[str, Any]:

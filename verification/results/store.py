@@ -14,7 +14,7 @@ from sqlalchemy import JSON, BigInteger, DateTime, Float, ForeignKey, Integer, S
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
 
-from verification.model import RunResult
+from verification.model import DatabaseResult, RunResult
 
 SCHEMA_VERSION = 1
 
@@ -96,6 +96,17 @@ class CheckRow(Base):
     database: Mapped[DatabaseRow] = relationship(back_populates="checks")
 
 
+class DatabaseReportRow(Base):
+    """A database's report.json entry as written, so a report can be assembled from the store by
+    whichever worker publishes it (nothing is passed between tasks on a local disk)."""
+
+    __tablename__ = "database_reports"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_pk: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    database: Mapped[str] = mapped_column(String(256))
+    report: Mapped[dict[str, Any]] = mapped_column(default=dict)
+
+
 class ResultStore:
     def __init__(self, url: str) -> None:
         if url.startswith("sqlite:///"):
@@ -108,26 +119,71 @@ class ResultStore:
 
     def record(self, run: RunResult, report_dir: Path | None, report: dict[str, Any]) -> None:
         """Store a finished run; `report` is its JSON report, whose shapes the rows reuse."""
-        row = RunRow(run_id=run.run_id, engine=run.engine, source=run.source, target_kind=run.target_kind,
-                     verdict=str(run.verdict), started_at=run.started_at, finished_at=run.finished_at,
-                     report_dir=str(report_dir) if report_dir else None, host=run.host)
+        self.start_run(run)
         for result, data in zip(run.databases, report["databases"], strict=True):
-            database = DatabaseRow(database=result.database, verdict=str(result.verdict), reasons=result.reasons,
-                                   restore_target=result.restore_point.target,
-                                   restore_achieved=result.restore_point.achieved,
-                                   recovery_seconds=result.recovery_seconds, target=result.target)
-            chain = data["chain"]
-            database.chain = ChainRow(status=chain["status"], stop_at=result.plan.stop_at, backups=chain["backups"],
-                                      problems=chain["problems"], rules=chain["rules"], wal=chain.get("wal"))
-            database.phases = [PhaseRow(position=i, name=p["name"], status=p["status"], seconds=p["seconds"],
-                                        bytes=p["bytes"], details=p["details"])
-                               for i, p in enumerate(data["phases"])]
-            database.checks = [CheckRow(name=c["name"], status=c["status"], required=c["required"],
-                                        summary=c["summary"], findings=c["findings"], details=c["details"],
-                                        evidence=c["evidence"]) for c in data["checks"]]
-            row.databases.append(database)
+            self.record_database(run.run_id, result, data)
+        self.finish_run(run.run_id, run.finished_at, str(run.verdict), report_dir, report.get("unreadable", []))
+
+    def start_run(self, run: RunResult) -> None:
+        """Create the run's row (verdict "running") if it does not exist yet."""
         with Session(self.engine) as session, session.begin():
-            session.add(row)
+            if session.scalar(select(RunRow).where(RunRow.run_id == run.run_id)) is None:
+                session.add(RunRow(run_id=run.run_id, engine=run.engine, source=run.source,
+                                   target_kind=run.target_kind, verdict="running", started_at=run.started_at,
+                                   host=run.host))
+
+    def record_database(self, run_id: str, result: DatabaseResult, data: dict[str, Any]) -> None:
+        """One database's result; `data` is its report.json entry. Replaces an earlier try's."""
+        database = DatabaseRow(database=result.database, verdict=str(result.verdict), reasons=result.reasons,
+                               restore_target=result.restore_point.target,
+                               restore_achieved=result.restore_point.achieved,
+                               recovery_seconds=result.recovery_seconds, target=result.target)
+        chain = data["chain"]
+        database.chain = ChainRow(status=chain["status"], stop_at=result.plan.stop_at, backups=chain["backups"],
+                                  problems=chain["problems"], rules=chain["rules"], wal=chain.get("wal"))
+        database.phases = [PhaseRow(position=i, name=p["name"], status=p["status"], seconds=p["seconds"],
+                                    bytes=p["bytes"], details=p["details"]) for i, p in enumerate(data["phases"])]
+        database.checks = [CheckRow(name=c["name"], status=c["status"], required=c["required"],
+                                    summary=c["summary"], findings=c["findings"], details=c["details"],
+                                    evidence=c["evidence"]) for c in data["checks"]]
+        with Session(self.engine) as session, session.begin():
+            run = session.scalar(select(RunRow).where(RunRow.run_id == run_id))
+            if run is None:
+                raise KeyError(f"run {run_id} was not started in the results store")
+            for old in [d for d in run.databases if d.database == result.database]:
+                session.delete(old)
+            for old_report in session.scalars(select(DatabaseReportRow).where(
+                    DatabaseReportRow.run_pk == run.id, DatabaseReportRow.database == result.database)):
+                session.delete(old_report)
+            database.run_pk = run.id
+            session.add(database)
+            session.add(DatabaseReportRow(run_pk=run.id, database=result.database, report=data))
+
+    def finish_run(self, run_id: str, finished_at: datetime | None, verdict: str, report_dir: Path | None,
+                   unreadable: list[Any]) -> None:
+        with Session(self.engine) as session, session.begin():
+            run = session.scalar(select(RunRow).where(RunRow.run_id == run_id))
+            if run is None:
+                raise KeyError(f"run {run_id} was not started in the results store")
+            run.finished_at, run.verdict = finished_at, verdict
+            run.report_dir = str(report_dir) if report_dir else None
+            run.host = {**run.host, "unreadable": unreadable}
+
+    def run_with_reports(self, run_id: str) -> tuple[RunRow, list[dict[str, Any]]]:
+        """A run and its databases' report entries, in the order they were recorded."""
+        with Session(self.engine, expire_on_commit=False) as session:
+            run = session.scalar(select(RunRow).where(RunRow.run_id == run_id))
+            if run is None:
+                raise KeyError(f"run {run_id} is not in the results store")
+            rows = session.scalars(select(DatabaseReportRow).where(DatabaseReportRow.run_pk == run.id)
+                                   .order_by(DatabaseReportRow.id))
+            return run, [row.report for row in rows]
+
+    def last_verified(self) -> dict[str, datetime]:
+        """Per database, when it was last verified (any verdict): the rotation order's key."""
+        with Session(self.engine) as session:
+            query = select(DatabaseRow.database, RunRow.started_at).join(RunRow).order_by(RunRow.started_at)
+            return {name: started for name, started in session.execute(query)}
 
     def recent_runs(self, limit: int = 20) -> list[RunRow]:
         with Session(self.engine, expire_on_commit=False) as session:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from verification.targets.labels import RUN_LABEL
+from verification.targets.labels import DATABASE_LABEL, RUN_LABEL
 from verification.targets.local import reap_local
 
 
@@ -21,14 +21,19 @@ class ReapReport:
         return len(self.containers) + len(self.volumes) + len(self.folders)
 
 
-def reap_docker(run_id: str | None = None, report: ReapReport | None = None) -> ReapReport:
-    """Remove containers, then volumes, labelled with the run (any run when `run_id` is None)."""
+def reap_docker(run_id: str | None = None, report: ReapReport | None = None,
+                database: str | None = None) -> ReapReport:
+    """Remove containers, then volumes, labelled with the run (any run when `run_id` is None), and
+    with the database when one is given."""
     import docker.errors
 
     from verification.targets.docker import docker_client
 
     report = report or ReapReport()
-    selector = {"label": f"{RUN_LABEL}={run_id}" if run_id else RUN_LABEL}
+    wanted = [f"{RUN_LABEL}={run_id}" if run_id else RUN_LABEL]
+    if database is not None:
+        wanted.append(f"{DATABASE_LABEL}={database}")
+    selector = {"label": wanted}
     try:
         client = docker_client()
     except Exception as exc:  # no engine: nothing of ours can be running there

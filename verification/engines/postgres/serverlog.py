@@ -30,6 +30,9 @@ STOPPING_RE = re.compile(r"^recovery stopping (?P<how>before|after) .*?, time (?
 # Answers to our own readiness polling while recovery runs, not failures.
 POLLING_NOISE = ("the database system is not accepting connections", "the database system is starting up",
                  "the database system is shutting down")
+# Logged at LOG level just before the FATAL they cause; they say what is actually wrong.
+CONFIG_ERRORS = ("invalid value for parameter", "unrecognized configuration parameter", "syntax error in file",
+                 "could not open configuration file")
 RESTORED_RE = re.compile(r'^restored log file "(?P<segment>[0-9A-F]{24})" from archive')
 
 
@@ -79,7 +82,8 @@ def parse_server_log(text: str) -> RecoveryLog:
             continue
         when = parse_pg_timestamp(f"{match['ts']} {match['tz']}") if match["tz"] == "UTC" else None
         level, msg = match["level"], match["msg"]
-        if (level in ("FATAL", "PANIC") or (level == "ERROR" and log.ready is None)) and msg not in POLLING_NOISE:
+        failure = (level in ("FATAL", "PANIC") or (level == "ERROR" and log.ready is None)) and msg not in POLLING_NOISE
+        if failure or (level == "LOG" and msg.startswith(CONFIG_ERRORS)):
             log.errors.append(f"{level}: {msg}")
         if msg.startswith("starting PostgreSQL"):
             log.server_started = when

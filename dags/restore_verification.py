@@ -1,0 +1,150 @@
+"""Nightly restore verification: every database of a backup source restored and checked.
+
+Only wiring lives here; the work is restoreproof's (verification.orchestration), the same code the
+CLI runs. Tasks:
+
+    discover -> plan -> reserve_target[db] (setup) -> verify[db] -> remove_target[db] (teardown)
+                                                                 -> publish (report Asset) -> verdict
+
+- one mapped `verify` per database, named by the database, in the pool `restoreproof_targets`
+  (its slots bound how many disposable targets exist at once);
+- the setup task reserves and checks the target (retried: only restoreproof's own
+  infrastructure is retried); the teardown removes whatever carries the run's and database's
+  labels, also when `verify` failed or timed out;
+- a verification that failed is never retried: the task fails with the reasons in its log;
+- a time budget stops starting new verifications; the least recently verified go first next night.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from airflow.sdk import DAG, Asset, Param, get_current_context, setup, task, teardown
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+from restoreproof_airflow.hooks import RestoreproofHook
+from restoreproof_airflow.notifier import RestoreproofFailureNotifier
+
+from verification import orchestration
+from verification.errors import TargetError
+
+POOL = os.environ.get("RESTOREPROOF_POOL", "restoreproof_targets")
+REPORT_ASSET = Asset("restoreproof://reports/restore_verification")
+
+
+def _params() -> orchestration.NightlyParams:
+    return orchestration.NightlyParams.from_mapping(dict(get_current_context()["params"]))
+
+
+def _run_id() -> str:
+    context = get_current_context()
+    return orchestration.scheduler_run_id(context["dag"].dag_id, context["run_id"])
+
+
+with DAG(
+    dag_id="restore_verification",
+    description="Restore every database's backup chain in a disposable server, time it, check it, report.",
+    schedule=os.environ.get("RESTOREPROOF_SCHEDULE", "0 1 * * *"),
+    start_date=datetime(2026, 1, 1, tzinfo=UTC),
+    catchup=False,
+    max_active_runs=1,
+    tags=["restoreproof"],
+    params={
+        "source": Param(os.environ.get("RESTOREPROOF_SOURCE", "demo/backups"), type="string",
+                        description="The backup repository (pgBackRest repository root or SQL Server backup folder)."),
+        "engine": Param("auto", enum=["auto", "postgres", "mssql"]),
+        "include": Param([], type="array", description="Only these databases (empty: all)."),
+        "exclude": Param([], type="array"),
+        "point": Param("latest", enum=["latest", "older-full", "random"],
+                       description="Restore point per database; random rotates nightly through the retention window."),
+        "seed": Param(None, type=["null", "integer"], description="Seed for older-full/random (default: the date)."),
+        "target": Param("docker", enum=["docker", "local", "auto"]),
+        "time_budget_minutes": Param(360, type=["null", "number"],
+                                     description="Stop starting new verifications after this long."),
+    },
+    on_failure_callback=RestoreproofFailureNotifier(),
+) as dag:
+
+    @task
+    def discover() -> list[str]:
+        """The databases to verify tonight, least recently verified first."""
+        context = get_current_context()
+        started = context["dag_run"].start_date or datetime.now(UTC)
+        return orchestration.discover(RestoreproofHook().settings, _params(), _run_id(), started)
+
+    @task
+    def plan(databases: list[str]) -> dict[str, Any]:
+        """Each chain's status, and the deadline the time budget sets."""
+        context = get_current_context()
+        params = _params()
+        started = context["dag_run"].start_date or datetime.now(UTC)
+        deadline = (started + timedelta(minutes=params.time_budget_minutes)
+                    if params.time_budget_minutes else None)
+        return {"databases": databases, "deadline": deadline.isoformat() if deadline else None}
+
+    @setup
+    @task(retries=2, retry_delay=timedelta(seconds=30), map_index_template="{{ database }}")
+    def reserve_target(database: str, planned: dict[str, Any]) -> dict[str, Any]:
+        """Check that a target can be had for this database (image present, engine reachable)."""
+        get_current_context()["database"] = database  # type: ignore[typeddict-unknown-key]
+        from verification.pipeline import make_provider
+
+        settings = RestoreproofHook().settings
+        params = _params()
+        engine = "mssql" if params.engine == "mssql" else "postgres"
+        try:
+            make_provider(settings, params.target, engine, [])
+        except TargetError as exc:
+            raise RuntimeError(f"target not available: {exc}") from exc  # retried: infrastructure
+        return {"database": database, "run_id": _run_id(), "deadline": planned["deadline"]}
+
+    @task(pool=POOL, retries=0, execution_timeout=timedelta(hours=6), map_index_template="{{ database }}")
+    def verify(handle: dict[str, Any]) -> dict[str, Any]:
+        """Restore and check one database; fails (no retry) when it did not pass."""
+        database = handle["database"]
+        get_current_context()["database"] = database  # type: ignore[typeddict-unknown-key]
+        deadline = datetime.fromisoformat(handle["deadline"]) if handle["deadline"] else None
+        try:
+            result = orchestration.verify(RestoreproofHook().settings, _params(), handle["run_id"], database,
+                                          deadline)
+        except orchestration.BudgetExceeded as exc:
+            raise AirflowSkipException(str(exc)) from exc
+        for reason in result["reasons"]:
+            print(f"{database}: {result['verdict']}: {reason}")
+        if result["verdict"] != "passed":
+            raise AirflowFailException(f"{database} {result['verdict']}: " + "; ".join(result["reasons"]))
+        return result
+
+    @teardown
+    @task(map_index_template="{{ database }}")
+    def remove_target(handle: dict[str, Any]) -> list[str]:
+        """Remove everything labelled with this run and database: runs whatever verify did."""
+        get_current_context()["database"] = handle["database"]  # type: ignore[typeddict-unknown-key]
+        report = orchestration.remove(handle["run_id"], handle["database"])
+        return report.containers + report.volumes
+
+    @task(trigger_rule="all_done", outlets=[REPORT_ASSET])
+    def publish() -> dict[str, Any]:
+        """The run's report.json and report.html, from the results store; published as an Asset."""
+        result = orchestration.publish(RestoreproofHook().settings, _run_id())
+        print(f"report: {result['report_html']}")
+        return result
+
+    @task
+    def verdict(published: dict[str, Any]) -> None:
+        """Fail the run when any database did not pass, so the failure shows on the run itself."""
+        if published["verdict"] != "passed":
+            raise AirflowFailException(f"restore verification {published['verdict']}: {published['summary']}; "
+                                       f"not passed: {', '.join(published['failed']) or 'none'}; "
+                                       f"report: {published['report_html']}")
+
+    databases = discover()
+    planned = plan(databases)  # type: ignore[arg-type]  # TaskFlow passes the XCom's value at run time
+    handles = reserve_target.partial(planned=planned).expand(database=databases)
+    verified = verify.expand(handle=handles)
+    removed = remove_target.expand(handle=handles)
+    handles >> verified >> removed
+    published = publish()
+    removed >> published
+    verdict(published)  # type: ignore[arg-type]

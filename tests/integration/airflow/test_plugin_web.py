@@ -1,0 +1,35 @@
+"""The page the plugin adds to the Airflow UI: recent runs from the store, and their reports."""
+
+from __future__ import annotations
+
+from fastapi.testclient import TestClient
+
+from tests.unit.test_reports_and_store import make_run
+from verification.config import load_settings
+from verification.reports import write_reports
+from verification.reports.json_report import build_report
+from verification.results import ResultStore
+
+
+def test_lists_runs_and_serves_their_reports_only(airflow_env):
+    from restoreproof_airflow.web import app
+
+    settings = load_settings()
+    run = make_run()
+    report = build_report(run)
+    run_dir = settings.report_dir / run.run_id
+    write_reports(report, run_dir)
+    (airflow_env / "secret.txt").write_text("not a report")
+    store = ResultStore(settings.results_database_url)
+    store.record(run, run_dir, report)
+    store.close()
+
+    client = TestClient(app)
+    page = client.get("/")
+    assert page.status_code == 200
+    assert f"<a href='reports/{run.run_id}'>{run.run_id}</a>" in page.text and "class='failed'>failed" in page.text
+    html = client.get(f"/reports/{run.run_id}")
+    assert html.status_code == 200 and "<title>restoreproof run" in html.text
+    assert client.get(f"/reports/{run.run_id}/report.json").json()["run_id"] == run.run_id
+    assert client.get(f"/reports/{run.run_id}/..%2F..%2Fsecret.txt").status_code == 404
+    assert client.get("/reports/no-such-run").status_code == 404

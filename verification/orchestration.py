@@ -1,0 +1,163 @@
+"""The pipeline cut into steps a scheduler can run as separate tasks, on separate workers.
+
+Each step takes plain values (names, ids, times) and hands its results on through the results
+store, never through a local file, so Airflow's Celery or Kubernetes executors can run the steps
+anywhere. The CLI's `run_verification` does the same work in one process.
+
+    discover  -> the databases to verify tonight, least recently verified first
+    verify    -> one database: plan, provision, restore, check, record (its target removed after)
+    remove    -> one database's leftovers, by label (the guaranteed cleanup)
+    publish   -> report.json / report.html from what the store holds
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from verification.config import Settings
+from verification.errors import RestoreproofError
+from verification.model import RunResult, Verdict
+from verification.pipeline import RedactingEvidence, Redactor, host_facts, make_provider, plan_source, verify_database
+from verification.reports import write_reports
+from verification.reports.json_report import database_json, report_envelope
+from verification.restore_points import PointChoice, PointStrategy
+from verification.results import ResultStore
+from verification.targets.labels import slug
+from verification.targets.reaper import ReapReport, reap_docker
+
+
+class BudgetExceeded(RestoreproofError):
+    """The run's time budget is spent: this database is not started tonight (it goes first next time)."""
+
+
+@dataclass(frozen=True)
+class NightlyParams:
+    source: str
+    engine: str = "auto"
+    include: list[str] = field(default_factory=list)
+    exclude: list[str] = field(default_factory=list)
+    point: str = "latest"
+    seed: int | None = None
+    target: str = "auto"
+    time_budget_minutes: float | None = None
+
+    @classmethod
+    def from_mapping(cls, values: dict[str, Any]) -> NightlyParams:
+        known = {k: values[k] for k in cls.__dataclass_fields__ if k in values and values[k] is not None}
+        return cls(**known)
+
+    def point_choice(self) -> PointChoice:
+        return PointChoice(PointStrategy(self.point), self.seed)
+
+
+def scheduler_run_id(dag_id: str, scheduler_run: str) -> str:
+    """restoreproof's run id for a scheduler's run: stable, and safe in container names."""
+    digest = hashlib.sha1(f"{dag_id}/{scheduler_run}".encode()).hexdigest()[:10]
+    return f"{slug(dag_id, 30).lower()}-{digest}"
+
+
+def discover(settings: Settings, params: NightlyParams, run_id: str, started: datetime) -> list[str]:
+    """Databases to verify, least recently verified first; starts the run in the store."""
+    engine, source, planned = plan_source(settings, params.source, params.engine, None, params.point_choice())
+    names = [p.database for p in planned.plans]
+    if params.include:
+        names = [n for n in names if n in params.include]
+    names = [n for n in names if n not in params.exclude]
+    store = ResultStore(settings.results_database_url)
+    try:
+        last = store.last_verified()
+        store.start_run(RunResult(run_id=run_id, engine=engine.name, source=source.describe(), started_at=started,
+                                  target_kind=params.target, host={**host_facts(), "unreadable": [
+                                      {"path": u.path, "kind": u.kind, "reason": u.reason}
+                                      for u in planned.unreadable]}))
+    finally:
+        store.close()
+    never = datetime.min.replace(tzinfo=UTC)
+    return sorted(names, key=lambda n: (_aware(last.get(n)) or never, n))
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
+
+
+def verify(settings: Settings, params: NightlyParams, run_id: str, database: str,
+           deadline: datetime | None = None) -> dict[str, Any]:
+    """Verify one database and record it; returns its verdict and reasons."""
+    if deadline is not None and datetime.now(UTC) > deadline:
+        raise BudgetExceeded(f"the run's time budget ended at {deadline.isoformat()}: {database} is not started "
+                             "tonight and goes first next time")
+    engine, source, planned = plan_source(settings, params.source, params.engine, None, params.point_choice())
+    plan = next((p for p in planned.plans if p.database == database), None)
+    if plan is None:
+        raise RestoreproofError(f"{database} is no longer in {params.source}")
+    provider = make_provider(settings, params.target, engine.name, [plan]) if plan.chain.status == "complete" else None
+    run_dir = settings.report_dir / run_id
+    evidence = RedactingEvidence(run_dir / "evidence" / slug(database), Redactor(settings))
+    result = verify_database(engine, plan, provider, run_id, source.describe(), evidence)
+    data = database_json(result)
+    store = ResultStore(settings.results_database_url)
+    try:
+        store.record_database(run_id, result, data)
+    finally:
+        store.close()
+    return {"database": database, "verdict": str(result.verdict), "reasons": result.reasons,
+            "recovery_seconds": data["recovery_seconds"]}
+
+
+def remove(run_id: str, database: str | None = None) -> ReapReport:
+    """Remove whatever the run (or one database of it) left in Docker."""
+    return reap_docker(run_id, database=database)
+
+
+def publish(settings: Settings, run_id: str) -> dict[str, Any]:
+    """Write the run's report from the store and close the run."""
+    store = ResultStore(settings.results_database_url)
+    try:
+        run, entries = store.run_with_reports(run_id)
+        unreadable = run.host.get("unreadable", [])
+        finished = datetime.now(UTC)
+        host = {k: v for k, v in run.host.items() if k != "unreadable"}
+        report = report_envelope(run_id=run.run_id, engine=run.engine, source=run.source,
+                                 target_kind=run.target_kind, started_at=_aware(run.started_at),
+                                 finished_at=finished, host=host, databases=entries, unreadable=unreadable)
+        run_dir = settings.report_dir / run_id
+        json_path, html_path = write_reports(report, run_dir)
+        store.finish_run(run_id, finished, report["verdict"], run_dir, unreadable)
+    finally:
+        store.close()
+    return {"run_id": run_id, "verdict": report["verdict"], "summary": report["summary"],
+            "report_json": str(json_path), "report_html": str(html_path),
+            "failed": [d["database"] for d in entries if d["verdict"] != Verdict.PASSED]}
+
+
+def report_path(settings: Settings, run_id: str) -> Path:
+    return settings.report_dir / run_id / "report.html"
+
+
+def drift(settings: Settings, now: datetime | None = None) -> list[dict[str, Any]]:
+    """Per database: the measured recovery times across runs, their trend, and any RTO alert."""
+    from verification.prediction.drift import assess, fit
+
+    now = now or datetime.now(UTC)
+    store = ResultStore(settings.results_database_url)
+    try:
+        names = sorted(store.last_verified())
+        histories = {name: store.database_history(name) for name in names}
+    finally:
+        store.close()
+    results = []
+    for name, rows in histories.items():
+        series = [(_aware(row.run.started_at) or now, row.recovery_seconds) for row in rows
+                  if row.recovery_seconds is not None]
+        rto = settings.rto.for_database(name)
+        trend = fit(series)
+        alerts = assess(name, series, rto, now, settings.rto.horizon_days)
+        results.append({"database": name, "runs": len(series), "rto_seconds": rto,
+                        "last_seconds": max(series)[1] if series else None,
+                        "slope_seconds_per_day": trend.slope_seconds_per_day if trend else None,
+                        "alerts": [a.message for a in alerts]})
+    return results
