@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the images restoreproof needs, locally, and only when their inputs changed.
 #
-#   docker/build.sh            build every image (idempotent)
+#   docker/build.sh            build every image but the on-demand ones (idempotent)
+#   docker/build.sh NAME...    build these images (e.g. airflow, for docker/compose.yaml)
 #   docker/build.sh --print    print the image tags it would produce
 #
 # 1. The Debian base. If BASE_IMAGE (default debian:bookworm-slim) is already present, or can be
@@ -54,17 +55,24 @@ ensure_base() {
   log "base $BASE_IMAGE imported in $(( $(date +%s) - start )) s"
 }
 
-inputs_hash() {  # folder -> hash of its files and the base image id
+inputs_hash() {  # folder -> hash of its files, the base image id, and (on-demand images) the project files
   local dir=$1
   { docker image inspect --format '{{.Id}}' "$BASE_IMAGE"
     (cd "$dir" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
+    if [ -f "$dir/ON_DEMAND" ]; then
+      (cd "$here/.." && find requirements.txt pyproject.toml README.md verification dags plugins -type f \
+         -not -path '*/__pycache__/*' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
+    fi
   } | sha256sum | cut -c1-16
 }
 
 image_tag() { echo "restoreproof/$1:${2}"; }
 
 build_one() {
-  local name=$1 dir=$here/$1 tag hash current
+  local name=$1 dir=$here/$1 tag hash current context
+  [ -f "$dir/Dockerfile" ] || { log "no image $name (no docker/$name/Dockerfile)"; exit 2; }
+  # The Airflow image needs the repository itself (requirements, package, DAGs) as its context.
+  context=$dir; [ -f "$dir/ON_DEMAND" ] && context=$here/..
   tag=$(image_tag "$name" "$(cat "$dir/TAG" 2>/dev/null || echo latest)")
   hash=$(inputs_hash "$dir")
   current=$(docker image inspect --format "{{ index .Config.Labels \"$HASH_LABEL\" }}" "$tag" 2>/dev/null || true)
@@ -75,7 +83,7 @@ build_one() {
   log "building $tag ($hash)"
   local mirror; mirror=$(debian_mirror)
   docker build -q --label "$HASH_LABEL=$hash" --build-arg "BASE_IMAGE=$BASE_IMAGE" \
-      --build-arg "DEBIAN_MIRROR=$mirror" -t "$tag" "$dir" >/dev/null
+      --build-arg "DEBIAN_MIRROR=$mirror" -f "$dir/Dockerfile" -t "$tag" "$context" >/dev/null
   log "$tag built in $(( $(date +%s) - start )) s"
 }
 
@@ -86,4 +94,12 @@ fi
 
 docker info >/dev/null 2>&1 || { log "no Docker engine reachable"; exit 2; }
 ensure_base
-for d in "$here"/*/Dockerfile; do build_one "$(basename "$(dirname "$d")")"; done
+if [ $# -gt 0 ]; then
+  for name in "$@"; do build_one "$name"; done
+else
+  # Images marked ON_DEMAND (the Airflow image: large, only for docker/compose.yaml) are built on request.
+  for d in "$here"/*/Dockerfile; do
+    name=$(basename "$(dirname "$d")")
+    [ -f "$here/$name/ON_DEMAND" ] || build_one "$name"
+  done
+fi
