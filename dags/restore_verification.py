@@ -3,11 +3,12 @@
 Only wiring lives here; the work is restoreproof's (verification.orchestration), the same code the
 CLI runs. Tasks:
 
-    discover -> plan -> reserve_target[db] (setup) -> verify[db] -> remove_target[db] (teardown)
-                                                                 -> publish (report Asset) -> verdict
+    discover -> plan -> database[db]: reserve_target (setup) -> verify -> remove_target (teardown)
+                     -> publish (report Asset) -> verdict
 
-- one mapped `verify` per database, named by the database, in the pool `restoreproof_targets`
-  (its slots bound how many disposable targets exist at once);
+- a task group mapped per database (each task named by the database), so each database's
+  teardown follows its own verification; `verify` runs in the pool `restoreproof_targets` and
+  creates and removes its target itself, so the pool's slots bound how many targets exist at once;
 - the setup task reserves and checks the target (retried: only restoreproof's own
   infrastructure is retried); the teardown removes whatever carries the run's and database's
   labels, also when `verify` failed or timed out;
@@ -18,10 +19,11 @@ CLI runs. Tasks:
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from airflow.sdk import DAG, Asset, Param, get_current_context, setup, task, teardown
+from airflow.sdk import DAG, Asset, Param, get_current_context, setup, task, task_group, teardown
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from restoreproof_airflow.hooks import RestoreproofHook
 from restoreproof_airflow.notifier import RestoreproofFailureNotifier
@@ -34,7 +36,13 @@ REPORT_ASSET = Asset("restoreproof://reports/restore_verification")
 
 
 def _params() -> orchestration.NightlyParams:
-    return orchestration.NightlyParams.from_mapping(dict(get_current_context()["params"]))
+    context = get_current_context()
+    params = orchestration.NightlyParams.from_mapping(dict(context["params"]))
+    if params.seed is None:
+        # The run's own date, so a cleared or late task rotates to the same point as its run.
+        run_date = context["dag_run"].run_after or datetime.now(UTC)
+        params = replace(params, seed=int(run_date.strftime("%Y%m%d")))
+    return params
 
 
 def _run_id() -> str:
@@ -42,10 +50,19 @@ def _run_id() -> str:
     return orchestration.scheduler_run_id(context["dag"].dag_id, context["run_id"])
 
 
+def _deadline(params: orchestration.NightlyParams) -> datetime | None:
+    # From the run's start as Airflow records it now: clearing a task re-runs it under a fresh
+    # budget instead of skipping it against yesterday's deadline.
+    started = get_current_context()["dag_run"].start_date or datetime.now(UTC)
+    return started + timedelta(minutes=params.time_budget_minutes) if params.time_budget_minutes else None
+
+
 with DAG(
     dag_id="restore_verification",
     description="Restore every database's backup chain in a disposable server, time it, check it, report.",
-    schedule=os.environ.get("RESTOREPROOF_SCHEDULE", "0 1 * * *"),
+    # RESTOREPROOF_SCHEDULE: a cron expression, or "none" for runs only when triggered.
+    schedule=None if os.environ.get("RESTOREPROOF_SCHEDULE", "").lower() == "none"
+    else os.environ.get("RESTOREPROOF_SCHEDULE", "0 1 * * *"),
     start_date=datetime(2026, 1, 1, tzinfo=UTC),
     catchup=False,
     max_active_runs=1,
@@ -75,39 +92,42 @@ with DAG(
 
     @task
     def plan(databases: list[str]) -> dict[str, Any]:
-        """Each chain's status, and the deadline the time budget sets."""
-        context = get_current_context()
+        """Each chain's status, logged, before any target is started."""
+        from verification.pipeline import plan_source
+
         params = _params()
-        started = context["dag_run"].start_date or datetime.now(UTC)
-        deadline = (started + timedelta(minutes=params.time_budget_minutes)
-                    if params.time_budget_minutes else None)
-        return {"databases": databases, "deadline": deadline.isoformat() if deadline else None}
+        _, _, planned = plan_source(RestoreproofHook().settings, params.source, params.engine, None,
+                                    params.point_choice())
+        chains = {p.database: str(p.chain.status) for p in planned.plans if p.database in databases}
+        for name, status in chains.items():
+            print(f"{name}: chain {status}")
+        return chains
 
     @setup
     @task(retries=2, retry_delay=timedelta(seconds=30), map_index_template="{{ database }}")
-    def reserve_target(database: str, planned: dict[str, Any]) -> dict[str, Any]:
+    def reserve_target(database: str) -> dict[str, Any]:
         """Check that a target can be had for this database (image present, engine reachable)."""
         get_current_context()["database"] = database  # type: ignore[typeddict-unknown-key]
         from verification.pipeline import make_provider
 
         settings = RestoreproofHook().settings
         params = _params()
-        engine = "mssql" if params.engine == "mssql" else "postgres"
-        try:
-            make_provider(settings, params.target, engine, [])
-        except TargetError as exc:
-            raise RuntimeError(f"target not available: {exc}") from exc  # retried: infrastructure
-        return {"database": database, "run_id": _run_id(), "deadline": planned["deadline"]}
+        if params.engine != "mssql":  # SQL Server images are chosen per backup version, in verify
+            try:
+                make_provider(settings, params.target, "postgres", [])
+            except TargetError as exc:
+                raise RuntimeError(f"target not available: {exc}") from exc  # retried: infrastructure
+        return {"database": database, "run_id": _run_id()}
 
     @task(pool=POOL, retries=0, execution_timeout=timedelta(hours=6), map_index_template="{{ database }}")
     def verify(handle: dict[str, Any]) -> dict[str, Any]:
         """Restore and check one database; fails (no retry) when it did not pass."""
         database = handle["database"]
         get_current_context()["database"] = database  # type: ignore[typeddict-unknown-key]
-        deadline = datetime.fromisoformat(handle["deadline"]) if handle["deadline"] else None
+        params = _params()
         try:
-            result = orchestration.verify(RestoreproofHook().settings, _params(), handle["run_id"], database,
-                                          deadline)
+            result = orchestration.verify(RestoreproofHook().settings, params, handle["run_id"], database,
+                                          _deadline(params))
         except orchestration.BudgetExceeded as exc:
             raise AirflowSkipException(str(exc)) from exc
         for reason in result["reasons"]:
@@ -116,13 +136,21 @@ with DAG(
             raise AirflowFailException(f"{database} {result['verdict']}: " + "; ".join(result["reasons"]))
         return result
 
-    @teardown
-    @task(map_index_template="{{ database }}")
+    @teardown(on_failure_fail_dagrun=True)  # type: ignore[untyped-decorator]
+    @task(retries=3, retry_delay=timedelta(seconds=20), map_index_template="{{ database }}")
     def remove_target(handle: dict[str, Any]) -> list[str]:
         """Remove everything labelled with this run and database: runs whatever verify did."""
         get_current_context()["database"] = handle["database"]  # type: ignore[typeddict-unknown-key]
-        report = orchestration.remove(handle["run_id"], handle["database"])
-        return report.containers + report.volumes
+        report = orchestration.remove(RestoreproofHook().settings, handle["run_id"], handle["database"])
+        if report.errors:
+            raise RuntimeError("cleanup incomplete: " + "; ".join(report.errors))  # retried, then fails the run
+        return report.containers + report.volumes + report.folders
+
+    @task_group
+    def database(name: str) -> None:
+        """One database: its target reserved, verified, removed; the group is mapped per database."""
+        handle = reserve_target(name)
+        handle >> verify(handle) >> remove_target(handle)
 
     @task(trigger_rule="all_done", outlets=[REPORT_ASSET])
     def publish() -> dict[str, Any]:
@@ -140,11 +168,9 @@ with DAG(
                                        f"report: {published['report_html']}")
 
     databases = discover()
-    planned = plan(databases)  # type: ignore[arg-type]  # TaskFlow passes the XCom's value at run time
-    handles = reserve_target.partial(planned=planned).expand(database=databases)
-    verified = verify.expand(handle=handles)
-    removed = remove_target.expand(handle=handles)
-    handles >> verified >> removed
+    chains = plan(databases)  # type: ignore[arg-type]  # TaskFlow passes the XCom's value at run time
+    per_database = database.expand(name=databases)
+    chains >> per_database
     published = publish()
-    removed >> published
+    per_database >> published
     verdict(published)  # type: ignore[arg-type]

@@ -68,11 +68,23 @@ inputs_hash() {  # folder -> hash of its files, the base image id, and (on-deman
 
 image_tag() { echo "restoreproof/$1:${2}"; }
 
+project_context() {  # folder of an on-demand image -> a temporary build context with the project in it
+  local dir=$1 context
+  context=$(mktemp -d /tmp/restoreproof-build.XXXXXX)
+  cp "$dir/Dockerfile" "$context/"
+  (cd "$here/.." && cp -r requirements.txt pyproject.toml README.md verification dags plugins "$context/")
+  find "$context" -name __pycache__ -prune -exec rm -rf {} +
+  # CA certificates this host trusts locally (a TLS-inspecting proxy in front of PyPI, say) are
+  # trusted by the build too; public CAs come with Debian's ca-certificates.
+  mkdir -p "$context/extra-ca"
+  cp /usr/local/share/ca-certificates/*.crt "$context/extra-ca/" 2>/dev/null || true
+  echo "$context"
+}
+
 build_one() {
   local name=$1 dir=$here/$1 tag hash current context
   [ -f "$dir/Dockerfile" ] || { log "no image $name (no docker/$name/Dockerfile)"; exit 2; }
-  # The Airflow image needs the repository itself (requirements, package, DAGs) as its context.
-  context=$dir; [ -f "$dir/ON_DEMAND" ] && context=$here/..
+  context=$dir
   tag=$(image_tag "$name" "$(cat "$dir/TAG" 2>/dev/null || echo latest)")
   hash=$(inputs_hash "$dir")
   current=$(docker image inspect --format "{{ index .Config.Labels \"$HASH_LABEL\" }}" "$tag" 2>/dev/null || true)
@@ -82,8 +94,12 @@ build_one() {
   local start; start=$(date +%s)
   log "building $tag ($hash)"
   local mirror; mirror=$(debian_mirror)
+  if [ -f "$dir/ON_DEMAND" ]; then
+    context=$(project_context "$dir")
+    trap 'rm -rf "$context"' RETURN
+  fi
   docker build -q --label "$HASH_LABEL=$hash" --build-arg "BASE_IMAGE=$BASE_IMAGE" \
-      --build-arg "DEBIAN_MIRROR=$mirror" -f "$dir/Dockerfile" -t "$tag" "$context" >/dev/null
+      --build-arg "DEBIAN_MIRROR=$mirror" -t "$tag" "$context" >/dev/null
   log "$tag built in $(( $(date +%s) - start )) s"
 }
 

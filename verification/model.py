@@ -211,10 +211,11 @@ class RunResult:
                                any(kind == "corrupt" for _, kind, _ in self.unreadable))
 
 
-def overall_verdict(verdicts: list[str], corrupt_files: bool) -> Verdict:
-    """A run's verdict from its databases': failed, else error (also when empty), else passed."""
+def overall_verdict(verdicts: list[str], corrupt_files: bool, unverified: bool = False) -> Verdict:
+    """A run's verdict from its databases': failed, else error (also when empty, or when a database
+    that was due was never verified), else passed."""
     if Verdict.FAILED in verdicts or corrupt_files:
         return Verdict.FAILED
-    if not verdicts or Verdict.ERROR in verdicts:
+    if not verdicts or Verdict.ERROR in verdicts or unverified:
         return Verdict.ERROR
     return Verdict.PASSED

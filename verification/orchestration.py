@@ -27,6 +27,7 @@ from verification.reports.json_report import database_json, report_envelope
 from verification.restore_points import PointChoice, PointStrategy
 from verification.results import ResultStore
 from verification.targets.labels import slug
+from verification.targets.local import reap_local
 from verification.targets.reaper import ReapReport, reap_docker
 
 
@@ -71,7 +72,7 @@ def discover(settings: Settings, params: NightlyParams, run_id: str, started: da
     try:
         last = store.last_verified()
         store.start_run(RunResult(run_id=run_id, engine=engine.name, source=source.describe(), started_at=started,
-                                  target_kind=params.target, host={**host_facts(), "unreadable": [
+                                  target_kind=params.target, host={**host_facts(), "due": names, "unreadable": [
                                       {"path": u.path, "kind": u.kind, "reason": u.reason}
                                       for u in planned.unreadable]}))
     finally:
@@ -98,6 +99,8 @@ def verify(settings: Settings, params: NightlyParams, run_id: str, database: str
     run_dir = settings.report_dir / run_id
     evidence = RedactingEvidence(run_dir / "evidence" / slug(database), Redactor(settings))
     result = verify_database(engine, plan, provider, run_id, source.describe(), evidence)
+    redact = Redactor(settings)
+    result.reasons = [redact(reason) for reason in result.reasons]
     data = database_json(result)
     store = ResultStore(settings.results_database_url)
     try:
@@ -108,9 +111,10 @@ def verify(settings: Settings, params: NightlyParams, run_id: str, database: str
             "recovery_seconds": data["recovery_seconds"]}
 
 
-def remove(run_id: str, database: str | None = None) -> ReapReport:
-    """Remove whatever the run (or one database of it) left in Docker."""
-    return reap_docker(run_id, database=database)
+def remove(settings: Settings, run_id: str, database: str | None = None) -> ReapReport:
+    """Remove whatever the run (or one database of it) left: containers, volumes, local targets."""
+    report = ReapReport(folders=reap_local(settings.state_dir, run_id, database))
+    return reap_docker(run_id, report, database)
 
 
 def publish(settings: Settings, run_id: str) -> dict[str, Any]:
@@ -119,11 +123,17 @@ def publish(settings: Settings, run_id: str) -> dict[str, Any]:
     try:
         run, entries = store.run_with_reports(run_id)
         unreadable = run.host.get("unreadable", [])
+        recorded = {entry["database"] for entry in entries}
+        # A database that was due but has no result must show, and keep the run from passing.
+        not_verified = [{"database": name, "reason": "no result recorded: the time budget ran out before it "
+                                                     "started, or its verification died (see the task log)"}
+                        for name in run.host.get("due", []) if name not in recorded]
         finished = datetime.now(UTC)
-        host = {k: v for k, v in run.host.items() if k != "unreadable"}
+        host = {k: v for k, v in run.host.items() if k not in ("unreadable", "due")}
         report = report_envelope(run_id=run.run_id, engine=run.engine, source=run.source,
                                  target_kind=run.target_kind, started_at=_aware(run.started_at),
-                                 finished_at=finished, host=host, databases=entries, unreadable=unreadable)
+                                 finished_at=finished, host=host, databases=entries, unreadable=unreadable,
+                                 not_verified=not_verified)
         run_dir = settings.report_dir / run_id
         json_path, html_path = write_reports(report, run_dir)
         store.finish_run(run_id, finished, report["verdict"], run_dir, unreadable)
@@ -131,7 +141,8 @@ def publish(settings: Settings, run_id: str) -> dict[str, Any]:
         store.close()
     return {"run_id": run_id, "verdict": report["verdict"], "summary": report["summary"],
             "report_json": str(json_path), "report_html": str(html_path),
-            "failed": [d["database"] for d in entries if d["verdict"] != Verdict.PASSED]}
+            "failed": [d["database"] for d in entries if d["verdict"] != Verdict.PASSED]
+            + [n["database"] for n in not_verified]}
 
 
 def report_path(settings: Settings, run_id: str) -> Path:

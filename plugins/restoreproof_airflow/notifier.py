@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import urllib.parse
 import urllib.request
 from typing import Any
 
@@ -41,4 +42,5 @@ class RestoreproofFailureNotifier(BaseNotifier):
             with urllib.request.urlopen(request, timeout=10):
                 pass
         except OSError as exc:  # a notification must never hide the failure it reports
-            log.warning("restoreproof webhook %s did not answer: %s", url.split("?")[0], exc)
+            # Only the host: Slack- and Teams-style webhooks carry their token in the path.
+            log.warning("restoreproof webhook at %s did not answer: %s", urllib.parse.urlsplit(url).hostname, exc)

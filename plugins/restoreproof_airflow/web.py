@@ -38,8 +38,9 @@ def report(run_id: str) -> FileResponse:
     return _report_file(run_id, "report.html")
 
 
-@app.get("/reports/{run_id}/{name}")
+@app.get("/reports/{run_id}/{name:path}")
 def report_file(run_id: str, name: str) -> FileResponse:
+    # {name:path}: the report links its evidence as evidence/<database>/<file>.
     return _report_file(run_id, name)
 
 
@@ -47,7 +48,7 @@ def _report_file(run_id: str, name: str) -> FileResponse:
     settings = load_settings()
     store = ResultStore(settings.results_database_url)
     try:
-        run = next((r for r in store.recent_runs(1000) if r.run_id == run_id), None)
+        run = store.run(run_id)
     finally:
         store.close()
     if run is None or not run.report_dir:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -166,3 +167,22 @@ def test_a_target_that_cannot_be_created_is_an_error_and_leaves_nothing(demo, se
     assert db["reasons"][0].startswith("target: cannot start a container from restoreproof/postgres:15")
     assert "memory" in db["reasons"][0].lower()
     assert leftovers(result.run.run_id) == []
+
+
+def test_the_teardown_step_removes_a_databases_leftovers_only(settings):
+    from verification import orchestration
+    from verification.targets.docker import docker_client
+    from verification.targets.labels import labels
+
+    client = docker_client()
+    try:
+        made = {db: client.containers.create("restoreproof/postgres:15", name=f"restoreproof-teardown-test-{db}",
+                                             labels=labels("teardown-test", "target", db)) for db in ("a", "b")}
+        report = orchestration.remove(settings, "teardown-test", "a")
+        assert report.containers == ["restoreproof-teardown-test-a"] and report.errors == []
+        assert leftovers("teardown-test") == ["restoreproof-teardown-test-b"]
+    finally:
+        for container in made.values():
+            with contextlib.suppress(Exception):
+                container.remove(force=True)
+        client.close()

@@ -9,7 +9,7 @@ from typing import Any
 
 from verification.model import BackupSet, Chain, CheckResult, DatabaseResult, PhaseTiming, RunResult, overall_verdict
 
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 
 
 def _time(value: datetime | None) -> str | None:
@@ -71,10 +71,12 @@ def database_json(result: DatabaseResult) -> dict[str, Any]:
 
 def report_envelope(*, run_id: str, engine: str, source: str, target_kind: str | None, started_at: datetime | None,
                     finished_at: datetime | None, host: dict[str, Any], databases: list[dict[str, Any]],
-                    unreadable: list[dict[str, str]]) -> dict[str, Any]:
+                    unreadable: list[dict[str, str]], not_verified: list[dict[str, str]] | None = None
+                    ) -> dict[str, Any]:
     """The run-level report around the databases' entries."""
     verdicts = [d["verdict"] for d in databases]
-    verdict = str(overall_verdict(verdicts, any(u["kind"] == "corrupt" for u in unreadable)))
+    not_verified = not_verified or []
+    verdict = str(overall_verdict(verdicts, any(u["kind"] == "corrupt" for u in unreadable), bool(not_verified)))
     return {
         "schema_version": SCHEMA_VERSION,
         "run_id": run_id,
@@ -88,6 +90,7 @@ def report_envelope(*, run_id: str, engine: str, source: str, target_kind: str |
         "host": host,
         "databases": databases,
         "unreadable": unreadable,
+        "not_verified": not_verified,
     }
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy import JSON, BigInteger, DateTime, Float, ForeignKey, Integer, String, Text, create_engine, select
 from sqlalchemy.engine import Engine
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship, selectinload
 
 from verification.model import DatabaseResult, RunResult
 
@@ -180,10 +180,16 @@ class ResultStore:
             return run, [row.report for row in rows]
 
     def last_verified(self) -> dict[str, datetime]:
-        """Per database, when it was last verified (any verdict): the rotation order's key."""
+        """Per database, when it was last verified to a verdict on its backups (passed or failed): the
+        rotation order's key. An "error" (restoreproof could not finish) does not count as verified."""
         with Session(self.engine) as session:
-            query = select(DatabaseRow.database, RunRow.started_at).join(RunRow).order_by(RunRow.started_at)
+            query = (select(DatabaseRow.database, RunRow.started_at).join(RunRow)
+                     .where(DatabaseRow.verdict != "error").order_by(RunRow.started_at))
             return {name: started for name, started in session.execute(query)}
+
+    def run(self, run_id: str) -> RunRow | None:
+        with Session(self.engine, expire_on_commit=False) as session:
+            return session.scalar(select(RunRow).where(RunRow.run_id == run_id))
 
     def recent_runs(self, limit: int = 20) -> list[RunRow]:
         with Session(self.engine, expire_on_commit=False) as session:
@@ -191,6 +197,8 @@ class ResultStore:
 
     def database_history(self, database: str, limit: int = 100) -> list[DatabaseRow]:
         with Session(self.engine, expire_on_commit=False) as session:
+            # The run comes with each row: callers read row.run after the session is closed.
             query = (select(DatabaseRow).join(RunRow).where(DatabaseRow.database == database)
+                     .options(selectinload(DatabaseRow.run))
                      .order_by(RunRow.started_at.desc()).limit(limit))
             return list(session.scalars(query))

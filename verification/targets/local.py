@@ -175,7 +175,7 @@ def reap_local_folder(folder: Path) -> bool:
     return not folder.exists()
 
 
-def reap_local(state_dir: Path, run_id: str | None = None) -> list[str]:
+def reap_local(state_dir: Path, run_id: str | None = None, database: str | None = None) -> list[str]:
     removed = []
     for state_file in sorted(leftovers_dir(state_dir).glob("*.json")):
         try:
@@ -183,7 +183,7 @@ def reap_local(state_dir: Path, run_id: str | None = None) -> list[str]:
         except (OSError, json.JSONDecodeError):
             state_file.unlink(missing_ok=True)
             continue
-        if run_id and state.get("run_id") != run_id:
+        if (run_id and state.get("run_id") != run_id) or (database and state.get("database") != database):
             continue
         if reap_local_folder(Path(state["folder"])):
             state_file.unlink(missing_ok=True)

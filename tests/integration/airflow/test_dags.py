@@ -24,15 +24,18 @@ def test_nightly_dag_structure():
     assert dag.catchup is False
     assert set(dag.params) >= {"source", "engine", "include", "exclude", "point", "seed", "time_budget_minutes"}
     tasks = {t.task_id: t for t in dag.tasks}
-    assert set(tasks) == {"discover", "plan", "reserve_target", "verify", "remove_target", "publish", "verdict"}
-    assert tasks["reserve_target"].is_setup and tasks["remove_target"].is_teardown
-    assert tasks["verify"].pool == "restoreproof_targets"
-    assert tasks["verify"].retries == 0 and tasks["reserve_target"].retries == 2
-    assert tasks["verify"].map_index_template == "{{ database }}"
+    assert set(tasks) == {"discover", "plan", "database.reserve_target", "database.verify",
+                          "database.remove_target", "publish", "verdict"}
+    reserve, verify, remove = (tasks[f"database.{name}"] for name in ("reserve_target", "verify", "remove_target"))
+    assert reserve.is_setup and remove.is_teardown and remove.on_failure_fail_dagrun
+    assert verify.pool == "restoreproof_targets"
+    assert verify.retries == 0 and reserve.retries == 2 and remove.retries == 3
+    assert verify.map_index_template == "{{ database }}"
     assert tasks["publish"].trigger_rule == "all_done"
     assert [o.uri for o in tasks["publish"].outlets] == ["restoreproof://reports/restore_verification"]
-    assert tasks["verify"].upstream_task_ids == {"reserve_target"}
-    assert tasks["remove_target"].upstream_task_ids == {"reserve_target", "verify"}
+    assert verify.upstream_task_ids == {"database.reserve_target"}
+    assert remove.upstream_task_ids == {"database.reserve_target", "database.verify"}
+    assert type(dag.task_group_dict["database"]).__name__ == "MappedTaskGroup"
 
 
 def test_drift_dag_is_triggered_by_the_report_asset():

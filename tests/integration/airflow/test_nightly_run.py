@@ -37,7 +37,7 @@ def test_nightly_run_verifies_every_database(demo, airflow_env):
     assert str(dag_run.state) == "success", states
     for db in ("demo1", "demo2"):
         for task in ("reserve_target", "verify", "remove_target"):
-            assert states[(task, db)] == "success"
+            assert states[(f"database.{task}", db)] == "success"
     report = latest_report(airflow_env / "reports")
     assert report["verdict"] == "passed"
     assert sorted(d["database"] for d in report["databases"]) == ["demo1", "demo2"]
@@ -58,9 +58,9 @@ def test_a_broken_chain_fails_its_database_only_and_leaves_nothing(repo_copy, ai
 
     dag_run, states = run_nightly(repo_copy)
     assert str(dag_run.state) == "failed"
-    assert states[("verify", "demo1")] == "failed"
-    assert states[("verify", "demo2")] == "success"
-    assert states[("remove_target", "demo1")] == "success" and states[("remove_target", "demo2")] == "success"
+    assert states[("database.verify", "demo1")] == "failed"
+    assert states[("database.verify", "demo2")] == "success"
+    assert states[("database.remove_target", "demo1")] == "success" and states[("database.remove_target", "demo2")] == "success"
     assert states[("publish", "-1")] == "success" and states[("verdict", "-1")] == "failed"
     report = latest_report(airflow_env / "reports")
     by_name = {d["database"]: d for d in report["databases"]}
@@ -75,8 +75,8 @@ def test_teardown_runs_after_a_restore_task_is_made_to_fail(demo, airflow_env, m
     monkeypatch.setenv("RESTOREPROOF_POSTGRES__SERVER_OPTIONS", '{"shared_buffers": "not-a-size"}')
     dag_run, states = run_nightly(demo.repository, include=["demo2"])
     assert str(dag_run.state) == "failed"
-    assert states[("verify", "demo2")] == "failed"
-    assert states[("remove_target", "demo2")] == "success"
+    assert states[("database.verify", "demo2")] == "failed"
+    assert states[("database.remove_target", "demo2")] == "success"
     report = latest_report(airflow_env / "reports")
     (db,) = report["databases"]
     assert db["verdict"] == "failed"

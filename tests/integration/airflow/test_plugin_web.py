@@ -31,5 +31,15 @@ def test_lists_runs_and_serves_their_reports_only(airflow_env):
     html = client.get(f"/reports/{run.run_id}")
     assert html.status_code == 200 and "<title>restoreproof run" in html.text
     assert client.get(f"/reports/{run.run_id}/report.json").json()["run_id"] == run.run_id
-    assert client.get(f"/reports/{run.run_id}/..%2F..%2Fsecret.txt").status_code == 404
+    (run_dir / "evidence" / "demo1").mkdir(parents=True)
+    (run_dir / "evidence" / "demo1" / "server.log").write_text("LOG: redo starts")
+    assert client.get(f"/reports/{run.run_id}/evidence/demo1/server.log").text == "LOG: redo starts"
     assert client.get("/reports/no-such-run").status_code == 404
+    # The guard itself, called with what a crafted URL decodes to:
+    import pytest
+    from fastapi import HTTPException
+    from restoreproof_airflow.web import _report_file
+
+    with pytest.raises(HTTPException) as refused:
+        _report_file(run.run_id, "../../secret.txt")
+    assert refused.value.status_code == 404 and "not part of run" in refused.value.detail

@@ -1,0 +1,89 @@
+"""The scheduler steps' store side: rotation order, drift over real stored history, publish."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from tests.unit.factories import complete_plan, online_outcome, passed_check
+from verification import orchestration
+from verification.config import load_settings
+from verification.model import DatabaseResult, PhaseStatus, PhaseTiming, RestorePoint, RunResult, Verdict
+from verification.reports.json_report import database_json
+from verification.results import ResultStore
+
+
+def stored_run(store: ResultStore, run_id: str, when: datetime, seconds: dict[str, float],
+               verdict: Verdict = Verdict.PASSED) -> None:
+    store.start_run(RunResult(run_id=run_id, engine="postgres", source="/b", started_at=when))
+    for name, value in seconds.items():
+        plan = complete_plan()
+        plan.database = name
+        outcome = online_outcome(passed_check())
+        phases = [PhaseTiming("transfer", PhaseStatus.MEASURED, seconds=value)]
+        result = DatabaseResult(name, verdict, ["r"], plan, RestorePoint("latest", when), phases, outcome.checks)
+        store.record_database(run_id, result, database_json(result))
+    store.finish_run(run_id, when + timedelta(minutes=5), str(verdict), None, [])
+
+
+def test_drift_reads_stored_history_and_alerts(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    monkeypatch.setenv("RESTOREPROOF_RTO__DEFAULT_SECONDS", "1000")
+    settings = load_settings()
+    store = ResultStore(settings.results_database_url)
+    start = datetime(2026, 11, 1, 1, 0, tzinfo=UTC)
+    for day in range(0, 21, 7):  # growing 100 s a week from 500 s; a steady database beside it
+        stored_run(store, f"run{day}", start + timedelta(days=day), {"growing": 500 + 100 * day / 7, "steady": 300})
+    store.close()
+    results = {r["database"]: r for r in orchestration.drift(settings, now=start + timedelta(days=21))}
+    assert results["steady"]["alerts"] == [] and results["steady"]["runs"] == 3
+    growing = results["growing"]
+    assert growing["slope_seconds_per_day"] > 14 and growing["last_seconds"] == 700
+    # 500 + 14.29 s/day reaches 1000 s on day 35: 14 days after "now".
+    assert growing["alerts"] == ["growing: at the current growth (+14.3 s/day over 3 runs) recovery exceeds its RTO "
+                                 "of 1000 s in about 14 days (2026-12-06)"]
+
+
+def test_rotation_puts_never_and_least_recently_verified_first_and_ignores_errors(tmp_path):
+    store = ResultStore(f"sqlite:///{tmp_path}/r.db")
+    start = datetime(2026, 11, 1, tzinfo=UTC)
+    stored_run(store, "a", start, {"old": 1, "recent": 1})
+    stored_run(store, "b", start + timedelta(days=1), {"recent": 1})
+    stored_run(store, "c", start + timedelta(days=2), {"old": 1}, verdict=Verdict.ERROR)
+    last = store.last_verified()
+    store.close()
+    assert last["old"].replace(tzinfo=UTC) == start  # the error on day 2 did not count
+    assert last["recent"].replace(tzinfo=UTC) == start + timedelta(days=1)
+    assert "never" not in last
+
+
+def test_a_due_database_without_a_result_keeps_the_run_from_passing(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    settings = load_settings(report_dir=tmp_path / "reports")
+    store = ResultStore(settings.results_database_url)
+    start = datetime(2026, 11, 22, 1, 0, tzinfo=UTC)
+    store.start_run(RunResult(run_id="r1", engine="postgres", source="/b", started_at=start,
+                              host={"due": ["demo1", "demo2"], "unreadable": []}))
+    store.close()
+    store = ResultStore(settings.results_database_url)
+    plan = complete_plan()
+    outcome = online_outcome(passed_check())
+    result = DatabaseResult("demo1", Verdict.PASSED, ["ok"], plan, RestorePoint("latest", start), outcome.phases,
+                            outcome.checks)
+    store.record_database("r1", result, database_json(result))
+    store.close()
+    published = orchestration.publish(settings, "r1")
+    import json
+
+    report = json.loads((tmp_path / "reports" / "r1" / "report.json").read_text())
+    assert published["verdict"] == report["verdict"] == "error"
+    assert [n["database"] for n in report["not_verified"]] == ["demo2"]
+    assert published["failed"] == ["demo2"]
+    assert "Not verified in this run" in (tmp_path / "reports" / "r1" / "report.html").read_text()
+
+
+def test_the_time_budget_stops_a_verification_before_it_starts(tmp_path):
+    import pytest
+
+    params = orchestration.NightlyParams(source=str(tmp_path / "not-even-read"))
+    with pytest.raises(orchestration.BudgetExceeded, match="goes first next time"):
+        orchestration.verify(load_settings(), params, "r1", "demo1", datetime.now(UTC) - timedelta(seconds=1))
