@@ -79,22 +79,29 @@ def main() -> None:
         env = {**os.environ,
                "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"postgresql+psycopg://airflow:{password}@127.0.0.1:{db_port}/airflow",
+               # Airflow's async engine would default to asyncpg; psycopg 3 is async too.
+               "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC":
+                   f"postgresql+psycopg://airflow:{password}@127.0.0.1:{db_port}/airflow",
                "AIRFLOW__CORE__EXECUTOR": "LocalExecutor", "AIRFLOW__CORE__PARALLELISM": "8",
                "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"), "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
                "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{api_port}/execution/",
                "AIRFLOW__API__PORT": str(api_port), "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_urlsafe(32),
-               "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5", "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
+               "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5", "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+               "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
                "PYTHONPATH": str(ROOT / "plugins"), "RESTOREPROOF_SCHEDULE": "none",
                "RESTOREPROOF_RESULTS_URL": f"postgresql+psycopg://airflow:{password}@127.0.0.1:{db_port}/restoreproof",
                "RESTOREPROOF_REPORT_DIR": str(home / "reports"), "XDG_STATE_HOME": str(home / "state")}
         airflow = [sys.executable, "-m", "airflow"]
-        subprocess.run([*airflow, "db", "migrate"], env=env, check=True, capture_output=True)
+        migrated = subprocess.run([*airflow, "db", "migrate"], env=env, capture_output=True, text=True)
+        if migrated.returncode != 0:
+            sys.exit(f"airflow db migrate failed:\n{migrated.stderr[-3000:]}")
         for component in (["api-server", "--port", str(api_port)], ["scheduler"], ["dag-processor"]):
             log = (home / f"{component[0]}.log").open("wb")
             processes.append(subprocess.Popen([*airflow, *component], env=env, stdout=log, stderr=log,
                                               start_new_session=True))
-        wait("DAG parsed", lambda: subprocess.run([*airflow, "dags", "unpause", "restore_verification"], env=env,
-                                                  capture_output=True).returncode == 0)
+        with psycopg.connect(f"{url}/airflow", autocommit=True) as conn:
+            wait("DAG parsed", lambda: conn.execute(
+                "SELECT NOT is_paused FROM dag WHERE dag_id = 'restore_verification'").fetchone() == (True,))
         results = {}
         for slots in args.pools:
             subprocess.run([*airflow, "pools", "set", "restoreproof_targets", str(slots), "bench"], env=env,
@@ -113,7 +120,7 @@ def main() -> None:
                     (run_id,)).fetchone()
                 peak = conn.execute(
                     "SELECT count(*) FROM task_instance a JOIN task_instance b ON a.run_id = b.run_id "
-                    "AND a.task_id = 'verify' AND b.task_id = 'verify' AND a.map_index < b.map_index "
+                    "AND a.task_id = 'database.verify' AND b.task_id = 'database.verify' AND a.map_index < b.map_index "
                     "AND a.start_date < b.end_date AND b.start_date < a.end_date WHERE a.run_id = %s",
                     (run_id,)).fetchone()[0]
             results[slots] = (state, float(seconds), peak)

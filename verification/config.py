@@ -42,13 +42,8 @@ def parse_memory(text: str) -> int:
         raise ValueError(f"not a memory size (like 2g or 512m): {text!r}") from None
 
 
-class DockerSettings(_Section):
-    postgres_image: str = "restoreproof/postgres:15"
+class _ContainerLimits(_Section):
     memory: str = "2g"
-    cpus: float = Field(2.0, gt=0)
-    pids_limit: int = Field(1024, ge=64)
-    # Seconds to wait for a new container to answer `docker exec`.
-    start_timeout: float = Field(60.0, gt=0)
 
     @field_validator("memory")
     @classmethod
@@ -59,6 +54,14 @@ class DockerSettings(_Section):
     @property
     def memory_bytes(self) -> int:
         return parse_memory(self.memory)
+
+
+class DockerSettings(_ContainerLimits):
+    postgres_image: str = "restoreproof/postgres:15"
+    cpus: float = Field(2.0, gt=0)
+    pids_limit: int = Field(1024, ge=64)
+    # Seconds to wait for a new container to answer `docker exec`.
+    start_timeout: float = Field(60.0, gt=0)
 
 
 class PostgresSettings(_Section):
@@ -90,7 +93,7 @@ class PostgresSettings(_Section):
 MSSQL_2017, MSSQL_2019, MSSQL_2022 = 869, 904, 957
 
 
-class MssqlSettings(_Section):
+class MssqlSettings(_ContainerLimits):
     # DatabaseVersion -> image; the first image at least as new as the backup is used.
     images: dict[int, str] = Field(default_factory=lambda: {
         MSSQL_2022: "mcr.microsoft.com/mssql/server:2022-latest"})
@@ -105,16 +108,6 @@ class MssqlSettings(_Section):
     # Added to NO_INFOMSGS, ALL_ERRORMSGS, TABLERESULTS: e.g. DATA_PURITY, EXTENDED_LOGICAL_CHECKS,
     # PHYSICAL_ONLY for very large databases, MAXDOP = 2.
     checkdb_options: list[str] = Field(default_factory=list)
-
-    @field_validator("memory")
-    @classmethod
-    def _memory_parses(cls, value: str) -> str:
-        parse_memory(value)
-        return value
-
-    @property
-    def memory_bytes(self) -> int:
-        return parse_memory(self.memory)
 
 
 class SqlCheck(_Section):

@@ -42,6 +42,22 @@ def docker_available() -> bool:
         return False
 
 
+def run_in_container(client: docker.DockerClient, container: Container, argv: list[str], *, timeout: float,
+                     env: dict[str, str] | None = None, user: str = "") -> ExecResult:
+    """Run a command in a container, bounded by `timeout` inside it; never raises on a non-zero exit."""
+    api = client.api
+    started = time.monotonic()
+    try:
+        exec_id = api.exec_create(container.id, timeout_argv(argv, timeout), user=user, environment=env or {},
+                                  workdir="/tmp")["Id"]
+        out, err = api.exec_start(exec_id, demux=True)
+        code = api.exec_inspect(exec_id)["ExitCode"]
+    except docker.errors.APIError as exc:
+        raise TargetError(f"cannot run {argv[0]} in container {container.name}: {exc.explanation or exc}") from exc
+    return ExecResult(argv, int(code if code is not None else -1), (out or b"").decode("utf-8", "replace"),
+                      (err or b"").decode("utf-8", "replace"), time.monotonic() - started)
+
+
 def remove_quietly(*resources: Container | Volume | None) -> list[str]:
     """Remove containers and volumes (containers first), collecting errors instead of raising."""
     errors = []
@@ -74,18 +90,7 @@ class DockerTarget:
         self.provision_seconds = provision_seconds
 
     def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> ExecResult:
-        api = self._client.api
-        started = time.monotonic()
-        try:
-            exec_id = api.exec_create(self.container.id, timeout_argv(argv, timeout), user=OS_USER,
-                                      environment=env or {}, workdir="/tmp")["Id"]
-            out, err = api.exec_start(exec_id, demux=True)
-            code = api.exec_inspect(exec_id)["ExitCode"]
-        except docker.errors.APIError as exc:
-            raise TargetError(f"cannot run {argv[0]} in container {self.name}: {exc.explanation or exc}") from exc
-        return ExecResult(argv, int(code if code is not None else -1),
-                          (out or b"").decode("utf-8", "replace"), (err or b"").decode("utf-8", "replace"),
-                          time.monotonic() - started)
+        return run_in_container(self._client, self.container, argv, timeout=timeout, env=env, user=OS_USER)
 
     def write_text(self, path: str, text: str) -> None:
         # exec has no stdin through the SDK's simple API: pass the text through the environment.

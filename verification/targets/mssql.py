@@ -22,8 +22,8 @@ from verification.config import MssqlSettings
 from verification.engines.mssql.outputs import SEPARATOR
 from verification.engines.mssql.tsql import BACKUP_MOUNT
 from verification.errors import ImageMissingError, TargetError
-from verification.targets.base import ExecResult, timeout_argv
-from verification.targets.docker import docker_client, remove_quietly
+from verification.targets.base import ExecResult
+from verification.targets.docker import docker_client, remove_quietly, run_in_container
 from verification.targets.labels import labels, slug
 
 DATA_ROOT = "/var/opt/mssql"
@@ -75,16 +75,7 @@ class MssqlTarget:
         self.provision_seconds = 0.0
 
     def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> ExecResult:
-        api = self._client.api
-        started = time.monotonic()
-        try:
-            exec_id = api.exec_create(self.container.id, timeout_argv(argv, timeout), environment=env or {})["Id"]
-            out, err = api.exec_start(exec_id, demux=True)
-            code = api.exec_inspect(exec_id)["ExitCode"]
-        except docker.errors.APIError as exc:
-            raise TargetError(f"cannot run {argv[0]} in container {self.name}: {exc.explanation or exc}") from exc
-        return ExecResult(argv, int(code if code is not None else -1), (out or b"").decode("utf-8", "replace"),
-                          (err or b"").decode("utf-8", "replace"), time.monotonic() - started)
+        return run_in_container(self._client, self.container, argv, timeout=timeout, env=env)
 
     def sql(self, statement: str, timeout: float) -> ExecResult:
         result = self.run(["bash", "-c", SQLCMD], timeout=timeout,

@@ -43,3 +43,21 @@ def test_lists_runs_and_serves_their_reports_only(airflow_env):
     with pytest.raises(HTTPException) as refused:
         _report_file(run.run_id, "../../secret.txt")
     assert refused.value.status_code == 404 and "not part of run" in refused.value.detail
+
+
+def test_the_classic_operator_fails_a_broken_chain_with_the_report(repo_copy, airflow_env):
+    import pytest
+    from airflow.sdk.exceptions import AirflowFailException
+    from restoreproof_airflow.operators import RestoreVerificationOperator
+
+    for segment in (repo_copy / "archive").rglob("*.gz"):
+        segment.unlink()  # no WAL at all: every chain is broken, nothing is restored
+    operator = RestoreVerificationOperator(task_id="verify_all", source=str(repo_copy), engine="postgres")
+    with pytest.raises(AirflowFailException, match=r"restore verification failed: see .*report\.html"):
+        operator.execute({})
+    (report,) = (airflow_env / "reports").glob("*/report.json")
+    import json
+
+    data = json.loads(report.read_text())
+    assert [d["verdict"] for d in data["databases"]] == ["failed", "failed"]
+    assert all(d["chain"]["problems"][0]["code"] == "missing-wal" for d in data["databases"])
