@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -67,6 +68,7 @@ def main() -> None:
     home = Path(tempfile.mkdtemp(prefix="restoreproof-bench-airflow-"))
     client = docker_client()
     processes: list[subprocess.Popen[bytes]] = []
+    succeeded = False
     try:
         client.containers.run(
             "restoreproof/postgres:15", entrypoint=["restoreproof-postgres-serve"], detach=True,
@@ -129,6 +131,7 @@ def main() -> None:
         print(f"\nnightly DAG, {args.clusters} demo clusters, real scheduler (LocalExecutor):")
         for slots, (state, seconds, _) in results.items():
             print(f"  pool size {slots}: {seconds:6.1f} s ({state})")
+        succeeded = all(state == "success" for state, _, _ in results.values())
     finally:
         for process in processes:
             try:
@@ -144,7 +147,10 @@ def main() -> None:
                 process.wait()
         reap_docker(BENCH_RUN)
         client.close()
-        print(f"(logs in {home})")
+        if succeeded:
+            shutil.rmtree(home, ignore_errors=True)
+        else:
+            print(f"(Airflow's logs kept in {home})")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ from __future__ import annotations
 import secrets
 import string
 import time
-from typing import Any
 
 import docker.errors
 from docker.models.containers import Container
@@ -23,7 +22,7 @@ from verification.engines.mssql.outputs import SEPARATOR
 from verification.engines.mssql.tsql import BACKUP_MOUNT
 from verification.errors import ImageMissingError, TargetError
 from verification.targets.base import ExecResult
-from verification.targets.docker import docker_client, remove_quietly, run_in_container
+from verification.targets.docker import DockerTarget, docker_client, remove_quietly, run_in_container
 from verification.targets.labels import labels, slug
 
 DATA_ROOT = "/var/opt/mssql"
@@ -57,7 +56,9 @@ def image_for(settings: MssqlSettings, database_version: int) -> str:
                       "a backup from a newer version")
 
 
-class MssqlTarget:
+class MssqlTarget(DockerTarget):
+    """A DockerTarget (labels, volume, removal) running SQL Server, driven through sqlcmd."""
+
     kind = "docker-mssql"
     repo_path = BACKUP_MOUNT
     work_dir = DATA_ROOT
@@ -66,13 +67,8 @@ class MssqlTarget:
 
     def __init__(self, client: docker.DockerClient, container: Container, volume: Volume, image: str,
                  password: str) -> None:
-        self._client = client
-        self.container = container
-        self.volume = volume
-        self.image = image
-        self.name = container.name or container.id
+        super().__init__(client, container, volume, image, 0.0)
         self._password = password
-        self.provision_seconds = 0.0
 
     def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> ExecResult:
         return run_in_container(self._client, self.container, argv, timeout=timeout, env=env)
@@ -100,15 +96,6 @@ class MssqlTarget:
         result = self.run(["cat", path], timeout=60)
         return self.redact(result.stdout)
 
-    def describe(self) -> dict[str, Any]:
-        image = self._client.images.get(self.image)
-        return {"kind": self.kind, "container": self.name, "image": self.image, "image_id": image.id,
-                "volume": self.volume.name}
-
-    def close(self) -> None:
-        errors = remove_quietly(self.container, self.volume)
-        if errors:
-            raise TargetError(f"cleanup of {self.name} incomplete: {'; '.join(errors)}")
 
 
 class MssqlTargetProvider:

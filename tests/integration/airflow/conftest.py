@@ -6,9 +6,11 @@ collection, before any test imports it."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,14 +29,15 @@ POOL = "restoreproof_targets"
 
 
 @pytest.fixture(scope="session", autouse=True)
-def airflow_db() -> Path:
+def airflow_db() -> Iterator[Path]:
     migrated = subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], capture_output=True, text=True,
                               env=os.environ.copy(), timeout=300)
     assert migrated.returncode == 0, migrated.stderr[-2000:]
     from airflow.models.pool import Pool
 
     Pool.create_or_update_pool(POOL, 2, "disposable restore targets at once", include_deferred=False)
-    return AIRFLOW_HOME
+    yield AIRFLOW_HOME
+    shutil.rmtree(AIRFLOW_HOME, ignore_errors=True)
 
 
 @pytest.fixture
