@@ -8,14 +8,15 @@ restore throughput is the disk's). Both carry the run's label.
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import docker.errors
 from docker.models.containers import Container
 from docker.models.volumes import Volume
 
 import docker
-from verification.config import DockerSettings
+from verification.config import DockerSettings, MssqlSettings
 from verification.errors import ImageMissingError, TargetError
 from verification.targets.base import ExecResult, timeout_argv
 from verification.targets.labels import labels, slug
@@ -56,6 +57,39 @@ def run_in_container(client: docker.DockerClient, container: Container, argv: li
         raise TargetError(f"cannot run {argv[0]} in container {container.name}: {exc.explanation or exc}") from exc
     return ExecResult(argv, int(code if code is not None else -1), (out or b"").decode("utf-8", "replace"),
                       (err or b"").decode("utf-8", "replace"), time.monotonic() - started)
+
+
+T = TypeVar("T", bound="DockerTarget")
+
+
+def start_disposable(client: docker.DockerClient, image: str, name: str, tags: dict[str, str], *,
+                     limits: DockerSettings | MssqlSettings, repo: tuple[str, str], data_path: str,
+                     make_target: Callable[[Container, Volume], T], wait_ready: Callable[[T], None],
+                     environment: dict[str, str] | None = None) -> T:
+    """Create a labelled data volume and container (no network, limits, repository read-only),
+    start it and wait until it is ready; on any failure or interrupt, remove both and re-raise."""
+    memory = limits.memory_bytes
+    started = time.monotonic()
+    volume: Volume | None = None
+    container: Container | None = None
+    try:
+        volume = client.volumes.create(name=f"{name}-data", labels=tags)
+        # create, then start: if the start fails, the created container is still ours to remove.
+        container = client.containers.create(
+            image, name=name, labels=tags, network_mode="none", environment=environment or {},
+            mem_limit=memory, memswap_limit=memory, nano_cpus=int(limits.cpus * 1e9), pids_limit=limits.pids_limit,
+            volumes={repo[0]: {"bind": repo[1], "mode": "ro"}, volume.name: {"bind": data_path, "mode": "rw"}},
+        )
+        container.start()
+        target = make_target(container, volume)
+        wait_ready(target)
+    except BaseException as exc:
+        remove_quietly(container, volume)
+        if isinstance(exc, docker.errors.APIError):
+            raise TargetError(f"cannot start a container from {image}: {exc.explanation or exc}") from exc
+        raise
+    target.provision_seconds = time.monotonic() - started
+    return target
 
 
 def remove_quietly(*resources: Container | Volume | None) -> list[str]:
@@ -130,37 +164,11 @@ class DockerTargetProvider:
             self._client.images.get(self.image)
         except docker.errors.ImageNotFound as exc:
             raise ImageMissingError(f"image {self.image} is not present: build it with docker/build.sh") from exc
-        tags = labels(run_id, "target", database)
-        name = f"restoreproof-{run_id}-{slug(database)}".lower()
-        memory = self.settings.memory_bytes
-        started = time.monotonic()
-        volume: Volume | None = None
-        container: Container | None = None
-        try:
-            volume = self._client.volumes.create(name=f"{name}-data", labels=tags)
-            # create, then start: if the start fails, the created container is still ours to remove.
-            container = self._client.containers.create(
-                self.image,
-                name=name,
-                labels=tags,
-                network_mode="none",
-                mem_limit=memory,
-                memswap_limit=memory,
-                nano_cpus=int(self.settings.cpus * 1e9),
-                pids_limit=self.settings.pids_limit,
-                volumes={repo_host_path: {"bind": REPO_PATH, "mode": "ro"},
-                         volume.name: {"bind": WORK_DIR, "mode": "rw"}},
-            )
-            container.start()
-            target = DockerTarget(self._client, container, volume, self.image, 0.0)
-            self._wait_ready(target)
-        except BaseException as exc:
-            remove_quietly(container, volume)
-            if isinstance(exc, docker.errors.APIError):
-                raise TargetError(f"cannot start a container from {self.image}: {exc.explanation or exc}") from exc
-            raise
-        target.provision_seconds = time.monotonic() - started
-        return target
+        return start_disposable(
+            self._client, self.image, f"restoreproof-{run_id}-{slug(database)}".lower(),
+            labels(run_id, "target", database), limits=self.settings, repo=(repo_host_path, REPO_PATH),
+            data_path=WORK_DIR, wait_ready=self._wait_ready,
+            make_target=lambda container, volume: DockerTarget(self._client, container, volume, self.image, 0.0))
 
     def _wait_ready(self, target: DockerTarget) -> None:
         deadline = time.monotonic() + self.settings.start_timeout

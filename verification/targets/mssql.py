@@ -22,7 +22,7 @@ from verification.engines.mssql.outputs import SEPARATOR
 from verification.engines.mssql.tsql import BACKUP_MOUNT
 from verification.errors import ImageMissingError, TargetError
 from verification.targets.base import ExecResult
-from verification.targets.docker import DockerTarget, docker_client, remove_quietly, run_in_container
+from verification.targets.docker import DockerTarget, docker_client, run_in_container, start_disposable
 from verification.targets.labels import labels, slug
 
 DATA_ROOT = "/var/opt/mssql"
@@ -115,33 +115,13 @@ class MssqlTargetProvider:
                                         f"({exc.explanation or exc})") from exc
 
     def provision(self, run_id: str, database: str, repo_host_path: str) -> MssqlTarget:
-        tags = labels(run_id, "target", database)
-        name = f"restoreproof-{run_id}-{slug(database)}".lower()
         password = random_password()
-        memory = self.settings.memory_bytes
-        started = time.monotonic()
-        volume: Volume | None = None
-        container: Container | None = None
-        try:
-            volume = self._client.volumes.create(name=f"{name}-data", labels=tags)
-            container = self._client.containers.create(
-                self.image, name=name, labels=tags, network_mode="none",
-                environment={"ACCEPT_EULA": "Y", "MSSQL_SA_PASSWORD": password, "MSSQL_PID": self.settings.edition},
-                mem_limit=memory, memswap_limit=memory, nano_cpus=int(self.settings.cpus * 1e9),
-                pids_limit=self.settings.pids_limit,
-                volumes={repo_host_path: {"bind": BACKUP_MOUNT, "mode": "ro"},
-                         volume.name: {"bind": DATA_ROOT, "mode": "rw"}},
-            )
-            container.start()
-            target = MssqlTarget(self._client, container, volume, self.image, password)
-            self._wait_for_logins(target)
-        except BaseException as exc:
-            remove_quietly(container, volume)
-            if isinstance(exc, docker.errors.APIError):
-                raise TargetError(f"cannot start a container from {self.image}: {exc.explanation or exc}") from exc
-            raise
-        target.provision_seconds = time.monotonic() - started
-        return target
+        return start_disposable(
+            self._client, self.image, f"restoreproof-{run_id}-{slug(database)}".lower(),
+            labels(run_id, "target", database), limits=self.settings, repo=(repo_host_path, BACKUP_MOUNT),
+            data_path=DATA_ROOT, wait_ready=self._wait_for_logins,
+            environment={"ACCEPT_EULA": "Y", "MSSQL_SA_PASSWORD": password, "MSSQL_PID": self.settings.edition},
+            make_target=lambda container, volume: MssqlTarget(self._client, container, volume, self.image, password))
 
     def _wait_for_logins(self, target: MssqlTarget) -> None:
         deadline = time.monotonic() + self.settings.start_timeout
