@@ -51,7 +51,7 @@ ensure_base() {
   tar -C "$root" -c . | docker import \
       --change 'CMD ["bash"]' --change 'ENV LANG=C.UTF-8' \
       --message "debootstrap --variant=minbase $SUITE $mirror" - "$BASE_IMAGE" >/dev/null
-  rm -rf "$root"; trap - EXIT
+  rm -rf "$root" /tmp/restoreproof-debootstrap.log; trap - EXIT
   log "base $BASE_IMAGE imported in $(( $(date +%s) - start )) s"
 }
 

@@ -3,6 +3,8 @@
 #   debootstrap          to make the Debian base image when no registry is reachable
 #   postgresql-15        the local-process target and the tools' host copies
 #   pgbackrest           the local-process target
+#   chromium             the test that opens report.html headless and keeps a screenshot
+#   prometheus-pushgateway  the test that pushes metrics to a real Pushgateway
 # Docker itself is expected to be installed and running.
 set -euo pipefail
 need=()
@@ -10,8 +12,10 @@ command -v debootstrap >/dev/null 2>&1 || [ -x /usr/sbin/debootstrap ] || need+=
 [ -x /usr/lib/postgresql/15/bin/pg_amcheck ] || need+=(postgresql-15)
 command -v pgbackrest >/dev/null 2>&1 || need+=(pgbackrest)
 command -v runuser >/dev/null 2>&1 || need+=(util-linux)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+[ -x /usr/bin/prometheus-pushgateway ] || need+=(prometheus-pushgateway)
 if [ ${#need[@]} -eq 0 ]; then
-  echo "[system] debootstrap, postgresql-15, pgbackrest present"; exit 0
+  echo "[system] debootstrap, postgresql-15, pgbackrest, chromium, prometheus-pushgateway present"; exit 0
 fi
 sudo=""
 [ "$(id -u)" -ne 0 ] && sudo="sudo"

@@ -132,9 +132,56 @@ class RtoSettings(_Section):
     databases: dict[str, float] = Field(default_factory=dict)
     # Alert when the trend will cross the RTO within this many days.
     horizon_days: float = Field(90.0, gt=0)
+    # Count the integrity and data checks in the measured recovery time (they are always reported).
+    count_checks: bool = False
 
     def for_database(self, database: str) -> float:
         return self.databases.get(database, self.default_seconds)
+
+
+class RpoSettings(_Section):
+    """Recovery point objectives, in seconds: the most data a failure may lose."""
+
+    default_seconds: float = Field(24 * 3600.0, gt=0)
+    databases: dict[str, float] = Field(default_factory=dict)
+
+    def for_database(self, database: str) -> float:
+        return self.databases.get(database, self.default_seconds)
+
+
+class PredictionSettings(_Section):
+    """The restore-time model: probes for a cold start, calibration from the results store."""
+
+    # auto: probe only the rates calibration cannot supply yet; always; never (documented defaults).
+    probes: Literal["auto", "always", "never"] = "auto"
+    probe_megabytes: int = Field(128, ge=1, le=4096)
+    # Calibration reads this many recent measured runs per engine, image and host.
+    recent_runs: int = Field(20, ge=2)
+    # A rate is "calibrated" once this many measured runs stand behind it.
+    min_runs: int = Field(3, ge=1)
+    # Alert "recalibration needed" when the median error of recent predictions exceeds this.
+    tolerance_percent: float = Field(25.0, gt=0)
+
+
+class MetricsSettings(_Section):
+    """Prometheus exposition: always metrics.prom in the run folder; optionally these too."""
+
+    # node_exporter's --collector.textfile.directory: restoreproof.prom is replaced atomically.
+    textfile_dir: Path | None = None
+    pushgateway_url: str | None = None
+    job: str = "restoreproof"
+
+
+class EvidenceSettings(_Section):
+    """The signed evidence bundle (manifest.json + manifest.sig in each run folder)."""
+
+    signing: Literal["ed25519", "hmac"] = "ed25519"
+    # ed25519: a PEM private key (or a file holding one); hmac: the shared secret. Without one,
+    # an Ed25519 key is made once in the state folder (evidence-signing.pem, mode 0600).
+    signing_key: SecretStr | None = None
+    signing_key_file: Path | None = None
+    # SHA-256 of every backup file a restore read (a full read of the chain's files).
+    hash_backups: bool = True
 
 
 class ChecksSettings(_Section):
@@ -157,6 +204,10 @@ class Settings(BaseSettings):
     mssql: MssqlSettings = MssqlSettings()
     checks: ChecksSettings = ChecksSettings()
     rto: RtoSettings = RtoSettings()
+    rpo: RpoSettings = RpoSettings()
+    prediction: PredictionSettings = PredictionSettings()
+    metrics: MetricsSettings = MetricsSettings()
+    evidence: EvidenceSettings = EvidenceSettings()
 
     @property
     def results_database_url(self) -> str:

@@ -110,6 +110,27 @@ class Chain:
     wal: WalRange | None = None
 
 
+@dataclass(frozen=True)
+class SecuredPoint:
+    """A moment up to which a backup secured the data: a backup's end, a log backup, an archived WAL segment."""
+
+    name: str
+    at: datetime
+
+
+@dataclass
+class BackupHistory:
+    """What a database's backups secure over time, for the achieved RPO."""
+
+    points: list[SecuredPoint] = field(default_factory=list)
+    # Where the times come from ("backup finish times and log backups", "WAL archive file times", ...).
+    basis: str = ""
+
+    @property
+    def newest(self) -> SecuredPoint | None:
+        return max(self.points, key=lambda p: p.at) if self.points else None
+
+
 @dataclass
 class RestorePlan:
     """What to restore for one database: the backup, the chain it needs, and the point to reach."""
@@ -120,6 +141,9 @@ class RestorePlan:
     # None means "latest": the end of the available log/WAL.
     stop_at: datetime | None = None
     target_backup: BackupSet | None = None
+    # Source paths of every file the restore reads (hashed for the evidence bundle).
+    files: list[str] = field(default_factory=list)
+    history: BackupHistory | None = None
 
 
 @dataclass
@@ -172,6 +196,9 @@ class DatabaseResult:
     checks: list[CheckResult] = field(default_factory=list)
     target: dict[str, Any] = field(default_factory=dict)
     evidence: dict[str, str] = field(default_factory=dict)
+    # verification.prediction.phase_model.Prediction, made before the restore (kept untyped here
+    # so the domain types do not depend on the model).
+    prediction: Any = None
 
     @property
     def recovery_seconds(self) -> float | None:

@@ -22,6 +22,7 @@ from verification.config import Settings
 from verification.errors import RestoreproofError
 from verification.model import RunResult, Verdict
 from verification.pipeline import RedactingEvidence, Redactor, host_facts, make_provider, plan_source, verify_database
+from verification.prediction.context import PredictionContext
 from verification.reports import write_reports
 from verification.reports.json_report import database_json, report_envelope
 from verification.restore_points import PointChoice, PointStrategy
@@ -98,12 +99,17 @@ def verify(settings: Settings, params: NightlyParams, run_id: str, database: str
     provider = make_provider(settings, params.target, engine.name, [plan]) if plan.chain.status == "complete" else None
     run_dir = settings.report_dir / run_id
     evidence = RedactingEvidence(run_dir / "evidence" / slug(database), Redactor(settings))
-    result = verify_database(engine, plan, provider, run_id, source.describe(), evidence)
+    context = PredictionContext.load(settings, engine.name)
+    result = verify_database(engine, plan, provider, run_id, source.describe(), evidence, context=context,
+                             source=source)
     redact = Redactor(settings)
     result.reasons = [redact(reason) for reason in result.reasons]
     data = database_json(result)
     store = ResultStore(settings.results_database_url)
     try:
+        run = store.run(run_id)
+        started = _aware(run.started_at) if run is not None else None
+        context.annotate_entry(data, result, run_id, started or datetime.now(UTC))
         store.record_database(run_id, result, data)
     finally:
         store.close()
@@ -135,12 +141,14 @@ def publish(settings: Settings, run_id: str) -> dict[str, Any]:
                                  finished_at=finished, host=host, databases=entries, unreadable=unreadable,
                                  not_verified=not_verified)
         run_dir = settings.report_dir / run_id
-        json_path, html_path = write_reports(report, run_dir)
         store.finish_run(run_id, finished, report["verdict"], run_dir, unreadable)
+        outputs = write_reports(report, run_dir, settings, store.last_passed())
     finally:
         store.close()
     return {"run_id": run_id, "verdict": report["verdict"], "summary": report["summary"],
-            "report_json": str(json_path), "report_html": str(html_path),
+            "report_json": str(outputs.json_path), "report_html": str(outputs.html_path),
+            "junit_xml": str(outputs.junit_path), "metrics": str(outputs.metrics_path),
+            "evidence_manifest": str(outputs.manifest_path), "warnings": outputs.warnings,
             "failed": [d["database"] for d in entries if d["verdict"] != Verdict.PASSED]
             + [n["database"] for n in not_verified]}
 
@@ -150,25 +158,30 @@ def report_path(settings: Settings, run_id: str) -> Path:
 
 
 def drift(settings: Settings, now: datetime | None = None) -> list[dict[str, Any]]:
-    """Per database: the measured recovery times across runs, their trend, and any RTO alert."""
-    from verification.prediction.drift import assess, fit
+    """Per database: the measured recovery times across runs, their trend, the model's error, and
+    every alert (RTO missed, RTO crossed within the horizon, recalibration needed)."""
+    from verification.prediction.context import series_point
+    from verification.prediction.drift import database_drift
 
     now = now or datetime.now(UTC)
     store = ResultStore(settings.results_database_url)
     try:
         names = sorted(store.last_verified())
-        histories = {name: store.database_history(name) for name in names}
+        histories = {name: store.report_entries(database=name, limit=200) for name in names}
     finally:
         store.close()
     results = []
     for name, rows in histories.items():
-        series = [(_aware(row.run.started_at) or now, row.recovery_seconds) for row in rows
-                  if row.recovery_seconds is not None]
+        points = [series_point(entry, run_id, started) for run_id, started, entry in rows]
         rto = settings.rto.for_database(name)
-        trend = fit(series)
-        alerts = assess(name, series, rto, now, settings.rto.horizon_days)
-        results.append({"database": name, "runs": len(series), "rto_seconds": rto,
-                        "last_seconds": max(series)[1] if series else None,
-                        "slope_seconds_per_day": trend.slope_seconds_per_day if trend else None,
-                        "alerts": [a.message for a in alerts]})
+        found = database_drift(name, points, rto, now, horizon_days=settings.rto.horizon_days,
+                               tolerance_percent=settings.prediction.tolerance_percent)
+        measured = [p for p in found["series"] if p["recovery_seconds"] is not None]
+        trend = found["trend"]
+        results.append({"database": name, "runs": len(measured), "rto_seconds": rto,
+                        "last_seconds": measured[-1]["recovery_seconds"] if measured else None,
+                        "slope_seconds_per_day": trend["slope_seconds_per_day"] if trend else None,
+                        "crossing": found["crossing"], "model_error_percent": found["model_error_percent"],
+                        "alerts": [a["message"] for a in found["alerts"] if a["kind"] != "attribution"],
+                        "notes": [a["message"] for a in found["alerts"] if a["kind"] == "attribution"]})
     return results

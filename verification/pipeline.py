@@ -7,6 +7,7 @@ KeyboardInterrupt by the CLI); a SIGKILLed run leaves labelled leftovers for `re
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import socket
@@ -22,12 +23,14 @@ from verification.config import Settings
 from verification.engines.base import Engine, Evidence, RestoreOutcome, SourcePlan
 from verification.errors import RestoreproofError, SourceError, TargetError
 from verification.model import ChainStatus, DatabaseResult, RestorePlan, RestorePoint, RunResult, Verdict
+from verification.prediction.context import PredictionContext
 from verification.reports import build_report, write_reports
+from verification.reports.json_report import database_json
 from verification.restore_points import PointChoice
 from verification.results import ResultStore
 from verification.sources import LocalSource
 from verification.sources.base import Source
-from verification.targets.base import TargetProvider
+from verification.targets.base import Target, TargetProvider
 from verification.targets.labels import new_run_id, slug
 from verification.verdict import decide
 
@@ -123,8 +126,34 @@ class RedactingEvidence(Evidence):
         return super().write(name, self.redact(text))
 
 
+TOOL_VERSION_COMMANDS = {
+    "postgres": [["pgbackrest", "version"], ["postgres", "--version"], ["pg_amcheck", "--version"]],
+}
+
+
+def record_versions(engine: str, target: Target, evidence: Evidence) -> None:
+    """Tool and image versions for the evidence bundle, from inside the target."""
+    versions: dict[str, Any] = {"restoreproof": __version__, "python": platform.python_version(),
+                                "target": target.describe()}
+    for argv in TOOL_VERSION_COMMANDS.get(engine, []):
+        try:
+            result = target.run(argv, timeout=60)
+            versions[argv[0]] = result.output.strip() if result.ok else f"(exit {result.exit_code})"
+        except TargetError as exc:
+            versions[argv[0]] = f"(not run: {exc})"
+    evidence.write("versions.json", json.dumps(versions, indent=2, default=str) + "\n")
+
+
+def record_backup_hashes(source: Source, plan: RestorePlan, evidence: Evidence) -> None:
+    """SHA-256 of every file the chain consists of, as `sha256sum -c` reads it."""
+    from verification.evidence.backup_hashes import hash_source_files, render_sha256sums
+
+    evidence.write("backup-files.sha256", render_sha256sums(hash_source_files(source, plan.files)))
+
+
 def verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider | None, run_id: str,
-                    repo_host_path: str, evidence: Evidence, progress: ProgressFn = _quiet) -> DatabaseResult:
+                    repo_host_path: str, evidence: Evidence, progress: ProgressFn = _quiet, *,
+                    context: PredictionContext | None = None, source: Source | None = None) -> DatabaseResult:
     point = RestorePoint(target=plan.stop_at.isoformat() if plan.stop_at else "latest")
     result = DatabaseResult(plan.database, Verdict.ERROR, [], plan, point)
     outcome: RestoreOutcome | None = None
@@ -139,8 +168,15 @@ def verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider 
             progress(f"{plan.database}: provisioning a {provider.kind} target")
             target = provider.provision(run_id, plan.database, repo_host_path)
             result.target = target.describe()
+            if context is not None:
+                progress(f"{plan.database}: predicting each phase")
+                result.prediction = context.predict(plan, target, source, provider, run_id, repo_host_path)
+                record_versions(engine.name, target, evidence)
             progress(f"{plan.database}: restoring {plan.target_backup.label if plan.target_backup else '?'}")
             outcome = engine.restore_and_check(plan, target, evidence)
+            if source is not None and plan.files and (context is None or context.settings.evidence.hash_backups):
+                progress(f"{plan.database}: hashing the {len(plan.files)} backup files read")
+                record_backup_hashes(source, plan, evidence)
         except TargetError as exc:
             outcome = RestoreOutcome(errors=[f"target: {exc}"])
         except RestoreproofError as exc:
@@ -196,18 +232,27 @@ def run_verification(settings: Settings, source_path: str | Path, *, engine_name
     if any(p.chain.status is ChainStatus.COMPLETE for p in plans):
         provider = make_provider(settings, target_kind or settings.target, engine.name, plans)
         run.target_kind = provider.kind
+    context = PredictionContext.load(settings, engine.name)
+    entries = []
     for plan in plans:
         evidence = RedactingEvidence(run_dir / "evidence" / slug(plan.database), redact)
-        result = verify_database(engine, plan, provider, run_id, source.describe(), evidence, progress)
+        result = verify_database(engine, plan, provider, run_id, source.describe(), evidence, progress,
+                                 context=context, source=source)
         result.reasons = [redact(reason) for reason in result.reasons]
         run.databases.append(result)
+        entry = database_json(result)
+        context.annotate_entry(entry, result, run_id, started)
+        entries.append(entry)
         progress(f"{plan.database}: {result.verdict}")
     run.finished_at = datetime.now(UTC)
-    report = build_report(run)
-    json_path, html_path = write_reports(report, run_dir)
+    report = build_report(run, entries)
     store = ResultStore(settings.results_database_url)
     try:
         store.record(run, run_dir, report)
+        last_success = store.last_passed()
     finally:
         store.close()
-    return VerificationRun(run, report, run_dir, json_path, html_path)
+    outputs = write_reports(report, run_dir, settings, last_success)
+    for warning in outputs.warnings:
+        progress(f"warning: {warning}")
+    return VerificationRun(run, report, run_dir, outputs.json_path, outputs.html_path)

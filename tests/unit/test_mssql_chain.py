@@ -205,3 +205,22 @@ def test_random_points_on_chains_without_logs_stay_complete(mssql_corpus):
                                     PointChoice(PointStrategy.RANDOM, seed)).plans
             assert result.chain.status is ChainStatus.COMPLETE, (folder, seed, result.chain.problems)
             assert result.chain.backups[-1].finish <= result.stop_at or result.chain.backups[-1].type == "log"
+
+
+def test_plan_lists_the_files_it_reads_and_the_backups_secured_points(mssql_corpus):
+    from verification.config import Settings
+    from verification.prediction.objectives import rpo
+    from verification.prediction.work import plan_work
+
+    result = plans(mssql_corpus / "RestoreTimeClean")["RestoreTimeClean"]
+    assert [Path(f).name for f in result.files] == files(result)
+    assert result.history is not None and len(result.history.points) >= len(result.chain.backups)
+    newest = result.history.newest
+    assert newest is not None and newest.at == max(b.finish for b in result.chain.backups)
+    works = {w.phase: w for w in plan_work(result, Settings())}
+    logs = sum(b.size_bytes or 0 for b in result.chain.backups if b.type == "log")
+    assert works["log_restore"].bytes_read == logs > 0
+    assert works["transfer"].bytes_read == sum(b.size_bytes or 0 for b in result.chain.backups if b.type != "log")
+    # Restored to the end of the last log: nothing behind the newest backup; the worst gap is between two sets.
+    achieved = rpo(86400.0, result.history, newest.at, newest.at)
+    assert achieved["behind_newest_seconds"] == 0.0 and achieved["worst_log_gap_seconds"] > 0

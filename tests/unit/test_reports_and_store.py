@@ -31,7 +31,7 @@ def make_run() -> RunResult:
 def test_report_matches_schema_and_carries_the_contract_fields():
     report = build_report(make_run())
     validate_report(report)
-    assert report["schema_version"] == "1.2"
+    assert report["schema_version"] == "1.3"
     assert report["unreadable"] == [] and report["not_verified"] == []
     assert report["verdict"] == "failed" and report["summary"] == {"passed": 1, "failed": 1, "error": 0}
     first, second = report["databases"]
@@ -55,7 +55,8 @@ def test_schema_rejects_a_verdict_without_reasons_and_a_timed_absent_phase():
 
 
 def test_html_shows_verdicts_reasons_and_problems(tmp_path):
-    json_path, html_path = write_reports(build_report(make_run()), tmp_path / "run")
+    outputs = write_reports(build_report(make_run()), tmp_path / "run")
+    json_path, html_path = outputs.json_path, outputs.html_path
     html = html_path.read_text()
     assert json.loads(json_path.read_text())["run_id"] == "20261122T010000Z-abcdef"
     assert "<title>restoreproof run 20261122T010000Z-abcdef: failed</title>" in html
@@ -88,5 +89,5 @@ def test_a_corrupt_backup_file_fails_the_run_and_is_listed(tmp_path):
     validate_report(report)
     assert report["verdict"] == "failed"
     assert [u["kind"] for u in report["unreadable"]] == ["needs-server", "corrupt"]
-    _, html_path = write_reports(report, tmp_path / "run")
+    html_path = write_reports(report, tmp_path / "run").html_path
     assert "logs/y.trn: end of backup set at offset 0x3e00" in html_path.read_text()

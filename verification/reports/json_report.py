@@ -9,7 +9,7 @@ from typing import Any
 
 from verification.model import BackupSet, Chain, CheckResult, DatabaseResult, PhaseTiming, RunResult, overall_verdict
 
-SCHEMA_VERSION = "1.2"
+SCHEMA_VERSION = "1.3"
 
 
 def _time(value: datetime | None) -> str | None:
@@ -94,11 +94,13 @@ def report_envelope(*, run_id: str, engine: str, source: str, target_kind: str |
     }
 
 
-def build_report(run: RunResult) -> dict[str, Any]:
+def build_report(run: RunResult, entries: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The run's report; `entries` are the databases' entries when already made (and annotated with
+    predictions, objectives and drift), else they are made here without those."""
     return report_envelope(
         run_id=run.run_id, engine=run.engine, source=run.source, target_kind=run.target_kind,
         started_at=run.started_at, finished_at=run.finished_at, host=run.host,
-        databases=[database_json(d) for d in run.databases],
+        databases=entries if entries is not None else [database_json(d) for d in run.databases],
         unreadable=[{"path": path, "kind": kind, "reason": reason} for path, kind, reason in run.unreadable])
 
 

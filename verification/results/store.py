@@ -6,7 +6,7 @@ configuration. Later work (calibration, drift, the Airflow page) reads history f
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +107,11 @@ class DatabaseReportRow(Base):
     report: Mapped[dict[str, Any]] = mapped_column(default=dict)
 
 
+def _utc(value: datetime) -> datetime:
+    # SQLite returns naive datetimes for timezone-aware columns; they were stored as UTC.
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+
+
 class ResultStore:
     def __init__(self, url: str) -> None:
         if url.startswith("sqlite:///"):
@@ -186,6 +191,29 @@ class ResultStore:
             query = (select(DatabaseRow.database, RunRow.started_at).join(RunRow)
                      .where(DatabaseRow.verdict != "error").order_by(RunRow.started_at))
             return {name: started for name, started in session.execute(query)}
+
+    def last_passed(self) -> dict[str, datetime]:
+        """Per database, the start of the newest run in which it passed (the metrics' last success)."""
+        with Session(self.engine) as session:
+            query = (select(DatabaseRow.database, RunRow.started_at).join(RunRow)
+                     .where(DatabaseRow.verdict == "passed").order_by(RunRow.started_at))
+            return {name: started for name, started in session.execute(query)}
+
+    def report_entries(self, *, engine: str | None = None, database: str | None = None,
+                       limit: int = 500) -> list[tuple[str, datetime, dict[str, Any]]]:
+        """Databases' report entries as recorded, newest run first: (run id, run start, entry).
+
+        Calibration and drift read these: an entry holds the measured phases and what the plan said
+        each would move, in the shape the model predicts from."""
+        with Session(self.engine) as session:
+            query = (select(RunRow.run_id, RunRow.started_at, DatabaseReportRow.report)
+                     .join(RunRow, DatabaseReportRow.run_pk == RunRow.id)
+                     .order_by(RunRow.started_at.desc(), DatabaseReportRow.id.desc()).limit(limit))
+            if engine is not None:
+                query = query.where(RunRow.engine == engine)
+            if database is not None:
+                query = query.where(DatabaseReportRow.database == database)
+            return [(run_id, _utc(started), report) for run_id, started, report in session.execute(query)]
 
     def run(self, run_id: str) -> RunRow | None:
         with Session(self.engine, expire_on_commit=False) as session:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Protocol
 
 
@@ -23,6 +24,10 @@ class Source(Protocol):
     def read_bytes(self, path: str, offset: int = 0, length: int | None = None) -> bytes: ...
 
     def size(self, path: str) -> int: ...
+
+    def modified(self, path: str) -> datetime | None:
+        """The file's modification time, None when the source does not know it."""
+        ...
 
 
 class SourceFile:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 from verification.errors import SourceError
@@ -55,3 +56,10 @@ class LocalSource:
 
     def size(self, path: str) -> int:
         return self._path(path).stat().st_size
+
+    def modified(self, path: str) -> datetime | None:
+        """When the file was last written (for a WAL archive: about when the segment was archived)."""
+        try:
+            return datetime.fromtimestamp(self._path(path).stat().st_mtime, UTC)
+        except OSError:
+            return None

@@ -21,7 +21,17 @@ from __future__ import annotations
 from datetime import datetime
 
 from verification.engines.mssql.catalog import DatabaseCatalog, MediaSet
-from verification.model import BackupSet, BackupType, Chain, ChainStatus, Problem, RestorePlan, RuleCheck
+from verification.model import (
+    BackupHistory,
+    BackupSet,
+    BackupType,
+    Chain,
+    ChainStatus,
+    Problem,
+    RestorePlan,
+    RuleCheck,
+    SecuredPoint,
+)
 
 MSG_4305 = ("The log in this backup set begins at LSN {found}, which is too recent to apply to the database. "
             "An earlier log backup that includes LSN {expected} can be restored.")
@@ -47,6 +57,13 @@ def backup_sets(media: MediaSet) -> list[BackupSet]:
     ]
 
 
+def backup_history(db: DatabaseCatalog) -> BackupHistory:
+    """Each complete backup set's end: what a failure after it could fall back to."""
+    points = sorted((SecuredPoint(f"{m.header.backup_type} {m.files[0]}", m.finish) for m in db.sets if m.complete),
+                    key=lambda p: p.at)
+    return BackupHistory(points, "backup finish times (full, differential and log backups) from the backup headers")
+
+
 def _files(*sets: MediaSet) -> tuple[str, ...]:
     return tuple(path for media in sets for path in media.files)
 
@@ -60,7 +77,8 @@ def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
         final = status or (ChainStatus.COMPLETE if not problems else ChainStatus.BROKEN)
         backups = [b for media in chosen for b in backup_sets(media)]
         return RestorePlan("mssql", name, Chain(final, backups, problems, rules), at,
-                           backups[0] if backups else None)
+                           backups[0] if backups else None, files=list(_files(*chosen)),
+                           history=backup_history(db))
 
     for media in db.sets:
         if not media.complete:

@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 from verification.config import Settings
 from verification.engines.base import Evidence, RestoreOutcome, SourcePlan
 from verification.engines.postgres import chain as chain_rules
+from verification.engines.postgres.footprint import backup_history, chain_files
 from verification.engines.postgres.integrity import parse_pg_amcheck, parse_pg_checksums, parse_pgbackrest_verify
 from verification.engines.postgres.repository import discover, find_stanzas
 from verification.engines.postgres.serverlog import RecoveryLog, parse_server_log
@@ -81,6 +82,8 @@ class PostgresEngine:
             result = chain_rules.plan(source, stanza, when, self.pg.wal_segment_size)
             if rule is not None:
                 result.chain.rules.insert(0, rule)
+            result.files = chain_files(source, stanza, result, self.pg.wal_segment_size)
+            result.history = backup_history(source, stanza)
             plans.append(result)
         return SourcePlan(plans)
 

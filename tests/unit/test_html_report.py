@@ -1,0 +1,283 @@
+"""report.html and index.html: content from the 1.3 sample, older and failed reports, offline and charts present."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from verification.reports.charts import (
+    CHART_KINDS,
+    NONE,
+    chain_figure,
+    history_figure,
+    phases_figure,
+    plotly_js,
+    seconds_text,
+    throughput_figure,
+)
+from verification.reports.html_report import load_reports, render_html, render_index, write_index
+
+SAMPLE = Path(__file__).parents[1] / "fixtures" / "reports" / "report-1.3.json"
+NEW_PHASE_FIELDS = ("predicted_seconds", "bound", "error_percent", "prediction")
+NEW_DATABASE_FIELDS = ("prediction", "objectives", "drift")
+PAGE_ORDER = ["objectives", "phases", "chain", "history", "throughput"]  # per database, top to bottom
+
+
+@pytest.fixture
+def report() -> dict[str, Any]:
+    return json.loads(SAMPLE.read_text())
+
+
+def as_1_2(report: dict[str, Any]) -> dict[str, Any]:
+    """The sample as a 1.2 writer made it: no prediction, objectives or drift anywhere."""
+    old = copy.deepcopy(report)
+    old["schema_version"] = "1.2"
+    for d in old["databases"]:
+        for name in NEW_DATABASE_FIELDS:
+            del d[name]
+        for phase in d["phases"]:
+            for name in NEW_PHASE_FIELDS:
+                del phase[name]
+    return old
+
+
+def never_online(report: dict[str, Any]) -> dict[str, Any]:
+    """demo2 failed in transfer: nothing after it ran, nothing was measured but provisioning."""
+    failed = copy.deepcopy(report)
+    d = failed["databases"][1]
+    d.update(verdict="error", reasons=["pgbackrest restore: exit 82: unable to open file backup.manifest"],
+             recovery_seconds=None, checks=[], evidence={})
+    d["restore_point"]["achieved"] = None
+    for phase in d["phases"]:
+        if phase["name"] != "provision" and phase["status"] == "measured":
+            phase.update(status="not_reached", seconds=None, bytes=None, error_percent=None,
+                         details={"why": "an earlier step did not complete"})
+    d["objectives"]["rto"].update(measured_seconds=None, margin_seconds=None, met=False)
+    d["drift"]["series"][-1]["recovery_seconds"] = None
+    return failed
+
+
+class Sources(HTMLParser):
+    """Every URL the page would load by itself (not links a reader clicks)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loads: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        for attr in ("src", "srcset", "data"):
+            if found.get(attr):
+                self.loads.append(f"{tag} {attr}={found[attr]}")
+        if tag == "link" and found.get("href"):
+            self.loads.append(f"link href={found['href']}")
+
+
+def assert_self_contained(html: str) -> None:
+    assert html.count(plotly_js()) == 1, "plotly.js must be inline exactly once"
+    parser = Sources()
+    parser.feed(html)
+    assert parser.loads == [], f"the page loads files: {parser.loads}"
+    assert not re.search(r"<script[^>]+src=", html)
+    assert not re.search(r"<link[^>]+href=[\"']?https?:", html)
+    assert "@import" not in html and "@font-face" not in html
+    assert "cdn.plot.ly/plotly" not in html.split("<script>", 1)[0]
+
+
+def charts(html: str) -> list[str]:
+    return re.findall(r'<div class="rp-chart" data-chart="(\w+)">', html)
+
+
+def test_sample_shows_verdicts_reasons_and_every_chart(report):
+    html = render_html(report)
+    assert "<title>restoreproof run 20261122T010000Z-abc123: failed</title>" in html
+    assert "pg_amcheck: 2 corrupt blocks in public.t" in html
+    assert "chain complete: 2 backups, 3 WAL segments" in html
+    assert charts(html) == PAGE_ORDER * 2
+    assert all(f'id="rp-{kind}-{index}"' in html for kind in CHART_KINDS for index in (1, 2))
+    assert_self_contained(html)
+
+
+def test_sample_verdict_table_states_rto_and_rpo_with_units(report):
+    html = render_html(report)
+    verdicts = html.split("<h2>Verdicts</h2>", 1)[1].split("</table>", 1)[0]
+    for column in ("RTO target", "Measured recovery", "Predicted recovery", "Margin", "RPO achieved vs target"):
+        assert column in verdicts
+    # demo1: 4 h target; demo2: 10 s target, 5.32 s measured, 4.68 s to spare
+    for figure in ("14400 s (4.0 h)", "4.82 s", "4.58 s", "14395 s (4.0 h)", "10.00 s", "5.32 s", "4.68 s",
+                   "worst log gap 900 s (15 min) vs target 86400 s (24.0 h)", "120 s (2 min) behind the newest backup"):
+        assert figure in verdicts, figure
+    assert verdicts.count('<span class="passed">met</span>') == 4  # RTO and RPO, both databases
+
+
+def test_sample_alerts_are_listed_at_the_top(report):
+    html = render_html(report)
+    top = html.split("<h2>Verdicts</h2>", 1)[0]
+    assert '<section class="alerts">' in top
+    assert '<span class="badge error">model-error</span> <strong>demo2</strong>' in top
+    assert "recovery exceeds its RTO of 10 s in about 37 days (2026-12-29)" in top
+    assert "At this trend recovery reaches the RTO about 2026-12-29 01:00:00 UTC, in 37.0 days." in html
+
+
+def test_sample_prediction_can_be_redone_from_the_page(report):
+    html = render_html(report)
+    assert "Prediction: <strong>partly calibrated</strong>: some phases from 12 earlier runs" in html
+    assert ("max(24.0 MB / 310.0 MB/s source read, 110.0 MB / 58.2 MB/s target write, "
+            "110.0 MB / 140.0 MB/s decompression) + 0.16 s") in html
+    assert '<strong>target write</strong> 58.2 MB/s <span class="prov calibrated">calibrated</span> 12 runs' in html
+    assert '<strong>source read</strong> 310.0 MB/s <span class="prov probe">probe</span>' in html
+    assert '<strong>decompression</strong> 140.0 MB/s <span class="prov default">default</span>' in html
+    # the phase table: measured, predicted, error and bound side by side
+    assert re.search(r"<td>transfer</td><td class=\"measured\">measured</td>\s*<td class=\"num\">2.600</td>\s*"
+                     r"<td class=\"num\">2.050</td>\s*<td class=\"num\">-21.2 %</td>\s*<td>target write</td>", html)
+    assert "zeroing</td><td class=\"absent\">absent" in html
+    assert "<td>source read</td><td class=\"num\">64.0 MB</td><td class=\"num\">0.21 s</td>" in html  # the probe
+
+
+def test_a_1_2_report_renders_without_the_new_sections(report):
+    html = render_html(as_1_2(report))
+    assert charts(html) == ["phases", "chain"] * 2
+    assert "This report has no recovery objectives (schema 1.2). Measured recovery: 4.82 s." in html
+    assert "This report has no prediction (schema 1.2)." in html
+    assert "This report carries no history (schema 1.2)" in html
+    assert '<section class="alerts">' not in html
+    assert "pg_amcheck: 2 corrupt blocks in public.t" in html
+    assert_self_contained(html)
+
+
+def test_a_database_that_never_came_online_renders(report):
+    html = render_html(never_online(report))
+    demo2 = html.split('<h2 id="db-2">', 1)[1]
+    assert "pgbackrest restore: exit 82: unable to open file backup.manifest" in demo2
+    assert "(the database never came online)" in demo2
+    assert '<strong class="failed">MISSED</strong>' in demo2
+    assert '<td>redo</td><td class="not_reached">not_reached</td>' in demo2
+    assert charts(demo2) == PAGE_ORDER
+
+
+def test_a_database_with_nothing_measured_or_predicted_still_renders(report):
+    failed = as_1_2(never_online(report))
+    d = failed["databases"][1]
+    d["phases"], d["chain"] = [], {"status": "broken", "backups": [], "problems": [
+        {"code": "no-backup", "message": "no backup in the repository"}]}
+    demo2 = render_html(failed).split('<h2 id="db-2">', 1)[1]
+    assert "No phase was measured or predicted." in demo2
+    assert "<code>no-backup</code> no backup in the repository" in demo2
+    assert charts(demo2) == []
+
+
+def test_user_text_is_escaped_in_tables_and_in_chart_data(report):
+    report["databases"][0]["reasons"] = ["<script>alert(1)</script>"]
+    report["databases"][0]["chain"]["backups"][0]["label"] = "</script><b>x"
+    html = render_html(report)
+    assert "<script>alert(1)" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "</script><b>x" not in html
+
+
+def test_phases_chart_leaves_absent_phases_out_and_notes_not_reached(report):
+    fig = phases_figure(never_online(report)["databases"][1])
+    names = list(fig.data[0].y)
+    assert "zeroing" not in names and "data_checks" not in names and names[0] == "provision"
+    measured, predicted = fig.data
+    assert measured.x[0] == pytest.approx(1.12) and measured.x[names.index("redo")] is None
+    assert predicted.x[names.index("redo")] == pytest.approx(0.8)
+    assert [a.y for a in fig.layout.annotations if a.text == "<i>not reached</i>"] == names[1:]
+
+
+def test_chain_chart_marks_the_restore_point_and_references(report):
+    fig = chain_figure(report["databases"][0])
+    kinds = [trace.name for trace in fig.data]
+    assert kinds == ["full", "diff", "WAL"]
+    assert [str(shape.x0) for shape in fig.layout.shapes if shape.type == "line"] == [
+        "2026-11-22 01:05:00", "2026-11-22 01:07:00"]
+    arrows = [a for a in fig.layout.annotations if a.showarrow]
+    assert len(arrows) == 1 and (arrows[0].ay, arrows[0].y) == (1, 0)  # the diff needs the full
+
+
+def test_history_chart_extends_the_trend_to_the_rto_crossing(report):
+    fig = history_figure(report["databases"][1])
+    trend = next(t for t in fig.data if t.name.startswith("trend"))
+    assert [str(x) for x in trend.x] == ["2026-11-11 01:00:00", "2026-12-29 01:00:00"]
+    assert trend.y[1] == pytest.approx(6.0 + 0.05 * 48)
+    assert any(t.name == "RTO target 10.00 s" for t in fig.data)
+    # demo1's RTO of 4 h would flatten seconds to a line: it is named, not drawn
+    far = history_figure(report["databases"][0])
+    assert not any(t.name.startswith("RTO") for t in far.data)
+    assert "RTO target 14400 s (4.0 h)" in far.layout.annotations[0].text
+
+
+def test_history_chart_keeps_a_run_that_never_came_online(report):
+    fig = history_figure(never_online(report)["databases"][1])
+    lost = next(t for t in fig.data if t.name == "never online")
+    assert [str(x) for x in lost.x] == ["2026-11-22 01:00:00"] and list(lost.customdata) == ["20261122T010000Z-abc123"]
+
+
+def test_throughput_chart_is_in_mb_per_second(report):
+    fig = throughput_figure(report["databases"][0])
+    assert fig.data[0].y[0] == pytest.approx(50.0)
+    assert fig.layout.yaxis.title.text == "transfer (MB/s)"
+
+
+@pytest.mark.parametrize(("seconds", "text"), [(4.816, "4.82 s"), (900, "900 s (15 min)"), (14400, "14400 s (4.0 h)"),
+                                                (259200, "259200 s (3.0 d)"), (None, NONE), (True, NONE)])
+def test_seconds_state_their_unit(seconds, text):
+    assert seconds_text(seconds) == text
+
+
+def write_run(report_dir: Path, report: dict[str, Any], run_id: str, started: str) -> None:
+    run = copy.deepcopy(report)
+    run["run_id"], run["started_at"] = run_id, started
+    (report_dir / run_id).mkdir(parents=True)
+    (report_dir / run_id / "report.json").write_text(json.dumps(run))
+
+
+def test_index_lists_runs_newest_first_and_notes_unreadable_reports(tmp_path, report):
+    write_run(tmp_path, as_1_2(report), "20261120T010000Z-old000", "2026-11-20T01:00:00+00:00")
+    write_run(tmp_path, report, "20261122T010000Z-abc123", "2026-11-22T01:00:00+00:00")
+    write_run(tmp_path, report, "20261121T010000Z-mid000", "2026-11-21T01:00:00+00:00")
+    (tmp_path / "20261123T010000Z-torn00").mkdir()
+    (tmp_path / "20261123T010000Z-torn00" / "report.json").write_text('{"run_id": "20261123T01')
+    (tmp_path / "20261124T010000Z-list00").mkdir()
+    (tmp_path / "20261124T010000Z-list00" / "report.json").write_text("[]")
+    (tmp_path / "stray.json").write_text("{}")
+
+    path = write_index(tmp_path)
+    assert path == tmp_path / "index.html"
+    html = path.read_text()
+    links = re.findall(r'<a href="([^"]+)"><code>', html)
+    assert links == ["20261122T010000Z-abc123/report.html", "20261121T010000Z-mid000/report.html",
+                     "20261120T010000Z-old000/report.html"]
+    assert "<code>20261123T010000Z-torn00/report.json</code></td><td class=\"error\">JSONDecodeError" in html
+    assert "not a report: the JSON is a list, not an object" in html
+    assert '<span class="badge failed">demo2: failed</span>' in html and "RTO met" in html
+    assert "2 alerts" in html
+    assert charts(html) == ["history"]
+    assert_self_contained(html)
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".index-")] == []
+
+
+def test_index_chart_draws_each_database_and_its_rto(report):
+    runs = []
+    for day, seconds in ((20, 5.0), (21, 5.5), (22, 6.0)):
+        run = copy.deepcopy(report)
+        run["run_id"], run["started_at"] = f"202611{day}T010000Z-x", f"2026-11-{day}T01:00:00+00:00"
+        for d in run["databases"]:
+            d["recovery_seconds"] = seconds
+        runs.append(run)
+    html = render_index(runs)
+    data = json.loads(re.search(r'Plotly.newPlot\(\s*"rp-history-runs",\s*(\[.*?\]),\s*\{', html, re.S).group(1))
+    assert [t["name"] for t in data] == ["demo1", "demo2", "demo2 RTO"]
+    assert data[1]["y"] == [5.0, 5.5, 6.0] and data[2]["y"] == [10.0, 10.0]
+    assert "demo1 RTO 14400 s (4.0 h)" in html  # named, not drawn: 4 h against seconds
+
+
+def test_an_empty_report_folder_gets_an_index(tmp_path):
+    html = write_index(tmp_path).read_text()
+    assert "0 runs in this folder" in html and charts(html) == []
+    assert load_reports(tmp_path) == ([], [])

@@ -1,0 +1,136 @@
+"""The prediction around one verification: calibration from the store, probes, and the report fields.
+
+`PredictionContext.load` reads this deployment's history once per run (or per scheduler task);
+`predict` runs before the restore (after the target is up, so the write probe can use it);
+`annotate_entry` adds the predicted figures, RTO/RPO and drift to the database's report entry.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from verification.config import Settings
+from verification.model import DatabaseResult, PhaseStatus, RestorePlan
+from verification.prediction import objectives
+from verification.prediction.calibration import Calibration, calibration_key
+from verification.prediction.drift import database_drift
+from verification.prediction.phase_model import MB, Prediction, Probe
+from verification.prediction.predictor import Predictor
+from verification.prediction.probes import (
+    container_start_probe,
+    decompression_probe,
+    source_read_probe,
+    target_write_probe,
+)
+from verification.prediction.work import plan_work
+from verification.sources.base import Source
+from verification.targets.base import Target, TargetProvider
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    run_id: str
+    started_at: datetime
+    entry: dict[str, Any]
+
+
+@dataclass
+class PredictionContext:
+    settings: Settings
+    engine: str
+    # Earlier runs' database entries, newest first.
+    history: list[HistoryEntry] = field(default_factory=list)
+    host: str = field(default_factory=socket.gethostname)
+
+    @classmethod
+    def load(cls, settings: Settings, engine: str) -> PredictionContext:
+        from verification.results import ResultStore
+
+        store = ResultStore(settings.results_database_url)
+        try:
+            rows = store.report_entries(engine=engine, limit=max(500, settings.prediction.recent_runs * 25))
+        finally:
+            store.close()
+        return cls(settings, engine, [HistoryEntry(run_id, started, entry) for run_id, started, entry in rows])
+
+    # before the restore ----------------------------------------------------------------------------
+
+    def calibration(self, target: Target) -> Calibration:
+        key = calibration_key(self.engine, target.describe(), self.host)
+        p = self.settings.prediction
+        return Calibration(key, [h.entry for h in self.history], min_runs=p.min_runs, recent_runs=p.recent_runs)
+
+    def wants_probes(self, calibration: Calibration) -> bool:
+        mode = self.settings.prediction.probes
+        return mode == "always" or (mode == "auto" and calibration.runs < self.settings.prediction.min_runs)
+
+    def predict(self, plan: RestorePlan, target: Target, source: Source | None, provider: TargetProvider | None,
+                run_id: str, repo_host_path: str) -> Prediction:
+        calibration = self.calibration(target)
+        probes: list[Probe] = []
+        if self.wants_probes(calibration):
+            probes = self.run_probes(plan, target, source, provider, run_id, repo_host_path)
+        return Predictor(calibration, probes).predict(plan.database, plan_work(plan, self.settings))
+
+    def run_probes(self, plan: RestorePlan, target: Target, source: Source | None, provider: TargetProvider | None,
+                   run_id: str, repo_host_path: str) -> list[Probe]:
+        limit = self.settings.prediction.probe_megabytes * MB
+        # The files the transfer reads (not the WAL): backup data, in order.
+        data_files = [f for f in plan.files if not f.startswith("archive/") and not f.endswith((".info", ".copy"))]
+        probes: list[Probe | None] = []
+        if source is not None:
+            probes.append(source_read_probe(source, data_files, limit))
+            probes.append(decompression_probe(source, data_files, limit))
+        probes.append(target_write_probe(target, limit))
+        if provider is not None and provider.kind == "docker" and plan.engine != "mssql":
+            # A SQL Server start costs tens of seconds: its documented default stands in for it.
+            probes.append(container_start_probe(provider, run_id, plan.database, repo_host_path))
+        return [p for p in probes if p is not None]
+
+    # after the restore -----------------------------------------------------------------------------
+
+    def annotate_entry(self, entry: dict[str, Any], result: DatabaseResult, run_id: str, started_at: datetime,
+                       now: datetime | None = None) -> None:
+        """Add the schema 1.3 fields: per-phase prediction, prediction, objectives, drift."""
+        now = now or datetime.now(UTC)
+        prediction: Prediction | None = result.prediction
+        measured = result.recovery_seconds
+        for phase_entry, phase in zip(entry["phases"], result.phases, strict=True):
+            predicted = prediction.phase(phase.name) if prediction else None
+            seconds = phase.seconds if phase.status is PhaseStatus.MEASURED else None
+            phase_entry["predicted_seconds"] = round(predicted.seconds, 3) if predicted else None
+            phase_entry["bound"] = str(predicted.bound) if predicted else None
+            phase_entry["error_percent"] = (round(100 * (predicted.seconds - seconds) / seconds, 1)
+                                            if predicted and seconds else None)
+            phase_entry["prediction"] = predicted.json() if predicted else None
+        entry["prediction"] = prediction.json(measured) if prediction else None
+        settings = self.settings
+        entry["objectives"] = {
+            "rto": objectives.rto(settings.rto.for_database(result.database), measured, result.phases,
+                                  prediction.recovery_seconds if prediction else None, settings.rto.count_checks),
+            "rpo": objectives.rpo(settings.rpo.for_database(result.database), result.plan.history,
+                                  result.restore_point.achieved, now),
+        }
+        points = [series_point(h.entry, h.run_id, h.started_at) for h in self.history
+                  if h.entry.get("database") == result.database and h.run_id != run_id][:200]
+        points.append(series_point(entry, run_id, started_at))
+        entry["drift"] = database_drift(result.database, points, settings.rto.for_database(result.database), now,
+                                        horizon_days=settings.rto.horizon_days,
+                                        tolerance_percent=settings.prediction.tolerance_percent)
+
+
+def series_point(entry: dict[str, Any], run_id: str, at: datetime) -> dict[str, Any]:
+    transfer = next((p for p in entry.get("phases", []) if p.get("name") == "transfer"
+                     and p.get("status") == "measured"), None)
+    transfer_bytes = transfer.get("bytes") if transfer else None
+    seconds = transfer.get("seconds") if transfer else None
+    at = at if at.tzinfo else at.replace(tzinfo=UTC)
+    return {"run_id": run_id, "at": at.isoformat(), "verdict": entry.get("verdict"),
+            "recovery_seconds": entry.get("recovery_seconds"),
+            "predicted_seconds": (entry.get("prediction") or {}).get("recovery_seconds"),
+            "prediction_mode": (entry.get("prediction") or {}).get("mode"),
+            "transfer_bytes": transfer_bytes,
+            "transfer_bytes_per_second": round(transfer_bytes / seconds, 1) if transfer_bytes and seconds else None}

@@ -1,0 +1,56 @@
+"""What each phase of a planned verification will move, from the plan alone (before any restore)."""
+
+from __future__ import annotations
+
+from verification.config import Settings
+from verification.model import BackupType, RestorePlan
+from verification.prediction.phase_model import PhaseWork
+
+COMPRESSED_SUFFIXES = (".gz", ".lz4", ".zst", ".bz2")
+
+
+def plan_work(plan: RestorePlan, settings: Settings) -> list[PhaseWork]:
+    if plan.engine == "mssql":
+        return _mssql(plan)
+    return _postgres(plan, settings)
+
+
+def _postgres(plan: RestorePlan, settings: Settings) -> list[PhaseWork]:
+    pg = settings.postgres
+    target = plan.target_backup
+    size = target.size_bytes if target else None
+    compressed = any(f.endswith(COMPRESSED_SUFFIXES) for f in plan.files if f.startswith("backup/"))
+    wal = plan.chain.wal
+    wal_bytes = wal.segments * pg.wal_segment_size if wal else None
+    full = next((b for b in plan.chain.backups if b.type is BackupType.FULL and b.path), None)
+    files = sum(1 for f in plan.files if full is not None and f.startswith(f"{full.path}/pg_data/")) or None
+    works = [
+        PhaseWork("provision"),
+        PhaseWork("transfer", target.repo_size_bytes if target else None, size, compressed, pg.restore_process_max,
+                  files, "the backup set's bytes in the repository read, the database's bytes written"),
+        PhaseWork("server_start"),
+        PhaseWork("redo", wal_bytes, wal_bytes, note=f"{wal.segments if wal else 0} WAL segments to replay (at most)"),
+        PhaseWork("recovery_end"),
+        PhaseWork("integrity_check", size, size, note="the database's bytes checked"),
+    ]
+    if settings.checks.sql:
+        works.append(PhaseWork("data_checks", note=f"{len(settings.checks.sql)} SQL checks"))
+    if pg.repository_verify:
+        works.append(PhaseWork("repository_verify"))
+    return works
+
+
+def _mssql(plan: RestorePlan) -> list[PhaseWork]:
+    backups = plan.chain.backups
+    data = sum(b.size_bytes or 0 for b in backups if b.type is not BackupType.LOG)
+    logs = sum(b.size_bytes or 0 for b in backups if b.type is BackupType.LOG)
+    full = sum(b.size_bytes or 0 for b in backups if b.type is BackupType.FULL)
+    works = [
+        PhaseWork("provision"),
+        PhaseWork("transfer", data, data, note="full and differential backup files read and written"),
+    ]
+    if logs:
+        works.append(PhaseWork("log_restore", logs, logs, note="log backup files read"))
+    works += [PhaseWork("redo", logs or None, logs or None, note="log bytes to replay"),
+              PhaseWork("recovery_end"), PhaseWork("integrity_check", full, full, note="the database's bytes checked")]
+    return works
