@@ -99,7 +99,7 @@ def verify(settings: Settings, params: NightlyParams, run_id: str, database: str
     provider = make_provider(settings, params.target, engine.name, [plan]) if plan.chain.status == "complete" else None
     run_dir = settings.report_dir / run_id
     evidence = RedactingEvidence(run_dir / "evidence" / slug(database), Redactor(settings))
-    context = PredictionContext.load(settings, engine.name)
+    context = PredictionContext.load_or_cold(settings, engine.name)
     result = verify_database(engine, plan, provider, run_id, source.describe(), evidence, context=context,
                              source=source)
     redact = Redactor(settings)
@@ -109,7 +109,7 @@ def verify(settings: Settings, params: NightlyParams, run_id: str, database: str
     try:
         run = store.run(run_id)
         started = _aware(run.started_at) if run is not None else None
-        context.annotate_entry(data, result, run_id, started or datetime.now(UTC))
+        context.annotate_quietly(data, result, run_id, started or datetime.now(UTC))
         store.record_database(run_id, result, data)
     finally:
         store.close()
@@ -182,6 +182,6 @@ def drift(settings: Settings, now: datetime | None = None) -> list[dict[str, Any
                         "last_seconds": measured[-1]["recovery_seconds"] if measured else None,
                         "slope_seconds_per_day": trend["slope_seconds_per_day"] if trend else None,
                         "crossing": found["crossing"], "model_error_percent": found["model_error_percent"],
-                        "alerts": [a["message"] for a in found["alerts"] if a["kind"] != "attribution"],
-                        "notes": [a["message"] for a in found["alerts"] if a["kind"] == "attribution"]})
+                        "alerts": [a["message"] for a in found["alerts"]],
+                        "notes": [found["attribution_note"]] if found["attribution_note"] else []})
     return results

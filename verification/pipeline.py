@@ -24,6 +24,7 @@ from verification.engines.base import Engine, Evidence, RestoreOutcome, SourcePl
 from verification.errors import RestoreproofError, SourceError, TargetError
 from verification.model import ChainStatus, DatabaseResult, RestorePlan, RestorePoint, RunResult, Verdict
 from verification.prediction.context import PredictionContext
+from verification.prediction.phase_model import Prediction
 from verification.reports import build_report, write_reports
 from verification.reports.json_report import database_json
 from verification.restore_points import PointChoice
@@ -141,6 +142,14 @@ def record_versions(engine: str, target: Target, evidence: Evidence) -> None:
             versions[argv[0]] = result.output.strip() if result.ok else f"(exit {result.exit_code})"
         except TargetError as exc:
             versions[argv[0]] = f"(not run: {exc})"
+    sql = getattr(target, "sql", None)
+    if engine == "mssql" and sql is not None:
+        # SQL Server names its build only through the server itself.
+        try:
+            result = sql("SET NOCOUNT ON; SELECT @@VERSION", 60)
+            versions["sqlserver"] = result.stdout.strip() if result.ok else f"(exit {result.exit_code})"
+        except TargetError as exc:
+            versions["sqlserver"] = f"(not run: {exc})"
     evidence.write("versions.json", json.dumps(versions, indent=2, default=str) + "\n")
 
 
@@ -149,6 +158,21 @@ def record_backup_hashes(source: Source, plan: RestorePlan, evidence: Evidence) 
     from verification.evidence.backup_hashes import hash_source_files, render_sha256sums
 
     evidence.write("backup-files.sha256", render_sha256sums(hash_source_files(source, plan.files)))
+
+
+def predict_quietly(context: PredictionContext, plan: RestorePlan, target: Target, source: Source | None,
+                    provider: TargetProvider | None, run_id: str, repo_host_path: str, evidence: Evidence,
+                    progress: ProgressFn) -> Prediction | None:
+    """The prediction, or None: a probe or model that fails must not cost the verification itself.
+    The failure is kept as evidence and the report shows no prediction rather than a made-up one."""
+    try:
+        return context.predict(plan, target, source, provider, run_id, repo_host_path)
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:
+        evidence.write("prediction-error.txt", traceback.format_exc())
+        progress(f"{plan.database}: no prediction ({type(exc).__name__}: {exc})")
+        return None
 
 
 def verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider | None, run_id: str,
@@ -170,13 +194,11 @@ def verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider 
             result.target = target.describe()
             if context is not None:
                 progress(f"{plan.database}: predicting each phase")
-                result.prediction = context.predict(plan, target, source, provider, run_id, repo_host_path)
+                result.prediction = predict_quietly(context, plan, target, source, provider, run_id,
+                                                    repo_host_path, evidence, progress)
                 record_versions(engine.name, target, evidence)
             progress(f"{plan.database}: restoring {plan.target_backup.label if plan.target_backup else '?'}")
             outcome = engine.restore_and_check(plan, target, evidence)
-            if source is not None and plan.files and (context is None or context.settings.evidence.hash_backups):
-                progress(f"{plan.database}: hashing the {len(plan.files)} backup files read")
-                record_backup_hashes(source, plan, evidence)
         except TargetError as exc:
             outcome = RestoreOutcome(errors=[f"target: {exc}"])
         except RestoreproofError as exc:
@@ -194,6 +216,16 @@ def verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider 
                 except TargetError as exc:
                     if outcome is not None:
                         outcome.errors.append(str(exc))
+    if outcome is not None and source is not None and plan.files and (
+            context is None or context.settings.evidence.hash_backups):
+        # After the target is gone, and never in place of the verdict: a backup rewritten or
+        # expired while it was hashed makes incomplete evidence, said as such, not a failed restore.
+        progress(f"{plan.database}: hashing the {len(plan.files)} backup files read")
+        try:
+            record_backup_hashes(source, plan, evidence)
+        except (RestoreproofError, OSError) as exc:
+            evidence.write("backup-files.error.txt", f"the backup files could not all be hashed: {exc}\n")
+            progress(f"{plan.database}: backup files not hashed: {exc}")
     if outcome is not None:
         result.phases, result.checks = outcome.phases, outcome.checks
         point.achieved, point.detail = outcome.achieved, outcome.achieved_detail
@@ -232,7 +264,7 @@ def run_verification(settings: Settings, source_path: str | Path, *, engine_name
     if any(p.chain.status is ChainStatus.COMPLETE for p in plans):
         provider = make_provider(settings, target_kind or settings.target, engine.name, plans)
         run.target_kind = provider.kind
-    context = PredictionContext.load(settings, engine.name)
+    context = PredictionContext.load_or_cold(settings, engine.name, progress)
     entries = []
     for plan in plans:
         evidence = RedactingEvidence(run_dir / "evidence" / slug(plan.database), redact)
@@ -241,7 +273,7 @@ def run_verification(settings: Settings, source_path: str | Path, *, engine_name
         result.reasons = [redact(reason) for reason in result.reasons]
         run.databases.append(result)
         entry = database_json(result)
-        context.annotate_entry(entry, result, run_id, started)
+        context.annotate_quietly(entry, result, run_id, started, progress)
         entries.append(entry)
         progress(f"{plan.database}: {result.verdict}")
     run.finished_at = datetime.now(UTC)

@@ -101,3 +101,20 @@ def test_rto_counts_checks_only_when_asked() -> None:
     assert (counted["measured_seconds"], counted["margin_seconds"], counted["met"]) == (80.0, -20.0, False)
     never_online = rto(60.0, None, phases, 45.0, count_checks=False)
     assert never_online["met"] is None and never_online["margin_seconds"] is None
+
+
+def test_objectives_are_met_only_on_evidence() -> None:
+    # Regular log backups that stopped three days ago: a failure now loses three days.
+    stale = rpo(3600.0, history(0, 15, 30), T0 + timedelta(minutes=30), T0 + timedelta(days=3))
+    assert stale["stale"] is True and stale["met"] is False
+    # No restore point reached: nothing to judge.
+    assert rpo(3600.0, history(0, 15, 30), None, T0 + timedelta(minutes=31))["met"] is None
+    phases = [PhaseTiming("transfer", PhaseStatus.MEASURED, seconds=50.0),
+              PhaseTiming.not_reached("integrity_check", "an earlier step did not complete")]
+    # Counting checks that never ran would count them as 0 s.
+    counted = rto(60.0, 50.0, phases, 45.0, count_checks=True)
+    assert counted["measured_seconds"] is None and counted["met"] is None
+    # A restore that did not pass recovered nothing usable, however fast.
+    failed = rto(60.0, 50.0, phases[:1], 45.0, count_checks=False, verified=False)
+    assert failed["measured_seconds"] == 50.0 and failed["met"] is None
+    assert rto(60.0, 50.0, phases[:1], 45.0, False, target_source="default")["target_source"] == "default"

@@ -113,3 +113,35 @@ def test_redacting_evidence_never_writes_the_secret(tmp_path, monkeypatch):
     evidence.write("restore.log", "ERROR: cipher pass pa55-w0rd-xyz rejected")
     assert (tmp_path / "db" / "restore.log").read_text() == "ERROR: cipher pass ******** rejected"
     assert redact("x pa55-w0rd-xyz y") == "x ******** y"
+
+
+class OnlineEngine(ExplodingEngine):
+    def restore_and_check(self, plan: Any, target: Any, evidence: Evidence) -> RestoreOutcome:
+        from tests.unit.factories import online_outcome, passed_check
+
+        return online_outcome(passed_check())
+
+
+class FailingProbes:
+    """A prediction context whose probe cannot start its second container."""
+
+    def __init__(self, settings: Any) -> None:
+        self.settings = settings
+
+    def predict(self, *args: Any) -> Any:
+        from verification.errors import TargetError
+
+        raise TargetError("cannot start a container from restoreproof/postgres:15: no space left on device")
+
+
+def test_a_failing_prediction_costs_the_prediction_not_the_verdict(tmp_path):
+    from verification.config import Settings
+
+    provider = MemoryProvider()
+    evidence = Evidence(tmp_path / "demo1")
+    result = verify_database(OnlineEngine(AssertionError()), complete_plan(), provider, "run", "/repo", evidence,
+                             context=FailingProbes(Settings()))  # type: ignore[arg-type]
+    assert result.verdict is Verdict.PASSED, result.reasons
+    assert result.prediction is None
+    assert "no space left on device" in (tmp_path / "demo1" / "prediction-error.txt").read_text()
+    assert provider.targets[0].closed == 1

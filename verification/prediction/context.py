@@ -7,13 +7,15 @@
 
 from __future__ import annotations
 
+import logging
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from verification.config import Settings
-from verification.model import DatabaseResult, PhaseStatus, RestorePlan
+from verification.model import DatabaseResult, PhaseStatus, RestorePlan, Verdict
 from verification.prediction import objectives
 from verification.prediction.calibration import Calibration, calibration_key
 from verification.prediction.drift import database_drift
@@ -28,6 +30,8 @@ from verification.prediction.probes import (
 from verification.prediction.work import plan_work
 from verification.sources.base import Source
 from verification.targets.base import Target, TargetProvider
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,33 @@ class PredictionContext:
         finally:
             store.close()
         return cls(settings, engine, [HistoryEntry(run_id, started, entry) for run_id, started, entry in rows])
+
+    @classmethod
+    def load_or_cold(cls, settings: Settings, engine: str, progress: Callable[[str], None] | None = None
+                     ) -> PredictionContext:
+        """The history, or none (every prediction cold) when the store cannot be read for it: a
+        calibration problem must not stop a verification."""
+        try:
+            return cls.load(settings, engine)
+        except Exception as exc:
+            (progress or log.warning)(f"calibration history not read, predictions will be cold: {exc}")
+            return cls(settings, engine)
+
+    def annotate_quietly(self, entry: dict[str, Any], result: DatabaseResult, run_id: str, started_at: datetime,
+                         progress: Callable[[str], None] | None = None) -> None:
+        """`annotate_entry`, or null fields and the reason: the verdict and the measurements are the
+        run's result; the figures derived from them must not cost it."""
+        try:
+            self.annotate_entry(entry, result, run_id, started_at)
+        except Exception as exc:
+            (progress or log.warning)(f"{result.database}: predictions, objectives and drift not reported: {exc}")
+            for phase_entry in entry["phases"]:
+                for key in ("predicted_seconds", "bound", "error_percent", "prediction"):
+                    phase_entry[key] = None
+            entry["prediction"] = None
+            entry.pop("objectives", None)
+            entry.pop("drift", None)
+            entry["annotation_error"] = f"{type(exc).__name__}: {exc}"
 
     # before the restore ----------------------------------------------------------------------------
 
@@ -85,7 +116,9 @@ class PredictionContext:
             probes.append(source_read_probe(source, data_files, limit))
             probes.append(decompression_probe(source, data_files, limit))
         probes.append(target_write_probe(target, limit))
-        if provider is not None and provider.kind == "docker" and plan.engine != "mssql":
+        from verification.targets.docker import DockerTargetProvider
+
+        if isinstance(provider, DockerTargetProvider) and plan.engine != "mssql":
             # A SQL Server start costs tens of seconds: its documented default stands in for it.
             probes.append(container_start_probe(provider, run_id, plan.database, repo_host_path))
         return [p for p in probes if p is not None]
@@ -108,11 +141,15 @@ class PredictionContext:
             phase_entry["prediction"] = predicted.json() if predicted else None
         entry["prediction"] = prediction.json(measured) if prediction else None
         settings = self.settings
+        name = result.database
         entry["objectives"] = {
-            "rto": objectives.rto(settings.rto.for_database(result.database), measured, result.phases,
-                                  prediction.recovery_seconds if prediction else None, settings.rto.count_checks),
-            "rpo": objectives.rpo(settings.rpo.for_database(result.database), result.plan.history,
-                                  result.restore_point.achieved, now),
+            "rto": objectives.rto(settings.rto.for_database(name), measured, result.phases,
+                                  prediction.recovery_seconds if prediction else None, settings.rto.count_checks,
+                                  verified=result.verdict is Verdict.PASSED,
+                                  target_source="configured" if name in settings.rto.databases else "default"),
+            "rpo": objectives.rpo(settings.rpo.for_database(name), result.plan.history,
+                                  result.restore_point.achieved if result.verdict is Verdict.PASSED else None, now,
+                                  target_source="configured" if name in settings.rpo.databases else "default"),
         }
         points = [series_point(h.entry, h.run_id, h.started_at) for h in self.history
                   if h.entry.get("database") == result.database and h.run_id != run_id][:200]

@@ -125,11 +125,10 @@ def database_drift(database: str, points: list[dict[str, Any]], rto_seconds: flo
                                   f"{min(error_window, len(points))} runs is {error:.0f}% (tolerance "
                                   f"{tolerance_percent:.0f}%): recalibration needed"})
     cause = attribution(points)
-    if cause is not None:
-        alerts.append({"kind": "attribution",
-                       "message": f"{database}: recovery time grew mostly through "
-                                  + ("more bytes to restore at a steady rate" if cause == "size"
-                                     else "a slower transfer rate for about the same bytes")})
+    # Why it grew is information for whoever reads an alert, not an alert of its own.
+    note = None if cause is None else (f"{database}: recovery time grew mostly through "
+                                       + ("more bytes to restore at a steady rate" if cause == "size"
+                                          else "a slower transfer rate for about the same bytes"))
     return {
         "series": points,
         "trend": None if trend is None else {
@@ -140,5 +139,6 @@ def database_drift(database: str, points: list[dict[str, Any]], rto_seconds: flo
             "at": crossing.isoformat(), "days": round((crossing - now) / timedelta(days=1), 1)},
         "model_error_percent": round(error, 1) if error is not None else None,
         "attribution": cause,
+        "attribution_note": note,
         "alerts": alerts,
     }

@@ -23,16 +23,21 @@ def checks_seconds(phases: list[PhaseTiming]) -> float | None:
 
 
 def rto(target_seconds: float, recovery_seconds: float | None, phases: list[PhaseTiming],
-        predicted_seconds: float | None, count_checks: bool) -> dict[str, Any]:
+        predicted_seconds: float | None, count_checks: bool, *, verified: bool = True,
+        target_source: str = "configured") -> dict[str, Any]:
+    """`met` only on evidence: the database passed (a corrupt restore recovered nothing), it came
+    online, and every phase counted was measured."""
     checks = checks_seconds(phases)
     measured = recovery_seconds
     if measured is not None and count_checks:
-        measured += checks or 0.0
-    return {"target_seconds": target_seconds, "measured_seconds": _round(measured),
+        unmeasured = [p for p in phases if p.name in CHECK_PHASES and p.status is PhaseStatus.NOT_REACHED]
+        measured = None if unmeasured else measured + (checks or 0.0)
+    known = measured is not None and verified
+    return {"target_seconds": target_seconds, "target_source": target_source, "measured_seconds": _round(measured),
             "predicted_seconds": _round(predicted_seconds), "counts_checks": count_checks,
             "checks_seconds": _round(checks),
             "margin_seconds": _round(target_seconds - measured) if measured is not None else None,
-            "met": None if measured is None else measured <= target_seconds,
+            "met": (measured <= target_seconds) if known and measured is not None else None,
             "recovery_phases": list(RECOVERY_PHASES)}
 
 
@@ -47,15 +52,19 @@ def worst_gap(history: BackupHistory) -> tuple[float, dict[str, str]] | None:
 
 
 def rpo(target_seconds: float, history: BackupHistory | None, achieved: datetime | None,
-        now: datetime) -> dict[str, Any]:
+        now: datetime, *, target_source: str = "configured") -> dict[str, Any]:
+    """`met` needs the restore point reached, the gaps and the newest backup's age; all three count:
+    backups that stopped days ago lose days of data, however regular they were."""
     newest = history.newest if history else None
     behind = None
     if newest is not None and achieved is not None:
         behind = max(0.0, (newest.at - achieved) / timedelta(seconds=1))
     gap = worst_gap(history) if history else None
     age = (now - newest.at) / timedelta(seconds=1) if newest is not None else None
-    parts = [v for v in (behind, gap[0] if gap else None) if v is not None]
-    return {"target_seconds": target_seconds, "restore_point": achieved.isoformat() if achieved else None,
+    parts = [behind, gap[0] if gap else None, age]
+    known = all(v is not None for v in parts)
+    return {"target_seconds": target_seconds, "target_source": target_source,
+            "restore_point": achieved.isoformat() if achieved else None,
             "newest_backup": newest.at.isoformat() if newest else None,
             "newest_backup_name": newest.name if newest else None,
             "behind_newest_seconds": _round(behind),
@@ -65,7 +74,7 @@ def rpo(target_seconds: float, history: BackupHistory | None, achieved: datetime
             "stale": age is not None and age > target_seconds,
             "points": len(history.points) if history else 0,
             "basis": history.basis if history else "no backup times known",
-            "met": (max(parts) <= target_seconds) if parts else None}
+            "met": (max(v for v in parts if v is not None) <= target_seconds) if known else None}
 
 
 def _round(value: float | None) -> float | None:

@@ -14,10 +14,14 @@ import re
 import time
 import zlib
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from verification.prediction.phase_model import MB, Probe
 from verification.sources.base import Source
-from verification.targets.base import Target, TargetProvider
+from verification.targets.base import Target
+
+if TYPE_CHECKING:
+    from verification.targets.docker import DockerTargetProvider
 
 CHUNK = 4 * MB
 DD_SECONDS_RE = re.compile(r"(?P<bytes>\d+) bytes .* copied, (?P<seconds>[\d.]+) s")
@@ -69,7 +73,8 @@ def decompression_probe(source: Source, files: list[str], limit: int) -> Probe |
         data = source.read_bytes(path, 0, min(source.size(path), 64 * MB))
         started = time.perf_counter()
         try:
-            produced += len(make().decompress(data))
+            # Bounded output: empty pages compress a thousandfold, and the probe needs only `limit`.
+            produced += len(make().decompress(data, max_length=limit - produced))
         except (zlib.error, OSError, EOFError, ValueError):
             continue  # a damaged file is the restore's and the verify check's to report
         finally:
@@ -95,10 +100,11 @@ def target_write_probe(target: Target, limit: int, timeout: float = 300) -> Prob
                  f"dd of {int(match['bytes']) / MB:.0f} MB with fsync into {target.work_dir} in {target.name}")
 
 
-def container_start_probe(provider: TargetProvider, run_id: str, database: str, repo_host_path: str) -> Probe | None:
+def container_start_probe(provider: DockerTargetProvider, run_id: str, database: str,
+                          repo_host_path: str) -> Probe | None:
     """Start a second target like the one the restore will get, and remove it."""
     started = time.perf_counter()
-    target = provider.provision(run_id, f"{database}-probe", repo_host_path)
+    target = provider.provision(run_id, database, repo_host_path, role="probe")
     try:
         seconds = getattr(target, "provision_seconds", 0.0) or (time.perf_counter() - started)
     finally:

@@ -159,14 +159,17 @@ class DockerTargetProvider:
         self.image = image
         self._client = docker_client()
 
-    def provision(self, run_id: str, database: str, repo_host_path: str) -> DockerTarget:
+    def provision(self, run_id: str, database: str, repo_host_path: str, role: str = "target") -> DockerTarget:
+        """A target for `database`; role "probe" is a second, short-lived one (its own name, the same
+        database label, so the database's teardown also finds it)."""
         try:
             self._client.images.get(self.image)
         except docker.errors.ImageNotFound as exc:
             raise ImageMissingError(f"image {self.image} is not present: build it with docker/build.sh") from exc
+        suffix = "" if role == "target" else f"--{role}"
         return start_disposable(
-            self._client, self.image, f"restoreproof-{run_id}-{slug(database)}".lower(),
-            labels(run_id, "target", database), limits=self.settings, repo=(repo_host_path, REPO_PATH),
+            self._client, self.image, f"restoreproof-{run_id}-{slug(database)}{suffix}".lower(),
+            labels(run_id, role, database), limits=self.settings, repo=(repo_host_path, REPO_PATH),
             data_path=WORK_DIR, wait_ready=self._wait_ready,
             make_target=lambda container, volume: DockerTarget(self._client, container, volume, self.image, 0.0))
 
