@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import stat
 import tarfile
@@ -251,7 +252,7 @@ def test_hmac_mode_round_trip_and_wrong_secret(run_dir, monkeypatch):
     settings = load_settings()
     info = write_bundle(run_dir, settings)
     assert info.algorithm == "hmac"
-    assert info.key_id == "hmac:" + hashlib.sha256(HMAC_SECRET.encode()).hexdigest()[:16]
+    assert info.key_id == "hmac:" + hmac.new(HMAC_SECRET.encode(), b"restoreproof evidence key id", hashlib.sha256).hexdigest()[:16]
     assert (run_dir / "manifest.sig").read_text().startswith(f"restoreproof-signature/1 hmac {info.key_id}\n")
     assert verify_bundle(run_dir, load_verifier(settings)).ok
     assert not (settings.state_dir / "evidence-signing.pem").exists()
@@ -268,7 +269,7 @@ def test_hmac_secret_from_a_file_with_a_trailing_newline(run_dir, tmp_path, monk
     monkeypatch.setenv("RESTOREPROOF_EVIDENCE__SIGNING", "hmac")
     monkeypatch.setenv("RESTOREPROOF_EVIDENCE__SIGNING_KEY_FILE", str(secret_file))
     signer = load_signer(load_settings())
-    assert signer.key_id == "hmac:" + hashlib.sha256(HMAC_SECRET.encode()).hexdigest()[:16]
+    assert signer.key_id == "hmac:" + hmac.new(HMAC_SECRET.encode(), b"restoreproof evidence key id", hashlib.sha256).hexdigest()[:16]
     assert HMAC_SECRET not in repr(signer)
 
 
