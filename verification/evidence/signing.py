@@ -211,9 +211,8 @@ def _state_key(settings: Settings, create: bool) -> Ed25519PrivateKey:
     return _load_private_pem(_read_key_file(path, "the state folder's signing key"), str(path))
 
 
-def load_signer(settings: Settings) -> Signer:
-    """The signer the configuration names; for Ed25519 without a configured key, the state folder's key
-    (made on first use)."""
+def _configured_or_state_key(settings: Settings, *, create: bool) -> HmacKey | Ed25519PrivateKey:
+    """The HMAC secret, or the Ed25519 private key: the configured one, else the state folder's."""
     configured = _configured_key(settings)
     if settings.evidence.signing == "hmac":
         if configured is None:
@@ -221,20 +220,21 @@ def load_signer(settings: Settings) -> Signer:
                               "evidence.signing_key_file is set")
         return HmacKey(configured[0].strip())
     if configured is None:
-        return Ed25519Signer(_state_key(settings, create=True))
-    return Ed25519Signer(_load_private_pem(*configured))
+        return _state_key(settings, create=create)
+    return _load_private_pem(*configured)
+
+
+def load_signer(settings: Settings) -> Signer:
+    """The signer the configuration names; for Ed25519 without a configured key, the state folder's key
+    (made on first use)."""
+    key = _configured_or_state_key(settings, create=True)
+    return key if isinstance(key, HmacKey) else Ed25519Signer(key)
 
 
 def load_verifier(settings: Settings) -> Verifier:
     """The verifier for the key `load_signer` would use; never makes a key (nothing could be signed by it)."""
-    configured = _configured_key(settings)
-    if settings.evidence.signing == "hmac":
-        if configured is None:
-            raise ConfigError("evidence.signing is hmac but neither evidence.signing_key nor "
-                              "evidence.signing_key_file is set")
-        return HmacKey(configured[0].strip())
-    private = _state_key(settings, create=False) if configured is None else _load_private_pem(*configured)
-    return Ed25519Verifier(private.public_key())
+    key = _configured_or_state_key(settings, create=False)
+    return key if isinstance(key, HmacKey) else Ed25519Verifier(key.public_key())
 
 
 def load_public_key_file(path: Path) -> Ed25519Verifier:

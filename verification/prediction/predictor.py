@@ -7,7 +7,6 @@ from verification.prediction.phase_model import (
     DEFAULT_CONSTANTS,
     DEFAULT_PER_FILE_SECONDS,
     DEFAULT_RATES,
-    MB,
     Bound,
     Constant,
     PhasePrediction,
@@ -139,5 +138,3 @@ class Predictor:
             cold_seconds += per_file
         return PhasePrediction(work.phase, cold_seconds, bound, work, used, per_file_cost, arithmetic, 0)
 
-
-__all__ = ["MB", "Predictor"]
