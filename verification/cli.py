@@ -20,7 +20,7 @@ from rich.console import Console
 
 from verification.config import Settings, load_settings
 from verification.errors import RestoreproofError
-from verification.model import ChainStatus, RestorePlan, Verdict
+from verification.model import BLOCKING_UNREADABLE, ChainStatus, RestorePlan, Verdict
 from verification.reports.json_report import chain_json
 from verification.restore_points import PointChoice, PointStrategy
 
@@ -137,8 +137,7 @@ def plan(
     if as_json:
         typer.echo(json.dumps({"source": source, "engine": chosen.name,
                                "databases": [plan_json(p) for p in plans],
-                               "unreadable": [{"path": u.path, "kind": u.kind, "reason": u.reason}
-                                              for u in planned.unreadable]}, indent=2))
+                               "unreadable": [u.as_json() for u in planned.unreadable]}, indent=2))
     else:
         for p in plans:
             style = "green" if p.chain.status is ChainStatus.COMPLETE else "red"
@@ -182,10 +181,9 @@ def _run_and_report(settings: Settings, source: str, *, engine: str, at: datetim
             err.print(f"[bold]{db.database}[/]: [{style}]{db.verdict}[/]", highlight=False)
             for reason in db.reasons:
                 err.print(f"  - {reason}", highlight=False)
-        for _, kind, reason in result.run.unreadable:
-            style = "red" if kind == "corrupt" else "yellow"
-            err.print(f"[{style}]{'corrupt backup file' if kind == 'corrupt' else 'not read'}:[/] {reason}",
-                      highlight=False)
+        for unread in result.run.unreadable:
+            style = "red" if unread.kind in BLOCKING_UNREADABLE else "yellow"
+            err.print(f"[{style}]{unread.kind}:[/] {unread.path}: {unread.reason}", highlight=False, markup=False)
         err.print(f"report: {result.html_path}\n        {result.json_path}", highlight=False)
     raise typer.Exit(exit_code(result.run.verdict))
 

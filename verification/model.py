@@ -108,6 +108,11 @@ class Chain:
     problems: list[Problem] = field(default_factory=list)
     rules: list[RuleCheck] = field(default_factory=list)
     wal: WalRange | None = None
+    # What is wrong with this database's backups without stopping the planned chain from restoring:
+    # a newer backup flagged in error, incomplete or on another base, a backup file that cannot be
+    # read. The older chain is still restored (it proves what can be recovered), but the database
+    # cannot pass while its newest backups are known bad: that would hide the lost recovery point.
+    defects: list[Problem] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -129,6 +134,36 @@ class BackupHistory:
     @property
     def newest(self) -> SecuredPoint | None:
         return max(self.points, key=lambda p: p.at) if self.points else None
+
+
+class UnreadableKind(StrEnum):
+    # Starts like a backup (or sits where backups are) but is damaged or truncated: the run fails.
+    CORRUPT = "corrupt"
+    # Natively compressed SQL Server backups: read only by RESTORE HEADERONLY in a server. Unread,
+    # so the run cannot pass.
+    NEEDS_SERVER = "needs-server"
+    # Not a backup at all (a README, a checksum list): named with its first bytes, no effect.
+    NOT_A_BACKUP = "not-a-backup"
+    # Matched an exclude pattern of the configuration: named, no effect.
+    EXCLUDED = "excluded"
+
+
+# Kinds that keep a run from passing: a backup file that went unread or is damaged.
+BLOCKING_UNREADABLE = (UnreadableKind.CORRUPT, UnreadableKind.NEEDS_SERVER)
+
+
+@dataclass(frozen=True)
+class UnreadableFile:
+    """A file of the source that was not read as a backup; never silently skipped."""
+
+    path: str
+    kind: UnreadableKind
+    reason: str
+    # The database it belongs to, when its identity could still be read (e.g. from a trailer copy).
+    database: str | None = None
+
+    def as_json(self) -> dict[str, str | None]:
+        return {"path": self.path, "kind": str(self.kind), "reason": self.reason, "database": self.database}
 
 
 @dataclass
@@ -223,9 +258,8 @@ class RunResult:
     target_kind: str | None = None
     databases: list[DatabaseResult] = field(default_factory=list)
     host: dict[str, Any] = field(default_factory=dict)
-    # Files that look like backups but could not be read: (path, kind, reason); kind "corrupt"
-    # (a damaged backup: the run fails) or "needs-server" (readable only inside a target).
-    unreadable: list[tuple[str, str, str]] = field(default_factory=list)
+    # Every file of the source that was not read as a backup, with what it is and why.
+    unreadable: list[UnreadableFile] = field(default_factory=list)
 
     @property
     def verdict(self) -> Verdict:
@@ -234,15 +268,17 @@ class RunResult:
         `failed` (a backup is not restorable) outranks `error` (restoreproof could not finish one):
         a proven bad backup must not hide behind an infrastructure problem elsewhere in the run.
         """
-        return overall_verdict([d.verdict for d in self.databases],
-                               any(kind == "corrupt" for _, kind, _ in self.unreadable))
+        return overall_verdict([d.verdict for d in self.databases], [str(u.kind) for u in self.unreadable])
 
 
-def overall_verdict(verdicts: list[str], corrupt_files: bool, unverified: bool = False) -> Verdict:
-    """A run's verdict from its databases': failed, else error (also when empty, or when a database
-    that was due was never verified), else passed."""
-    if Verdict.FAILED in verdicts or corrupt_files:
+def overall_verdict(verdicts: list[str], unreadable_kinds: list[str], unverified: bool = False) -> Verdict:
+    """A run's verdict from its databases' and its unread files': failed (any database failed, or
+    any backup file is corrupt), else error (no database at all, a database that was due was never
+    verified, or a backup file went unread), else passed."""
+    if Verdict.FAILED in verdicts or UnreadableKind.CORRUPT in unreadable_kinds:
         return Verdict.FAILED
-    if not verdicts or Verdict.ERROR in verdicts or unverified:
+    if not verdicts or Verdict.ERROR in verdicts or unverified or UnreadableKind.NEEDS_SERVER in unreadable_kinds:
         return Verdict.ERROR
+    if any(kind not in set(UnreadableKind) for kind in unreadable_kinds):
+        return Verdict.ERROR  # a kind this version does not know is not a pass
     return Verdict.PASSED

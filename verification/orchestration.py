@@ -74,8 +74,7 @@ def discover(settings: Settings, params: NightlyParams, run_id: str, started: da
         last = store.last_verified()
         store.start_run(RunResult(run_id=run_id, engine=engine.name, source=source.describe(), started_at=started,
                                   target_kind=params.target, host={**host_facts(), "due": names, "unreadable": [
-                                      {"path": u.path, "kind": u.kind, "reason": u.reason}
-                                      for u in planned.unreadable]}))
+                                      u.as_json() for u in planned.unreadable]}))
     finally:
         store.close()
     never = datetime.min.replace(tzinfo=UTC)

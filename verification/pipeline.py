@@ -257,7 +257,7 @@ def run_verification(settings: Settings, source_path: str | Path, *, engine_name
     redact = Redactor(settings)
     run_dir = (report_dir or settings.report_dir) / run_id
     run = RunResult(run_id=run_id, engine=engine.name, source=source.describe(), started_at=started,
-                    host=host_facts(), unreadable=[(u.path, u.kind, u.reason) for u in planned.unreadable])
+                    host=host_facts(), unreadable=list(planned.unreadable))
     for unreadable in planned.unreadable:
         progress(f"{'corrupt' if unreadable.kind == 'corrupt' else 'not read'}: {unreadable.reason}")
     provider = None

@@ -1,7 +1,8 @@
 """Decide a database's verdict from everything that was proven, and say why.
 
-`passed` needs positive evidence for each of: a complete chain, a restore that came online at the
-planned point, and at least one integrity check that passed, with no required check that did
+`passed` needs positive evidence for each of: a complete chain with no known-bad backup beside it,
+a restore that came online at the planned point (proven from the server's own words, not copied
+from the plan), and at least one integrity check that passed, with no required check that did
 not. Anything missing is not a pass: there is no default verdict.
 """
 
@@ -12,24 +13,35 @@ from verification.model import ChainStatus, CheckResult, CheckStatus, RestorePla
 
 
 def decide(plan: RestorePlan, outcome: RestoreOutcome | None) -> tuple[Verdict, list[str]]:
+    verdict, reasons = _decide(plan, outcome)
+    return verdict, _said(verdict, reasons)
+
+
+def _decide(plan: RestorePlan, outcome: RestoreOutcome | None) -> tuple[Verdict, list[str]]:
     chain = plan.chain
+    # Known-bad backups lead the reasons: they are what the reader must see first.
+    defects = [f"{p.message}" for p in chain.defects]
     if chain.status is not ChainStatus.COMPLETE:
         reasons = [f"chain broken: {p.message}" for p in chain.problems] or ["chain broken (no detail)"]
         if outcome is not None:
             reasons += _check_reasons(outcome)
-        return Verdict.FAILED, reasons
+        return Verdict.FAILED, defects + reasons
     if outcome is None:
+        if defects:
+            return Verdict.FAILED, [*defects, "the restore did not run"]
         return Verdict.ERROR, ["the restore did not run"]
 
     failures = list(outcome.failures) + _check_reasons(outcome, CheckStatus.FAILED)
     errors = list(outcome.errors) + _check_reasons(outcome, CheckStatus.ERROR)
     notes = _optional_notes(outcome)
-    if failures:
-        return Verdict.FAILED, failures + errors + notes
+    if failures or defects:
+        return Verdict.FAILED, defects + failures + errors + notes
     if errors:
         return Verdict.ERROR, errors + notes
     if not outcome.online:
         return Verdict.ERROR, ["the restored server never came online, and no step said why"]
+    if not outcome.proofs:
+        return Verdict.ERROR, ["nothing the server said proves the restore reached the planned point"]
     required = [c for c in outcome.checks if c.required]
     passed = [c for c in required if c.status is CheckStatus.PASSED]
     if not passed:
@@ -45,9 +57,17 @@ def decide(plan: RestorePlan, outcome: RestoreOutcome | None) -> tuple[Verdict, 
     point = plan.stop_at.isoformat() if plan.stop_at else "latest"
     achieved = outcome.achieved.isoformat() if outcome.achieved else "no transaction time reported"
     reasons.append(f"restored to {point} and online (last transaction: {achieved})")
+    reasons += outcome.proofs
     reasons += [f"{c.name}: {c.summary}" for c in outcome.checks if c.status is CheckStatus.PASSED]
     reasons += [f"{c.name} skipped: {c.summary}" for c in outcome.checks if c.status is CheckStatus.SKIPPED]
     return Verdict.PASSED, reasons + notes
+
+
+def _said(verdict: Verdict, reasons: list[str]) -> list[str]:
+    """Every verdict carries reasons, none of them blank: a step that failed without saying why is a
+    restoreproof bug, and is said as one rather than shown as nothing."""
+    said = [r if r.strip() else "(a step gave no reason: a restoreproof bug, please report it)" for r in reasons]
+    return said or [f"(verdict {verdict} without a reason: a restoreproof bug, please report it)"]
 
 
 def _describe(check: CheckResult) -> str:

@@ -7,7 +7,7 @@ import jsonschema
 import pytest
 
 from tests.unit.factories import T0, broken_plan, complete_plan, online_outcome, passed_check
-from verification.model import DatabaseResult, RestorePoint, RunResult
+from verification.model import DatabaseResult, RestorePoint, RunResult, UnreadableFile, UnreadableKind
 from verification.reports import write_reports
 from verification.reports.json_report import build_report, validate_report
 from verification.results import ResultStore
@@ -82,9 +82,10 @@ def test_a_corrupt_backup_file_fails_the_run_and_is_listed(tmp_path):
     run = make_run()
     run.databases = run.databases[:1]  # only the passing database
     assert run.verdict == "passed"
-    run.unreadable = [("logs/x.trn", "needs-server", "x.trn: natively compressed backup")]
-    assert run.verdict == "passed"  # a file to read in a target is not a bad backup
-    run.unreadable.append(("logs/y.trn", "corrupt", "logs/y.trn: end of backup set at offset 0x3e00: expected ..."))
+    run.unreadable = [UnreadableFile("logs/x.trn", UnreadableKind.NEEDS_SERVER, "x.trn: natively compressed backup")]
+    assert run.verdict == "error"  # a backup file that went unread: not a pass, not (yet) a bad backup
+    run.unreadable.append(UnreadableFile("logs/y.trn", UnreadableKind.CORRUPT,
+                                         "logs/y.trn: end of backup set at offset 0x3e00: expected ..."))
     report = build_report(run)
     validate_report(report)
     assert report["verdict"] == "failed"

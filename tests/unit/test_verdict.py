@@ -87,3 +87,53 @@ def test_run_verdict_failed_outranks_error_and_empty_is_error():
     for verdict in (Verdict.ERROR, Verdict.FAILED, Verdict.PASSED):
         run.databases.append(type("D", (), {"verdict": verdict})())  # only .verdict is read
     assert run.verdict is Verdict.FAILED and exit_code(run.verdict) == 1
+
+
+def test_online_with_passing_checks_but_no_proof_of_the_point_reached_is_not_a_pass():
+    outcome = online_outcome(passed_check())
+    outcome.proofs = []
+    verdict, reasons = decide(complete_plan(), outcome)
+    assert verdict is Verdict.ERROR
+    assert reasons == ["nothing the server said proves the restore reached the planned point"]
+
+
+def test_a_passed_verdict_quotes_the_servers_proof():
+    verdict, reasons = decide(complete_plan(), online_outcome(passed_check()))
+    assert verdict is Verdict.PASSED
+    assert "redo done at 0/3000088, in 000000010000000000000003, the last planned segment" in reasons
+
+
+def test_a_known_bad_newer_backup_fails_even_when_the_older_chain_restores_perfectly():
+    from verification.model import Problem
+
+    plan = complete_plan()
+    plan.chain.defects.append(Problem("newest-backup-error", "newest backup 20261123-010000F is flagged in error",
+                                      ("backup/demo1/20261123-010000F",)))
+    verdict, reasons = decide(plan, online_outcome(passed_check()))
+    assert verdict is Verdict.FAILED
+    assert reasons[0] == "newest backup 20261123-010000F is flagged in error"
+    # The defect is named first, then what the older chain did prove is still not hidden.
+    assert decide(plan, None) == (Verdict.FAILED, ["newest backup 20261123-010000F is flagged in error",
+                                                   "the restore did not run"])
+    broken = broken_plan()
+    broken.chain.defects = plan.chain.defects
+    assert decide(broken, None)[1] == ["newest backup 20261123-010000F is flagged in error",
+                                       "chain broken: missing 000000010000000000000003"]
+
+
+def test_a_blank_reason_is_named_as_a_bug_never_shown_as_nothing():
+    verdict, reasons = decide(complete_plan(), RestoreOutcome(errors=["  "]))
+    assert verdict is Verdict.ERROR
+    assert reasons == ["(a step gave no reason: a restoreproof bug, please report it)"]
+
+
+def test_run_verdict_counts_unread_and_corrupt_files():
+    from verification.model import UnreadableKind, overall_verdict
+
+    assert overall_verdict(["passed"], []) is Verdict.PASSED
+    assert overall_verdict(["passed"], ["not-a-backup", "excluded"]) is Verdict.PASSED
+    assert overall_verdict(["passed"], [UnreadableKind.NEEDS_SERVER]) is Verdict.ERROR
+    assert overall_verdict(["passed"], ["corrupt"]) is Verdict.FAILED
+    assert overall_verdict(["passed"], ["something-new"]) is Verdict.ERROR
+    assert overall_verdict([], []) is Verdict.ERROR
+    assert overall_verdict(["passed"], [], unverified=True) is Verdict.ERROR

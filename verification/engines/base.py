@@ -7,7 +7,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
-from verification.model import CheckResult, PhaseTiming, RestorePlan
+from verification.model import CheckResult, PhaseTiming, RestorePlan, UnreadableFile, UnreadableKind
 from verification.restore_points import PointChoice
 from verification.sources.base import Source
 from verification.targets.base import Target
@@ -25,15 +25,12 @@ class RestoreOutcome:
     errors: list[str] = field(default_factory=list)
     # The server came online with the restored data.
     online: bool = False
+    # What the server's own words proved about the restore (the end of redo, the segments replayed,
+    # the stop point it reported), quoted in a "passed" verdict's reasons.
+    proofs: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class UnreadableFile:
-    """A file that looks like a backup but could not be read offline; never silently skipped."""
-
-    path: str
-    kind: str  # "needs-server" (read by RESTORE HEADERONLY in a target) or "corrupt"
-    reason: str
+__all__ = ["Engine", "Evidence", "RestoreOutcome", "SourcePlan", "UnreadableFile"]
 
 
 @dataclass
@@ -43,7 +40,7 @@ class SourcePlan:
 
     @property
     def corrupt(self) -> list[UnreadableFile]:
-        return [u for u in self.unreadable if u.kind == "corrupt"]
+        return [u for u in self.unreadable if u.kind is UnreadableKind.CORRUPT]
 
 
 class Evidence:

@@ -7,9 +7,9 @@ from datetime import datetime
 from importlib import resources
 from typing import Any
 
-from verification.model import BackupSet, Chain, CheckResult, DatabaseResult, PhaseTiming, RunResult, overall_verdict
+from verification.model import BackupSet, Chain, CheckResult, DatabaseResult, PhaseTiming, Problem, RunResult, overall_verdict
 
-SCHEMA_VERSION = "1.3"
+SCHEMA_VERSION = "1.4"
 
 
 def _time(value: datetime | None) -> str | None:
@@ -39,6 +39,11 @@ def check_json(check: CheckResult) -> dict[str, Any]:
             "findings": check.findings, "details": check.details, "evidence": check.evidence}
 
 
+def problem_json(problem: Problem) -> dict[str, Any]:
+    return {"code": problem.code, "message": problem.message, "files": list(problem.files),
+            "expected_lsn": problem.expected_lsn, "found_lsn": problem.found_lsn}
+
+
 def chain_json(chain: Chain) -> dict[str, Any]:
     return {
         "status": str(chain.status),
@@ -46,9 +51,9 @@ def chain_json(chain: Chain) -> dict[str, Any]:
         "wal": None if chain.wal is None else {
             "timeline": chain.wal.timeline, "first": chain.wal.first, "last": chain.wal.last,
             "segments": chain.wal.segments, "bound": chain.wal.bound},
-        "problems": [{"code": p.code, "message": p.message, "files": list(p.files),
-                      "expected_lsn": p.expected_lsn, "found_lsn": p.found_lsn} for p in chain.problems],
+        "problems": [problem_json(p) for p in chain.problems],
         "rules": [{"rule": r.rule, "passed": r.passed, "detail": r.detail} for r in chain.rules],
+        "defects": [problem_json(p) for p in chain.defects],
     }
 
 
@@ -71,12 +76,12 @@ def database_json(result: DatabaseResult) -> dict[str, Any]:
 
 def report_envelope(*, run_id: str, engine: str, source: str, target_kind: str | None, started_at: datetime | None,
                     finished_at: datetime | None, host: dict[str, Any], databases: list[dict[str, Any]],
-                    unreadable: list[dict[str, str]], not_verified: list[dict[str, str]] | None = None
+                    unreadable: list[dict[str, str | None]], not_verified: list[dict[str, str]] | None = None
                     ) -> dict[str, Any]:
     """The run-level report around the databases' entries."""
     verdicts = [d["verdict"] for d in databases]
     not_verified = not_verified or []
-    verdict = str(overall_verdict(verdicts, any(u["kind"] == "corrupt" for u in unreadable), bool(not_verified)))
+    verdict = str(overall_verdict(verdicts, [str(u["kind"]) for u in unreadable], bool(not_verified)))
     return {
         "schema_version": SCHEMA_VERSION,
         "run_id": run_id,
@@ -101,7 +106,7 @@ def build_report(run: RunResult, entries: list[dict[str, Any]] | None = None) ->
         run_id=run.run_id, engine=run.engine, source=run.source, target_kind=run.target_kind,
         started_at=run.started_at, finished_at=run.finished_at, host=run.host,
         databases=entries if entries is not None else [database_json(d) for d in run.databases],
-        unreadable=[{"path": path, "kind": kind, "reason": reason} for path, kind, reason in run.unreadable])
+        unreadable=[u.as_json() for u in run.unreadable])
 
 
 def report_schema() -> dict[str, Any]:

@@ -33,7 +33,7 @@ from verification.engines.mssql.outputs import (
     parse_sql_errors,
 )
 from verification.errors import TargetError
-from verification.model import BackupSet, CheckResult, CheckStatus, PhaseStatus, PhaseTiming, RestorePlan
+from verification.model import UnreadableKind, BackupSet, CheckResult, CheckStatus, PhaseStatus, PhaseTiming, RestorePlan
 from verification.restore_points import PointChoice, choose
 from verification.sources.base import Source
 from verification.targets.base import ExecResult, Target
@@ -91,7 +91,7 @@ class MssqlEngine:
             if rule is not None:
                 result.chain.rules.insert(0, rule)
             plans.append(result)
-        unreadable = [UnreadableFile(u.path, u.kind, u.reason) for u in catalog.unreadable]
+        unreadable = [UnreadableFile(u.path, UnreadableKind(u.kind), u.reason) for u in catalog.unreadable]
         compressed = [u.path for u in catalog.unreadable if u.kind == "needs-server"]
         if compressed:
             # A compressed log cannot be read offline: it may be the one a gap is missing.
