@@ -198,6 +198,11 @@ class Settings(BaseSettings):
     results_url: str | None = None
     report_dir: Path = Path("reports")
     engine: Literal["auto", "postgres", "mssql"] = "auto"
+    # Files of the source that are deliberately not backups to verify, as glob patterns on their
+    # path relative to the source (fnmatch: `*` also crosses folders), e.g. ["archive/old/*", "*.tmp"].
+    # Only an explicit pattern keeps an unreadable file from failing the run; what matched is still
+    # listed in the report as excluded.
+    exclude: list[str] = Field(default_factory=list)
     target: Literal["auto", "docker", "local"] = "auto"
     docker: DockerSettings = DockerSettings()
     postgres: PostgresSettings = PostgresSettings()

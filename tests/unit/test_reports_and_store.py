@@ -31,7 +31,7 @@ def make_run() -> RunResult:
 def test_report_matches_schema_and_carries_the_contract_fields():
     report = build_report(make_run())
     validate_report(report)
-    assert report["schema_version"] == "1.3"
+    assert report["schema_version"] == "1.4"
     assert report["unreadable"] == [] and report["not_verified"] == []
     assert report["verdict"] == "failed" and report["summary"] == {"passed": 1, "failed": 1, "error": 0}
     first, second = report["databases"]

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
+from fnmatch import fnmatchcase
 from typing import Protocol
+
+
+def excluded(path: str, patterns: Sequence[str]) -> str | None:
+    """The first configured pattern that matches a source-relative path, or None."""
+    return next((pattern for pattern in patterns if fnmatchcase(path, pattern)), None)
 
 
 class Source(Protocol):
