@@ -67,3 +67,15 @@ def mssql_copy(mssql_corpus: Path, tmp_path: Path):  # type: ignore[no-untyped-d
         return root
 
     return copy
+
+
+@pytest.fixture(scope="session")
+def demo(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """The sample pgBackRest repository (two real clusters), made once per session for the
+    integration and fault tests."""
+    from tests.integration.conftest import leftovers
+    from verification.demo.source import make_demo
+
+    result = make_demo(tmp_path_factory.mktemp("demo"), scale=1, clusters=2)
+    assert leftovers(result.run_id) == [], "making the demo left containers behind"
+    return result

@@ -1,7 +1,8 @@
 """The `restoreproof` command.
 
-Exit codes: 0 every database passed (plan: every chain complete); 1 any failed (plan: any chain
-broken); 2 usage error, or restoreproof itself could not run.
+Exit codes: 0 every database passed (plan: every chain complete, every file read); 1 any failed
+(plan: a chain broken, a known-bad backup, a corrupt file); 2 usage error, or restoreproof could not
+finish (a backup file went unread, no database found, a restore could not run).
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from verification.config import Settings, load_settings
 from verification.errors import RestoreproofError
-from verification.model import BLOCKING_UNREADABLE, ChainStatus, RestorePlan, Verdict
+from verification.model import BLOCKING_UNREADABLE, ChainStatus, RestorePlan, Verdict, overall_verdict
 from verification.reports.json_report import chain_json
 from verification.restore_points import PointChoice, PointStrategy
 
@@ -54,6 +56,8 @@ SeedOpt = Annotated[int | None, typer.Option(help="Seed for --point older-full/r
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON on stdout; no progress output.")]
 TargetOpt = Annotated[TargetChoice, typer.Option(help="Where to restore.")]
 ReportDirOpt = Annotated[Path | None, typer.Option(help="Reports go to DIR/<run id>/. Default ./reports.")]
+DatabaseOpt = Annotated[list[str] | None, typer.Option(
+    "--database", "-d", help="Only this database (a stanza for PostgreSQL); repeat for several. Default: all.")]
 
 
 def exit_code(verdict: Verdict) -> int:
@@ -131,9 +135,9 @@ def plan(
     except RestoreproofError as exc:
         fail(str(exc))
     plans = planned.plans
-    for unreadable in planned.unreadable:
-        label = "error" if unreadable.kind == "corrupt" else "warning"
-        err.print(f"[{'red' if label == 'error' else 'yellow'}]{label}:[/] {unreadable.reason}", highlight=False)
+    for unread in planned.unreadable:
+        style = "red" if unread.kind in BLOCKING_UNREADABLE else "yellow"
+        err.print(f"[{style}]{unread.kind}:[/] {escape(unread.describe())}", highlight=False)
     if as_json:
         typer.echo(json.dumps({"source": source, "engine": chosen.name,
                                "databases": [plan_json(p) for p in plans],
@@ -151,20 +155,27 @@ def plan(
                           highlight=False)
             for problem in p.chain.problems:
                 err.print(f"  [red]{problem.code}[/]: {problem.message}", highlight=False)
-    if planned.corrupt:
-        raise typer.Exit(2)
-    raise typer.Exit(0 if all(p.chain.status is ChainStatus.COMPLETE for p in plans) else 1)
+    # The same rule as a run's verdict, before anything is restored: a broken chain, a known-bad
+    # backup or a corrupt file is "failed" (1); a backup file that could not be read, or no
+    # database at all, is "could not finish" (2).
+    raise typer.Exit(plan_exit_code(plans, [str(u.kind) for u in planned.unreadable]))
+
+
+def plan_exit_code(plans: list[RestorePlan], unreadable_kinds: list[str]) -> int:
+    chains = [Verdict.FAILED if p.chain.status is not ChainStatus.COMPLETE or p.chain.defects else Verdict.PASSED
+              for p in plans]
+    return exit_code(overall_verdict([str(v) for v in chains], unreadable_kinds))
 
 
 def _run_and_report(settings: Settings, source: str, *, engine: str, at: datetime | None, target: str,
                     report_dir: Path | None, as_json: bool, progress: Any = None,
-                    point: PointChoice | None = None) -> NoReturn:
+                    point: PointChoice | None = None, databases: list[str] | None = None) -> NoReturn:
     from verification.pipeline import run_verification
 
     progress = progress or _progress(not as_json)
     try:
         result = run_verification(settings, source, engine_name=engine, at=at, target_kind=target,
-                                  report_dir=report_dir, progress=progress, point=point)
+                                  report_dir=report_dir, progress=progress, point=point, databases=databases)
     except RestoreproofError as exc:
         fail(str(exc))
     except KeyboardInterrupt:
@@ -183,7 +194,7 @@ def _run_and_report(settings: Settings, source: str, *, engine: str, at: datetim
                 err.print(f"  - {reason}", highlight=False)
         for unread in result.run.unreadable:
             style = "red" if unread.kind in BLOCKING_UNREADABLE else "yellow"
-            err.print(f"[{style}]{unread.kind}:[/] {unread.path}: {unread.reason}", highlight=False, markup=False)
+            err.print(f"[{style}]{unread.kind}:[/] {escape(unread.describe())}", highlight=False)
         err.print(f"report: {result.html_path}\n        {result.json_path}", highlight=False)
     raise typer.Exit(exit_code(result.run.verdict))
 
@@ -199,11 +210,12 @@ def verify(
     report_dir: ReportDirOpt = None,
     as_json: JsonOpt = False,
     config: ConfigOpt = None,
+    database: DatabaseOpt = None,
 ) -> None:
     """Restore every database's chain in a disposable target, check it, and report."""
     settings = settings_from(config)
     _run_and_report(settings, source, engine=engine.value, at=parse_at(at), target=target.value,
-                    report_dir=report_dir, as_json=as_json, point=PointChoice(point, seed))
+                    report_dir=report_dir, as_json=as_json, point=PointChoice(point, seed), databases=database)
 
 
 @app.command()

@@ -162,6 +162,10 @@ class UnreadableFile:
     # The database it belongs to, when its identity could still be read (e.g. from a trailer copy).
     database: str | None = None
 
+    def describe(self) -> str:
+        """'path: reason', without the path twice when the reason already starts with it."""
+        return self.reason if self.reason.startswith(self.path) else f"{self.path}: {self.reason}"
+
     def as_json(self) -> dict[str, str | None]:
         return {"path": self.path, "kind": str(self.kind), "reason": self.reason, "database": self.database}
 

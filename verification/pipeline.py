@@ -22,7 +22,16 @@ from verification import __version__
 from verification.config import Settings
 from verification.engines.base import Engine, Evidence, RestoreOutcome, SourcePlan
 from verification.errors import RestoreproofError, SourceError, TargetError
-from verification.model import ChainStatus, DatabaseResult, RestorePlan, RestorePoint, RunResult, Verdict
+from verification.model import (
+    ChainStatus,
+    CheckResult,
+    CheckStatus,
+    DatabaseResult,
+    RestorePlan,
+    RestorePoint,
+    RunResult,
+    Verdict,
+)
 from verification.prediction.context import PredictionContext
 from verification.prediction.phase_model import Prediction
 from verification.reports import build_report, write_reports
@@ -213,11 +222,18 @@ def verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider 
                 progress(f"{plan.database}: removing the target")
                 try:
                     target.close()
-                except TargetError as exc:
+                except Exception as exc:  # whatever stopped the removal, the next database is still verified
+                    message = f"the target was not removed ({type(exc).__name__}: {exc}); `restoreproof reap` " \
+                              "removes what is left"
+                    progress(f"{plan.database}: {message}")
                     if outcome is not None:
-                        outcome.errors.append(str(exc))
-    if outcome is not None and source is not None and plan.files and (
-            context is None or context.settings.evidence.hash_backups):
+                        outcome.errors.append(message)
+    hashing = context is None or context.settings.evidence.hash_backups
+    if outcome is not None and not hashing:
+        outcome.checks.append(CheckResult("backup_hashes", CheckStatus.SKIPPED,
+                                          "not run: disabled by the setting evidence.hash_backups: false",
+                                          details={"disabled_by": "evidence.hash_backups"}, required=False))
+    if outcome is not None and source is not None and plan.files and hashing:
         # After the target is gone, and never in place of the verdict: a backup rewritten or
         # expired while it was hashed makes incomplete evidence, said as such, not a failed restore.
         progress(f"{plan.database}: hashing the {len(plan.files)} backup files read")
@@ -252,14 +268,21 @@ def run_verification(settings: Settings, source_path: str | Path, *, engine_name
     progress(f"run {run_id}: reading {source_path}")
     engine, source, planned = plan_source(settings, source_path, engine_name or settings.engine, at, point)
     plans = planned.plans
+    unreadable = list(planned.unreadable)
     if databases:
+        unknown = sorted(set(databases) - {p.database for p in plans})
+        if unknown:
+            raise SourceError(f"{source.describe()} has no database {', '.join(unknown)} "
+                              f"(it has: {', '.join(p.database for p in plans) or 'none'})")
         plans = [p for p in plans if p.database in databases]
+        # Files of databases not asked for are theirs to answer for; unattributed files stay.
+        unreadable = [u for u in unreadable if u.database is None or u.database in databases]
     redact = Redactor(settings)
     run_dir = (report_dir or settings.report_dir) / run_id
     run = RunResult(run_id=run_id, engine=engine.name, source=source.describe(), started_at=started,
-                    host=host_facts(), unreadable=list(planned.unreadable))
-    for unreadable in planned.unreadable:
-        progress(f"{'corrupt' if unreadable.kind == 'corrupt' else 'not read'}: {unreadable.reason}")
+                    host=host_facts(), unreadable=unreadable)
+    for unread in unreadable:
+        progress(f"{unread.kind}: {unread.describe()}")
     provider = None
     if any(p.chain.status is ChainStatus.COMPLETE for p in plans):
         provider = make_provider(settings, target_kind or settings.target, engine.name, plans)

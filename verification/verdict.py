@@ -35,7 +35,8 @@ def _decide(plan: RestorePlan, outcome: RestoreOutcome | None) -> tuple[Verdict,
     errors = list(outcome.errors) + _check_reasons(outcome, CheckStatus.ERROR)
     notes = _optional_notes(outcome)
     if failures or defects:
-        return Verdict.FAILED, defects + failures + errors + notes
+        proven = [] if failures or errors else outcome.proofs + _passed(outcome)
+        return Verdict.FAILED, defects + failures + errors + proven + notes
     if errors:
         return Verdict.ERROR, errors + notes
     if not outcome.online:
@@ -57,10 +58,14 @@ def _decide(plan: RestorePlan, outcome: RestoreOutcome | None) -> tuple[Verdict,
     point = plan.stop_at.isoformat() if plan.stop_at else "latest"
     achieved = outcome.achieved.isoformat() if outcome.achieved else "no transaction time reported"
     reasons.append(f"restored to {point} and online (last transaction: {achieved})")
-    reasons += outcome.proofs
-    reasons += [f"{c.name}: {c.summary}" for c in outcome.checks if c.status is CheckStatus.PASSED]
-    reasons += [f"{c.name} skipped: {c.summary}" for c in outcome.checks if c.status is CheckStatus.SKIPPED]
+    reasons += outcome.proofs + _passed(outcome)
     return Verdict.PASSED, reasons + notes
+
+
+def _passed(outcome: RestoreOutcome) -> list[str]:
+    """The checks that passed, and the ones skipped with why (a setting, a cluster without checksums)."""
+    return ([f"{c.name}: {c.summary}" for c in outcome.checks if c.status is CheckStatus.PASSED]
+            + [f"{c.name} skipped: {c.summary}" for c in outcome.checks if c.status is CheckStatus.SKIPPED])
 
 
 def _said(verdict: Verdict, reasons: list[str]) -> list[str]:

@@ -33,15 +33,6 @@ def _require_docker() -> None:
         pytest.skip("no Docker engine reachable: integration tests need one (make test installs the images)")
 
 
-@pytest.fixture(scope="session")
-def demo(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    from verification.demo.source import make_demo
-
-    result = make_demo(tmp_path_factory.mktemp("demo"), scale=1, clusters=2)
-    assert leftovers(result.run_id) == [], "making the demo left containers behind"
-    return result
-
-
 @pytest.fixture
 def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))

@@ -145,3 +145,50 @@ def test_a_failing_prediction_costs_the_prediction_not_the_verdict(tmp_path):
     assert result.prediction is None
     assert "no space left on device" in (tmp_path / "demo1" / "prediction-error.txt").read_text()
     assert provider.targets[0].closed == 1
+
+
+class UnremovableTarget(MemoryTarget):
+    """A target whose removal fails the way an unreachable Docker engine fails: not a TargetError."""
+
+    def close(self) -> None:
+        self.closed += 1
+        raise ConnectionError("('Connection aborted.', FileNotFoundError(2, 'No such file or directory'))")
+
+
+class UnremovableProvider(MemoryProvider):
+    def provision(self, run_id: str, database: str, repo_host_path: str) -> MemoryTarget:
+        self.targets.append(UnremovableTarget() if not self.targets else MemoryTarget())
+        return self.targets[-1]
+
+
+def test_any_exception_while_removing_a_target_is_recorded_and_the_next_database_is_still_verified(tmp_path):
+    provider = UnremovableProvider()
+    first = verify_database(OnlineEngine(AssertionError()), complete_plan(), provider, "run", "/repo",
+                            Evidence(tmp_path / "a"))
+    assert first.verdict is Verdict.ERROR
+    assert first.reasons == ["the target was not removed (ConnectionError: ('Connection aborted.', "
+                             "FileNotFoundError(2, 'No such file or directory'))); `restoreproof reap` removes "
+                             "what is left"]
+    second = verify_database(OnlineEngine(AssertionError()), complete_plan(), provider, "run", "/repo",
+                             Evidence(tmp_path / "b"))
+    assert second.verdict is Verdict.PASSED, second.reasons
+    assert [t.closed for t in provider.targets] == [1, 1]
+
+
+def test_a_check_disabled_by_configuration_is_shown_as_skipped_with_its_setting(tmp_path):
+    from verification.config import Settings
+
+    settings = Settings()
+    settings.evidence.hash_backups = False
+
+    class Context:
+        def __init__(self) -> None:
+            self.settings = settings
+
+        def predict(self, *args: Any) -> Any:
+            return None
+
+    result = verify_database(OnlineEngine(AssertionError()), complete_plan(), MemoryProvider(), "run", "/repo",
+                             Evidence(tmp_path / "a"), context=Context())  # type: ignore[arg-type]
+    assert result.verdict is Verdict.PASSED
+    assert "backup_hashes skipped: not run: disabled by the setting evidence.hash_backups: false" in result.reasons

@@ -7,7 +7,16 @@ from datetime import datetime
 from importlib import resources
 from typing import Any
 
-from verification.model import BackupSet, Chain, CheckResult, DatabaseResult, PhaseTiming, Problem, RunResult, overall_verdict
+from verification.model import (
+    BackupSet,
+    Chain,
+    CheckResult,
+    DatabaseResult,
+    PhaseTiming,
+    Problem,
+    RunResult,
+    overall_verdict,
+)
 
 SCHEMA_VERSION = "1.4"
 

@@ -33,7 +33,15 @@ from verification.engines.mssql.outputs import (
     parse_sql_errors,
 )
 from verification.errors import TargetError
-from verification.model import UnreadableKind, BackupSet, CheckResult, CheckStatus, PhaseStatus, PhaseTiming, RestorePlan
+from verification.model import (
+    BackupSet,
+    CheckResult,
+    CheckStatus,
+    PhaseStatus,
+    PhaseTiming,
+    RestorePlan,
+    UnreadableKind,
+)
 from verification.restore_points import PointChoice, choose
 from verification.sources.base import Source
 from verification.targets.base import ExecResult, Target

@@ -51,8 +51,30 @@ def plan(source: Source, stanza: Stanza, at: datetime | None, segment_size: int)
 
     backups = _chain_backups(source, stanza, target, rules, problems)
     wal = _check_wal(stanza, target, at, segment_size, rules, problems)
+    defects = _newer_in_error(stanza, target, at, rules)
     status = ChainStatus.COMPLETE if not problems else ChainStatus.BROKEN
-    return RestorePlan("postgres", stanza.name, Chain(status, backups, problems, rules, wal), at, target)
+    return RestorePlan("postgres", stanza.name, Chain(status, backups, problems, rules, wal, defects), at, target)
+
+
+def _newer_in_error(stanza: Stanza, target: BackupSet, at: datetime | None, rules: list[RuleCheck]) -> list[Problem]:
+    """Backups newer than the chosen one (and before the target time) that pgBackRest flagged in error.
+
+    The plan restores the newest usable backup instead, which still proves something, but the
+    recovery point the newest backup was meant to secure is lost: said first, never passed over.
+    """
+    newer = [b for b in stanza.backups if b.error and (b.finish, b.label) > (target.finish, target.label)
+             and (at is None or b.finish <= at)]
+    defects = [Problem(
+        code="newer-backup-error",
+        message=f"{b.type} backup {b.label} (finished {b.finish.isoformat()}) is flagged in error by pgBackRest "
+                f"(backup-error in {stanza.info_file}): the restore falls back to {target.type} backup {target.label}, "
+                f"finished {target.finish.isoformat()}",
+        files=(f"backup/{stanza.name}/{b.label}",)) for b in newer]
+    rules.append(RuleCheck(
+        "newest-backup-usable", not defects,
+        "no newer backup is flagged in error" if not defects
+        else "newer backup(s) flagged in error: " + ", ".join(b.label for b in newer)))
+    return defects
 
 
 def _chain_backups(

@@ -19,20 +19,41 @@ import time
 from datetime import datetime, timedelta
 
 from verification.config import Settings
-from verification.engines.base import Evidence, RestoreOutcome, SourcePlan
+from verification.engines.base import Evidence, RestoreOutcome, SourcePlan, UnreadableFile
 from verification.engines.postgres import chain as chain_rules
 from verification.engines.postgres.footprint import backup_history, chain_files
 from verification.engines.postgres.integrity import parse_pg_amcheck, parse_pg_checksums, parse_pgbackrest_verify
-from verification.engines.postgres.repository import discover, find_stanzas
+from verification.engines.postgres.recovery_proof import prove_recovery
+from verification.engines.postgres.repository import (
+    RepositoryFileError,
+    Stanza,
+    find_stanzas,
+    read_stanza,
+    stanza_names,
+    unrecognised_files,
+)
 from verification.engines.postgres.serverlog import RecoveryLog, parse_server_log
 from verification.errors import SourceError
-from verification.model import CheckResult, CheckStatus, PhaseStatus, PhaseTiming, RestorePlan
+from verification.model import (
+    Chain,
+    ChainStatus,
+    CheckResult,
+    CheckStatus,
+    PhaseStatus,
+    PhaseTiming,
+    Problem,
+    RestorePlan,
+    RuleCheck,
+    UnreadableKind,
+)
 from verification.restore_points import PointChoice, choose
-from verification.sources.base import Source
+from verification.sources.base import Source, excluded
 from verification.targets.base import ExecResult, Target
 
 # pgBackRest error codes that mean the repository's content is bad (format, checksum, missing file).
 DATA_ERROR_CODES = {"029", "039", "040", "041", "044", "045", "046", "055", "075"}
+# What pg_ctl -w -t N prints when its own wait ran out (the server may still be recovering).
+PG_CTL_TIMEOUT = "server did not start in time"
 PGBACKREST_ERROR_RE = re.compile(r"ERROR: \[(?P<code>\d{3})\]: (?P<message>.*)")
 
 # Polls until recovery has ended; exits 3 if the server died, 124 on timeout (via `timeout`).
@@ -58,6 +79,20 @@ def seconds_between(start: datetime | None, end: datetime | None) -> float | Non
     return max(0.0, (end - start) / timedelta(seconds=1))
 
 
+def disabled_check(name: str, setting: str) -> CheckResult:
+    """A check the configuration turned off: shown as skipped, naming the setting, never left out."""
+    return CheckResult(name, CheckStatus.SKIPPED, f"not run: disabled by the setting {setting}: false",
+                       details={"disabled_by": setting}, required=False)
+
+
+def unreadable_stanza(name: str, exc: RepositoryFileError) -> RestorePlan:
+    """A stanza whose repository files cannot be read: reported as a broken chain naming the file."""
+    problem = Problem(code="unreadable-repository-file", message=f"stanza {name} cannot be planned: {exc}",
+                      files=(exc.path,))
+    chain = Chain(ChainStatus.BROKEN, [], [problem], [RuleCheck("repository-readable", False, problem.message)])
+    return RestorePlan("postgres", name, chain)
+
+
 class PostgresEngine:
     name = "postgres"
 
@@ -74,18 +109,41 @@ class PostgresEngine:
             return False
 
     def plan(self, source: Source, at: datetime | None, point: PointChoice | None = None) -> SourcePlan:
-        plans = []
-        for stanza in discover(source, self.pg.wal_segment_size):
-            when, rule = at, None
-            if at is None and point is not None:
-                when, rule = choose(point, stanza.name, [b for b in stanza.backups if not b.error])
-            result = chain_rules.plan(source, stanza, when, self.pg.wal_segment_size)
-            if rule is not None:
-                result.chain.rules.insert(0, rule)
-            result.files = chain_files(source, stanza, result, self.pg.wal_segment_size)
-            result.history = backup_history(source, stanza)
-            plans.append(result)
-        return SourcePlan(plans)
+        find_stanzas(source)  # says precisely why the source is not a repository at all
+        plans: list[RestorePlan] = []
+        unreadable: list[UnreadableFile] = []
+        patterns = self.settings.exclude
+        for name in stanza_names(source):
+            if pattern := excluded(f"backup/{name}/backup.info", patterns):
+                unreadable.append(UnreadableFile(f"backup/{name}", UnreadableKind.EXCLUDED,
+                                                 f"stanza {name} excluded by the pattern {pattern!r}", name))
+                continue
+            try:
+                stanza = read_stanza(source, name, self.pg.wal_segment_size)
+            except RepositoryFileError as exc:
+                # The stanza is still reported, failed, with the file that stopped it.
+                unreadable.append(UnreadableFile(exc.path, UnreadableKind.CORRUPT, str(exc), name))
+                plans.append(unreadable_stanza(name, exc))
+                continue
+            plans.append(self._plan_stanza(source, stanza, at, point))
+            for path, why in unrecognised_files(source, stanza):
+                kind = UnreadableKind.CORRUPT if path.startswith("archive/") else UnreadableKind.NOT_A_BACKUP
+                if pattern := excluded(path, patterns):
+                    kind, why = UnreadableKind.EXCLUDED, f"{why}; excluded by the pattern {pattern!r}"
+                unreadable.append(UnreadableFile(path, kind, why, name))
+        return SourcePlan(plans, unreadable)
+
+    def _plan_stanza(self, source: Source, stanza: Stanza, at: datetime | None,
+                     point: PointChoice | None) -> RestorePlan:
+        when, rule = at, None
+        if at is None and point is not None:
+            when, rule = choose(point, stanza.name, [b for b in stanza.backups if not b.error])
+        result = chain_rules.plan(source, stanza, when, self.pg.wal_segment_size)
+        if rule is not None:
+            result.chain.rules.insert(0, rule)
+        result.files = chain_files(source, stanza, result, self.pg.wal_segment_size)
+        result.history = backup_history(source, stanza)
+        return result
 
     # -- restore and checks ----------------------------------------------------------------------
 
@@ -135,6 +193,8 @@ class _Verification:
                 out.phases.append(PhaseTiming.not_reached(name, "an earlier step did not complete"))
         if self.pg.repository_verify:
             self.repository_verify()
+        else:
+            out.checks.append(disabled_check("pgbackrest_verify", "postgres.repository_verify"))
         return out
 
     # transfer ------------------------------------------------------------------------------------
@@ -231,11 +291,19 @@ class _Verification:
             self.outcome.online = True
             self._recovery_phases(log, wall)
             self._restore_point(log)
+            proof = prove_recovery(log, self.plan, self.pg.wal_segment_size)
+            self.outcome.proofs += proof.proofs
+            self.outcome.failures += proof.failures
+            self.outcome.errors += proof.errors
             return log
-        if waited is not None and waited.timed_out:
-            self.outcome.errors.append(f"the restored server did not finish recovery within {timeout:.0f} s")
+        said = [*log.early_end, *log.archive_get_errors, *log.errors]
+        if (waited is not None and waited.timed_out) or start.timed_out or PG_CTL_TIMEOUT in start.output:
+            # Our own limit ran out: nothing says the backups are at fault.
+            self.outcome.errors.append(f"the restored server did not finish starting and recovering within "
+                                       f"{timeout:.0f} s (postgres.recovery_timeout)"
+                                       + (f"; the server said: {'; '.join(said)}" if said else ""))
         else:
-            reasons = "; ".join(log.errors) or (start.output.strip()[-400:] if not start.ok else "server stopped")
+            reasons = "; ".join(said) or (start.output.strip()[-400:] if not start.ok else "server stopped")
             self.outcome.failures.append(f"the restored server did not come online: {reasons}")
         return None
 
@@ -328,7 +396,9 @@ class _Verification:
         stop = self.target.run(["pg_ctl", "stop", "-m", "fast", "-w", "-D", self.data], timeout=600)
         if not stop.ok:
             self.outcome.errors.append(f"the restored server did not stop cleanly: {stop.output.strip()[-300:]}")
-        elif self.pg.checksums_check:
+        elif not self.pg.checksums_check:
+            self.outcome.checks.append(disabled_check("pg_checksums", "postgres.checksums_check"))
+        else:
             checksums = self.target.run(["pg_checksums", "--check", "-D", self.data], timeout=self.pg.check_timeout)
             result = parse_pg_checksums(checksums.output, checksums.exit_code)
             result.evidence = self.evidence.write("pg_checksums.out", checksums.output)

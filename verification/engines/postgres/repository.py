@@ -24,6 +24,20 @@ from verification.sources.base import Source
 ARCHIVE_FILE_RE = re.compile(r"^(?P<segment>[0-9A-F]{24})-(?P<sha1>[0-9a-f]{40})(?P<ext>\.[a-z0-9]+)?$")
 ARCHIVE_ID_RE = re.compile(r"^\d+-\d+$")
 HISTORY_RE = re.compile(r"^(?P<tli>[0-9A-F]{8})\.history$")
+# Files pgBackRest keeps in the archive beside segments: backup history files (written by
+# pg_backup_stop) and partial segments pushed at a promotion.
+KNOWN_ARCHIVE_FILE_RE = re.compile(r"^[0-9A-F]{24}(\.[0-9A-F]{8}\.backup|\.partial)(-[0-9a-f]{40})?(\.[a-z0-9]+)?$")
+# What pgBackRest itself keeps in a stanza's backup/ folder beside the backups' own folders.
+BACKUP_FOLDER_FILES = {"backup.info", "backup.info.copy", "backup.history", "latest"}
+ARCHIVE_FOLDER_FILES = {"archive.info", "archive.info.copy"}
+
+
+class RepositoryFileError(SourceError):
+    """A file of the repository that cannot be read; `path` names it (relative to the source)."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 @dataclass(frozen=True)
@@ -50,6 +64,8 @@ class WalArchive:
     # Timeline -> its ancestry, oldest first, as its 0000000N.history file records it.
     histories: dict[int, list[TimelineSwitch]] = field(default_factory=dict)
     history_files: dict[int, str] = field(default_factory=dict)
+    # Files in the archive that are not segments, history or backup history files: (path, why).
+    unrecognised: list[tuple[str, str]] = field(default_factory=list)
 
     def timelines(self) -> set[int]:
         return {s.timeline for s in self.segments} | set(self.histories)
@@ -88,14 +104,15 @@ def read_info_file(source: Source, path: str) -> tuple[configparser.ConfigParser
             return parser, candidate
         except (UnicodeDecodeError, configparser.Error, ValueError) as exc:
             errors.append(f"{candidate}: {exc}")
-    raise SourceError(f"no usable pgBackRest info file at {source.describe()}/{path}: " + "; ".join(errors))
+    raise RepositoryFileError(path, f"no usable pgBackRest info file at {source.describe()}/{path}: "
+                              + "; ".join(errors))
 
 
-def _json_value(raw: str, where: str) -> Any:
+def _json_value(raw: str, where: str, path: str) -> Any:
     try:
         return json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise SourceError(f"{where}: value is not valid JSON ({exc})") from exc
+        raise RepositoryFileError(path, f"{where}: value is not valid JSON ({exc})") from exc
 
 
 def find_stanzas(source: Source) -> list[str]:
@@ -124,7 +141,8 @@ def _backup_from_info(stanza: str, label: str, data: dict[str, Any]) -> BackupSe
     try:
         kind = BackupType(data["backup-type"])
     except (KeyError, ValueError) as exc:
-        raise SourceError(f"backup {label} of stanza {stanza}: unknown backup type") from exc
+        raise RepositoryFileError(f"backup/{stanza}/backup.info",
+                                  f"backup {label} of stanza {stanza}: unknown backup type") from exc
     references = data.get("backup-reference") or []
     return BackupSet(
         database=stanza,
@@ -156,15 +174,15 @@ def _backup_from_info(stanza: str, label: str, data: dict[str, Any]) -> BackupSe
 def read_stanza(source: Source, stanza: str, segment_size: int) -> Stanza:
     parser, used = read_info_file(source, f"backup/{stanza}/backup.info")
     backups = [
-        _backup_from_info(stanza, label, _json_value(raw, f"{used} [backup:current] {label}"))
+        _backup_from_info(stanza, label, _json_value(raw, f"{used} [backup:current] {label}", used))
         for label, raw in (parser.items("backup:current") if parser.has_section("backup:current") else [])
     ]
     backups.sort(key=lambda b: (b.finish, b.label))
     if not parser.has_section("db"):
-        raise SourceError(f"{used}: no [db] section")
+        raise RepositoryFileError(used, f"{used}: no [db] section")
     db = dict(parser.items("db"))
     history = {
-        key: _json_value(raw, f"{used} [db:history] {key}")
+        key: _json_value(raw, f"{used} [db:history] {key}", used)
         for key, raw in (parser.items("db:history") if parser.has_section("db:history") else [])
     }
     archives = {
@@ -203,17 +221,25 @@ def read_archive(source: Source, stanza: str, archive_id: str, segment_size: int
     for entry in source.list_dir(base):
         if history := HISTORY_RE.match(entry):
             timeline = int(history["tli"], 16)
-            archive.history_files[timeline] = f"{base}/{entry}"
-            archive.histories[timeline] = parse_history(source.read_bytes(f"{base}/{entry}").decode(), entry)
+            path = f"{base}/{entry}"
+            archive.history_files[timeline] = path
+            try:
+                text = source.read_bytes(path).decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise RepositoryFileError(path, f"timeline history file {path} is not text ({exc})") from exc
+            archive.histories[timeline] = parse_history(text, path)
             continue
-        if len(entry) != 16:
-            continue  # not a <timeline><log> folder
+        if not (len(entry) == 16 and re.fullmatch(r"[0-9A-F]{16}", entry) and source.is_dir(f"{base}/{entry}")):
+            archive.unrecognised.append((f"{base}/{entry}", "not a timeline history file nor a WAL folder"))
+            continue
         for name in source.list_dir(f"{base}/{entry}"):
             match = ARCHIVE_FILE_RE.match(name)
-            if not match or not SEGMENT_RE.match(match.group("segment")):
-                continue  # .backup history files, .partial segments
-            segment = parse_segment(match.group("segment"), segment_size)
-            archive.segments[segment] = ArchivedSegment(segment, f"{base}/{entry}/{name}")
+            if match and SEGMENT_RE.match(match.group("segment")):
+                segment = parse_segment(match.group("segment"), segment_size)
+                archive.segments[segment] = ArchivedSegment(segment, f"{base}/{entry}/{name}")
+            elif not KNOWN_ARCHIVE_FILE_RE.match(name):
+                archive.unrecognised.append((f"{base}/{entry}/{name}", "not a WAL segment, backup history or "
+                                             "partial file name pgBackRest writes (<segment>-<sha1>[.ext])"))
     return archive
 
 
@@ -228,13 +254,35 @@ def parse_history(text: str, name: str) -> list[TimelineSwitch]:
         try:
             switches.append(TimelineSwitch(int(fields[0]), parse_lsn(fields[1])))
         except (IndexError, ValueError) as exc:
-            raise SourceError(f"timeline history file {name}: cannot read line {line!r}") from exc
+            raise RepositoryFileError(name, f"timeline history file {name}: cannot read line {line!r}") from exc
     return switches
 
 
 def manifest_present(source: Source, stanza: str, label: str) -> bool:
     folder = f"backup/{stanza}/{label}"
     return source.exists(f"{folder}/backup.manifest") or source.exists(f"{folder}/backup.manifest.copy")
+
+
+def stanza_names(source: Source) -> list[str]:
+    """Every stanza the repository has a folder for, with or without a readable backup.info: a stanza
+    whose info files are damaged or gone must still be reported, never vanish."""
+    names = {n for n in source.list_dir("backup") if source.is_dir(f"backup/{n}")}
+    names |= {n for n in source.list_dir("archive") if source.is_dir(f"archive/{n}")}
+    return sorted(names)
+
+
+def unrecognised_files(source: Source, stanza: Stanza) -> list[tuple[str, str]]:
+    """Files of the stanza that discovery did not read as part of the repository: (path, why)."""
+    found = [item for archive in stanza.archives.values() for item in archive.unrecognised]
+    labels = {b.label for b in stanza.backups}
+    for name in source.list_dir(f"backup/{stanza.name}"):
+        if name not in BACKUP_FOLDER_FILES and name not in labels:
+            found.append((f"backup/{stanza.name}/{name}",
+                          "not a backup that backup.info lists (an aborted or expired backup, or a foreign file)"))
+    for name in source.list_dir(f"archive/{stanza.name}"):
+        if name not in ARCHIVE_FOLDER_FILES and not ARCHIVE_ID_RE.match(name):
+            found.append((f"archive/{stanza.name}/{name}", "not an archive id folder nor archive.info"))
+    return found
 
 
 def discover(source: Source, segment_size: int) -> list[Stanza]:

@@ -34,6 +34,38 @@ POLLING_NOISE = ("the database system is not accepting connections", "the databa
 CONFIG_ERRORS = ("invalid value for parameter", "unrecognized configuration parameter", "syntax error in file",
                  "could not open configuration file")
 RESTORED_RE = re.compile(r'^restored log file "(?P<segment>[0-9A-F]{24})" from archive')
+# What PostgreSQL 15 logs (at LOG level, during archive recovery) when it stops reading WAL because
+# the next record is unusable (xlogreader.c, xlogrecovery.c). Any of them before "redo done" means
+# redo ended where the WAL went bad, not where the archive ends: the rest of the WAL was not replayed.
+EARLY_END_MESSAGES = (
+    "WAL file is from different database system",
+    "invalid record length at",
+    "incorrect resource manager data checksum",
+    "unexpected pageaddr",
+    "invalid magic number",
+    "invalid info bits",
+    "invalid resource manager ID",
+    "record with incorrect prev-link",
+    "invalid record offset at",
+    "contrecord is requested by",
+    "invalid contrecord length",
+    "missing contrecord at",
+    "there is no contrecord flag",
+    "record length",  # "record length %u at %X/%X too long"
+    "out-of-sequence timeline ID",
+    "unexpected timeline ID",
+    "could not read from WAL segment",
+    "could not read from log segment",
+    "invalid compressed image at",
+    "could not restore image at",
+    "invalid full-page write",
+    'archive file "',  # 'archive file "%s" has wrong size: ...'
+)
+# pgBackRest's archive-get writes its own errors to stderr, which lands in the server log unprefixed.
+# pgBackRest 2.45 writes e.g. 'ERROR: [042]: unable to get 00000001000000000000000D:' and then
+# indented continuation lines naming the repository file and the cause.
+ARCHIVE_GET_ERROR_RE = re.compile(r"^(?:\S+ \S+ )?(?:P\d+ +)?(?P<level>ERROR|WARN): (?P<msg>.*)$")
+SEGMENT_NAME_RE = re.compile(r"\b[0-9A-F]{24}\b")
 
 
 def parse_pg_timestamp(text: str) -> datetime:
@@ -61,6 +93,10 @@ class RecoveryLog:
     stop_detail: str | None = None
     segments_restored: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    # Lines that say recovery stopped reading WAL because of bad WAL (EARLY_END_MESSAGES), verbatim.
+    early_end: list[str] = field(default_factory=list)
+    # pgBackRest archive-get errors and warnings (a segment it could not deliver), verbatim.
+    archive_get_errors: list[str] = field(default_factory=list)
 
     @property
     def redo_bytes(self) -> int | None:
@@ -76,15 +112,26 @@ class RecoveryLog:
 
 def parse_server_log(text: str) -> RecoveryLog:
     log = RecoveryLog()
+    continues = False  # the previous line was a pgBackRest error that may go on, indented
     for line in text.splitlines():
         match = LINE_RE.match(line)
         if not match:
+            if archive := ARCHIVE_GET_ERROR_RE.match(line.strip()):
+                log.archive_get_errors.append(f"pgBackRest archive-get {archive['level']}: {archive['msg'].strip()}")
+                continues = True
+            elif continues and line[:1].isspace() and line.strip():
+                log.archive_get_errors[-1] += " " + line.strip()
+            else:
+                continues = False
             continue
+        continues = False
         when = parse_pg_timestamp(f"{match['ts']} {match['tz']}") if match["tz"] == "UTC" else None
         level, msg = match["level"], match["msg"]
         failure = (level in ("FATAL", "PANIC") or (level == "ERROR" and log.ready is None)) and msg not in POLLING_NOISE
         if failure or (level == "LOG" and msg.startswith(CONFIG_ERRORS)):
             log.errors.append(f"{level}: {msg}")
+        if level in ("LOG", "WARNING") and log.redo_done is None and msg.startswith(EARLY_END_MESSAGES):
+            log.early_end.append(f"{level}: {msg}")
         if msg.startswith("starting PostgreSQL"):
             log.server_started = when
         elif m := REDO_START_RE.match(msg):
@@ -102,4 +149,6 @@ def parse_server_log(text: str) -> RecoveryLog:
             log.segments_restored.append(m["segment"])
         elif msg == "database system is ready to accept connections":
             log.ready = when
+    # PostgreSQL asks again for the same segment: one reason per distinct error.
+    log.archive_get_errors = list(dict.fromkeys(log.archive_get_errors))
     return log

@@ -1,0 +1,135 @@
+"""The end of recovery proven from real PostgreSQL 15 server logs: clean, and with bad WAL.
+
+The faulty logs were captured from real restores of the demo repository with its last segment
+replaced by another cluster's segment, by zeros, and by a truncated file (tests/faults).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from tests.conftest import fixture_text
+from tests.unit.factories import complete_plan
+from verification.engines.postgres.recovery_proof import prove_recovery
+from verification.engines.postgres.serverlog import parse_server_log
+from verification.model import RestorePlan, WalRange
+
+MB16 = 16 * 1024 * 1024
+
+
+def plan_for(first: str, last: str, stop_at: datetime | None = None) -> RestorePlan:
+    plan = complete_plan()
+    segments = int(last, 16) - int(first, 16) + 1
+    plan.chain.wal = WalRange(1, first, last, segments, "the end of the archive")
+    plan.stop_at = stop_at
+    return plan
+
+
+def prove(log_name: str, plan: RestorePlan):  # type: ignore[no-untyped-def]
+    return prove_recovery(parse_server_log(fixture_text(log_name)), plan, MB16)
+
+
+def test_a_clean_latest_recovery_is_proven_from_the_log():
+    proof = prove("server-recovery-latest.log", plan_for("000000010000000000000008", "00000001000000000000000A"))
+    assert proof.failures == [] and proof.errors == []
+    assert proof.proofs == [
+        "server log: redo done at 0/A000088 (in segment 00000001000000000000000A), the plan's last segment is "
+        "00000001000000000000000A; all 3 planned segments 000000010000000000000008 to 00000001000000000000000A "
+        "restored from the archive; no line ending recovery early"]
+
+
+def test_a_segment_of_another_system_fails_quoting_the_server_and_naming_the_segment():
+    proof = prove("server-recovery-foreign-segment.log",
+                  plan_for("00000001000000000000000C", "00000001000000000000000D"))
+    assert proof.proofs == []
+    assert proof.failures[0].startswith(
+        'recovery ended early at segment 00000001000000000000000D: the server said "LOG: WAL file is from different '
+        'database system: WAL file database system identifier is 7711524847910051867, pg_control database system '
+        'identifier is 7711524848091865115"; redo done at 0/C000100 (in segment 00000001000000000000000C)')
+    assert proof.failures[1].startswith("recovery did not reach the planned end: redo done at 0/C000100 (in segment "
+                                        "00000001000000000000000C), before 00000001000000000000000D")
+
+
+def test_a_zeroed_segment_fails_with_the_servers_words():
+    proof = prove("server-recovery-zeroed-segment.log", plan_for("00000001000000000000000C", "00000001000000000000000D"))
+    assert proof.failures[0].startswith('recovery ended early at segment 00000001000000000000000D: the server said '
+                                        '"LOG: invalid magic number 0000 in log segment 00000001000000000000000D, '
+                                        'offset 0"')
+
+
+def test_a_segment_the_archive_could_not_deliver_fails_naming_it_and_the_archive_error():
+    proof = prove("server-recovery-truncated-segment.log",
+                  plan_for("00000001000000000000000C", "00000001000000000000000D"))
+    assert proof.failures == [
+        "the WAL archive could not deliver a segment fetching segment 00000001000000000000000D: pgBackRest "
+        "archive-get ERROR: [042]: unable to get 00000001000000000000000D: repo1: 15-1/0000000100000000/"
+        "00000001000000000000000D-83c6cdd74f7f84324f15a60ad1c40eefe227010f.gz [FormatError] unexpected eof in "
+        "compressed data; redo done at 0/C000100 (in segment 00000001000000000000000C)",
+        "recovery did not reach the planned end: redo done at 0/C000100 (in segment 00000001000000000000000C), "
+        "before 00000001000000000000000D, the plan's last WAL segment (1 segment(s) not replayed); the writes after "
+        "0/C000100 are missing from the restore",
+        "1 planned WAL segment(s) were never restored from the archive: 00000001000000000000000D"]
+
+
+def test_redo_one_segment_short_of_the_plan_fails_even_without_any_error_line():
+    proof = prove("server-recovery-latest.log", plan_for("000000010000000000000008", "00000001000000000000000B"))
+    assert proof.proofs == []
+    assert proof.failures[0].startswith("recovery did not reach the planned end: redo done at 0/A000088 (in segment "
+                                        "00000001000000000000000A), before 00000001000000000000000B")
+    assert proof.failures[1] == ("1 planned WAL segment(s) were never restored from the archive: "
+                                 "00000001000000000000000B")
+
+
+def test_a_segment_of_the_range_that_was_never_restored_is_named():
+    text = fixture_text("server-recovery-latest.log").replace(
+        'LOG:  restored log file "000000010000000000000009" from archive', "LOG:  something else")
+    proof = prove_recovery(parse_server_log(text), plan_for("000000010000000000000008", "00000001000000000000000A"),
+                           MB16)
+    assert proof.failures == ["1 planned WAL segment(s) were never restored from the archive: "
+                              "000000010000000000000009"]
+
+
+def test_recovery_stopping_when_no_target_was_asked_fails():
+    text = fixture_text("server-recovery-latest.log").replace(
+        "LOG:  consistent recovery state reached at 0/8000100",
+        "LOG:  recovery stopping before commit of transaction 745, time 2026-11-22 19:50:44.1+00")
+    proof = prove_recovery(parse_server_log(text), plan_for("000000010000000000000008", "00000001000000000000000A"),
+                           MB16)
+    assert proof.failures == ['no recovery target was asked, yet the server said "recovery stopping before commit of '
+                              'transaction 745, time 2026-11-22 19:50:44.1+00": recovery stopped before the end of '
+                              'the WAL']
+
+
+def test_a_point_in_time_recovery_is_proven_by_the_servers_stop_line():
+    at = datetime.fromisoformat("2026-11-22T20:02:09.200000+00:00")
+    proof = prove("server-recovery-pitr.log", plan_for("000000010000000000000009", "00000001000000000000000C", at))
+    assert proof.failures == [] and proof.errors == []
+    assert proof.proofs[0].startswith('server log: "recovery stopping before commit of transaction 2740, time '
+                                      '2026-11-22 20:02:10.037546+00"; redo done at 0/AD52810 (in segment '
+                                      '00000001000000000000000A); all 2 planned segments 000000010000000000000009 '
+                                      'to 00000001000000000000000A restored')
+
+
+def test_a_point_in_time_recovery_without_the_stop_line_is_not_proven():
+    at = datetime.fromisoformat("2026-11-22T20:02:09.200000+00:00")
+    text = "\n".join(line for line in fixture_text("server-recovery-pitr.log").splitlines()
+                     if "recovery stopping" not in line)
+    proof = prove_recovery(parse_server_log(text), plan_for("000000010000000000000009", "00000001000000000000000C",
+                                                            at), MB16)
+    assert proof.proofs == []
+    assert proof.failures[0].startswith("recovery to 2026-11-22T20:02:09.200000+00:00: the server never said it "
+                                        "stopped for the target")
+
+
+def test_a_log_without_the_end_of_redo_or_a_plan_without_wal_is_an_error_not_a_pass():
+    text = "\n".join(line for line in fixture_text("server-recovery-latest.log").splitlines()
+                     if "redo done at" not in line)
+    proof = prove_recovery(parse_server_log(text), plan_for("000000010000000000000008", "00000001000000000000000A"),
+                           MB16)
+    assert proof.proofs == [] and proof.failures == []
+    assert proof.errors == ["the server came online but its log does not say where redo ended (no 'redo done at' "
+                            "line), so the point reached is unproven"]
+    plan = plan_for("000000010000000000000008", "00000001000000000000000A")
+    plan.chain.wal = None
+    assert prove("server-recovery-latest.log", plan).errors == [
+        "the plan has no WAL range, so the end of recovery cannot be checked against it"]
