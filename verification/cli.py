@@ -23,6 +23,7 @@ from rich.markup import escape
 from verification.config import Settings, load_settings
 from verification.errors import RestoreproofError
 from verification.model import BLOCKING_UNREADABLE, ChainStatus, RestorePlan, Verdict, overall_verdict
+from verification.redaction import Redactor
 from verification.reports.json_report import chain_json
 from verification.restore_points import PointChoice, PointStrategy
 
@@ -144,7 +145,7 @@ def plan(
                                "unreadable": [u.as_json() for u in planned.unreadable]}, indent=2))
     else:
         for p in plans:
-            style = "green" if p.chain.status is ChainStatus.COMPLETE else "red"
+            style = "green" if p.chain.status is ChainStatus.COMPLETE and not p.chain.defects else "red"
             err.print(f"[bold]{p.database}[/]: [{style}]{p.chain.status}[/]", highlight=False)
             for b in p.chain.backups:
                 lsns = f"  LSN {b.first_lsn}..{b.last_lsn}  family {b.family}" if b.first_lsn else ""
@@ -153,8 +154,8 @@ def plan(
             if p.chain.wal:
                 err.print(f"  wal   {p.chain.wal.first} .. {p.chain.wal.last} ({p.chain.wal.segments} segments)",
                           highlight=False)
-            for problem in p.chain.problems:
-                err.print(f"  [red]{problem.code}[/]: {problem.message}", highlight=False)
+            for problem in [*p.chain.defects, *p.chain.problems]:
+                err.print(f"  [red]{problem.code}[/]: {escape(problem.message)}", highlight=False)
     # The same rule as a run's verdict, before anything is restored: a broken chain, a known-bad
     # backup or a corrupt file is "failed" (1); a backup file that could not be read, or no
     # database at all, is "could not finish" (2).
@@ -177,7 +178,7 @@ def _run_and_report(settings: Settings, source: str, *, engine: str, at: datetim
         result = run_verification(settings, source, engine_name=engine, at=at, target_kind=target,
                                   report_dir=report_dir, progress=progress, point=point, databases=databases)
     except RestoreproofError as exc:
-        fail(str(exc))
+        fail(Redactor(settings)(str(exc)))
     except KeyboardInterrupt:
         # Every target was removed by the pipeline's `finally` on the way here.
         fail("interrupted; the targets of this run were removed, no report was written", 130)
@@ -191,7 +192,7 @@ def _run_and_report(settings: Settings, source: str, *, engine: str, at: datetim
             style = {"passed": "green", "failed": "red"}.get(db.verdict, "yellow")
             err.print(f"[bold]{db.database}[/]: [{style}]{db.verdict}[/]", highlight=False)
             for reason in db.reasons:
-                err.print(f"  - {reason}", highlight=False)
+                err.print(f"  - {escape(reason)}", highlight=False)
         for unread in result.run.unreadable:
             style = "red" if unread.kind in BLOCKING_UNREADABLE else "yellow"
             err.print(f"[{style}]{unread.kind}:[/] {escape(unread.describe())}", highlight=False)

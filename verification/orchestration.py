@@ -21,8 +21,16 @@ from typing import Any
 from verification.config import Settings
 from verification.errors import RestoreproofError
 from verification.model import RunResult, Verdict
-from verification.pipeline import RedactingEvidence, Redactor, host_facts, make_provider, plan_source, verify_database
+from verification.pipeline import (
+    RedactingEvidence,
+    host_facts,
+    make_provider,
+    plan_source,
+    redact_result,
+    verify_database,
+)
 from verification.prediction.context import PredictionContext
+from verification.redaction import Redactor
 from verification.reports import write_reports
 from verification.reports.json_report import database_json, report_envelope
 from verification.restore_points import PointChoice, PointStrategy
@@ -102,13 +110,14 @@ def verify(settings: Settings, params: NightlyParams, run_id: str, database: str
     result = verify_database(engine, plan, provider, run_id, source.describe(), evidence, context=context,
                              source=source)
     redact = Redactor(settings)
-    result.reasons = [redact(reason) for reason in result.reasons]
+    redact_result(result, redact)
     data = database_json(result)
     store = ResultStore(settings.results_database_url)
     try:
         run = store.run(run_id)
         started = _aware(run.started_at) if run is not None else None
         context.annotate_quietly(data, result, run_id, started or datetime.now(UTC))
+        data = redact.data(data)
         store.record_database(run_id, result, data)
     finally:
         store.close()
@@ -135,10 +144,10 @@ def publish(settings: Settings, run_id: str) -> dict[str, Any]:
                         for name in run.host.get("due", []) if name not in recorded]
         finished = datetime.now(UTC)
         host = {k: v for k, v in run.host.items() if k not in ("unreadable", "due")}
-        report = report_envelope(run_id=run.run_id, engine=run.engine, source=run.source,
-                                 target_kind=run.target_kind, started_at=_aware(run.started_at),
-                                 finished_at=finished, host=host, databases=entries, unreadable=unreadable,
-                                 not_verified=not_verified)
+        report = Redactor(settings).data(report_envelope(
+            run_id=run.run_id, engine=run.engine, source=run.source, target_kind=run.target_kind,
+            started_at=_aware(run.started_at), finished_at=finished, host=host, databases=entries,
+            unreadable=unreadable, not_verified=not_verified))
         run_dir = settings.report_dir / run_id
         store.finish_run(run_id, finished, report["verdict"], run_dir, unreadable)
         outputs = write_reports(report, run_dir, settings, store.last_passed())
@@ -147,7 +156,8 @@ def publish(settings: Settings, run_id: str) -> dict[str, Any]:
     return {"run_id": run_id, "verdict": report["verdict"], "summary": report["summary"],
             "report_json": str(outputs.json_path), "report_html": str(outputs.html_path),
             "junit_xml": str(outputs.junit_path), "metrics": str(outputs.metrics_path),
-            "evidence_manifest": str(outputs.manifest_path), "warnings": outputs.warnings,
+            "evidence_manifest": str(outputs.manifest_path),
+            "warnings": [Redactor(settings)(w) for w in outputs.warnings],
             "failed": [d["database"] for d in entries if d["verdict"] != Verdict.PASSED]
             + [n["database"] for n in not_verified]}
 

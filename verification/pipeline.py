@@ -34,6 +34,7 @@ from verification.model import (
 )
 from verification.prediction.context import PredictionContext
 from verification.prediction.phase_model import Prediction
+from verification.redaction import Redactor
 from verification.reports import build_report, write_reports
 from verification.reports.json_report import database_json
 from verification.restore_points import PointChoice
@@ -49,6 +50,10 @@ ProgressFn = Callable[[str], None]
 
 def _quiet(_: str) -> None:
     return None
+
+
+def _redacting(progress: ProgressFn, redact: Redactor) -> ProgressFn:
+    return lambda message: progress(redact(message))
 
 
 def engines(settings: Settings) -> dict[str, Engine]:
@@ -114,19 +119,6 @@ def host_facts() -> dict[str, Any]:
             "cpus": os.cpu_count(), "restoreproof": __version__}
 
 
-class Redactor:
-    """Removes configured secrets from anything written out (reasons, evidence)."""
-
-    def __init__(self, settings: Settings) -> None:
-        secret = settings.postgres.repo_cipher_pass
-        self.secrets = [s for s in [secret.get_secret_value() if secret else None] if s]
-
-    def __call__(self, text: str) -> str:
-        for secret in self.secrets:
-            text = text.replace(secret, "********")
-        return text
-
-
 class RedactingEvidence(Evidence):
     def __init__(self, folder: Path, redact: Redactor) -> None:
         super().__init__(folder)
@@ -167,6 +159,12 @@ def record_backup_hashes(source: Source, plan: RestorePlan, evidence: Evidence) 
     from verification.evidence.backup_hashes import hash_source_files, render_sha256sums
 
     evidence.write("backup-files.sha256", render_sha256sums(hash_source_files(source, plan.files)))
+
+
+def redact_result(result: DatabaseResult, redact: Redactor) -> None:
+    """Everything of a database's result that is written anywhere (report, store, JUnit, metrics)."""
+    redact.in_place(result, "reasons", "checks", "phases", "target")
+    redact.in_place(result.restore_point, "detail")
 
 
 def predict_quietly(context: PredictionContext, plan: RestorePlan, target: Target, source: Source | None,
@@ -265,6 +263,8 @@ def run_verification(settings: Settings, source_path: str | Path, *, engine_name
                      databases: list[str] | None = None, point: PointChoice | None = None) -> VerificationRun:
     started = datetime.now(UTC)
     run_id = run_id or new_run_id(started)
+    redact = Redactor(settings)
+    progress = _redacting(progress, redact)
     progress(f"run {run_id}: reading {source_path}")
     engine, source, planned = plan_source(settings, source_path, engine_name or settings.engine, at, point)
     plans = planned.plans
@@ -277,7 +277,6 @@ def run_verification(settings: Settings, source_path: str | Path, *, engine_name
         plans = [p for p in plans if p.database in databases]
         # Files of databases not asked for are theirs to answer for; unattributed files stay.
         unreadable = [u for u in unreadable if u.database is None or u.database in databases]
-    redact = Redactor(settings)
     run_dir = (report_dir or settings.report_dir) / run_id
     run = RunResult(run_id=run_id, engine=engine.name, source=source.describe(), started_at=started,
                     host=host_facts(), unreadable=unreadable)
@@ -293,14 +292,14 @@ def run_verification(settings: Settings, source_path: str | Path, *, engine_name
         evidence = RedactingEvidence(run_dir / "evidence" / slug(plan.database), redact)
         result = verify_database(engine, plan, provider, run_id, source.describe(), evidence, progress,
                                  context=context, source=source)
-        result.reasons = [redact(reason) for reason in result.reasons]
+        redact_result(result, redact)
         run.databases.append(result)
         entry = database_json(result)
         context.annotate_quietly(entry, result, run_id, started, progress)
-        entries.append(entry)
+        entries.append(redact.data(entry))
         progress(f"{plan.database}: {result.verdict}")
     run.finished_at = datetime.now(UTC)
-    report = build_report(run, entries)
+    report = redact.data(build_report(run, entries))
     store = ResultStore(settings.results_database_url)
     try:
         store.record(run, run_dir, report)
