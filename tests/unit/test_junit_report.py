@@ -90,26 +90,41 @@ def test_error_database_and_missing_recovery_time(report: dict[str, Any]) -> Non
     assert (suite.failures, suite.errors) == (0, 1)
 
 
-def test_not_verified_and_corrupt_files_become_cases(report: dict[str, Any]) -> None:
+def test_not_verified_corrupt_and_unread_files_become_cases(report: dict[str, Any]) -> None:
     report["not_verified"] = [{"database": "sales", "reason": "no backup found for sales"}]
     report["unreadable"] = [
         {"path": "mssql/sales_full.bak", "kind": "corrupt", "reason": "MTF header checksum mismatch"},
-        {"path": "mssql/tde.bak", "kind": "needs-server", "reason": "encrypted with TDE"},
+        {"path": "mssql/tde.bak", "kind": "needs-server", "reason": "natively compressed"},
+        {"path": "mssql/README.txt", "kind": "not-a-backup", "reason": "first bytes 'Backups '"},
     ]
     suite, cases = parse(render_junit(report))
 
-    assert sorted(cases) == ["demo1", "demo2", "mssql/sales_full.bak", "sales"]
-    assert (suite.tests, suite.failures, suite.errors) == (4, 2, 1)
+    assert sorted(cases) == ["demo1", "demo2", "mssql/sales_full.bak", "mssql/tde.bak", "sales"]
+    assert (suite.tests, suite.failures, suite.errors) == (5, 2, 2)
     [error] = cases["sales"].result
     assert isinstance(error, Error)
     assert (error.type, error.message) == ("not-verified", "no backup found for sales")
     [failure] = cases["mssql/sales_full.bak"].result
     assert isinstance(failure, Failure)
     assert failure.message == "MTF header checksum mismatch"
-    # A file that merely needs a server is no failure, but it is still mentioned.
+    # A backup file that went unread is an error case: CI must not show green over it.
+    [unread] = cases["mssql/tde.bak"].result
+    assert isinstance(unread, Error)
+    assert (unread.type, unread.message) == ("unread-file (needs-server)", "natively compressed")
+    # A file that is no backup at all is listed, not a case.
     system_out = suite.child(SystemOut)
     assert system_out is not None
-    assert "mssql/tde.bak: encrypted with TDE" in system_out.text
+    assert "mssql/README.txt (not-a-backup): first bytes 'Backups '" in system_out.text
+
+
+def test_a_run_with_no_database_is_an_erroring_case(report: dict[str, Any]) -> None:
+    report["databases"] = []
+    suite, cases = parse(render_junit(report))
+    assert (suite.tests, suite.failures, suite.errors) == (1, 0, 1)
+    [error] = cases["(no database)"].result
+    assert isinstance(error, Error)
+    assert error.type == "nothing-verified"
+    assert error.message.startswith("the run verified no database")
 
 
 def test_special_characters_round_trip(report: dict[str, Any]) -> None:

@@ -101,16 +101,31 @@ def render_junit(report: dict[str, Any]) -> str:
         case = _case(suite, classname, skipped["database"], None)
         _problem(case, "error", "not-verified", [str(skipped["reason"])])
 
-    # Files that need a server to be read are not failures of the backup; only corrupt ones are.
-    for unreadable in (u for u in report.get("unreadable") or [] if u.get("kind") == "corrupt"):
-        failures += 1
-        case = _case(suite, classname, unreadable["path"], None)
-        _problem(case, "failure", "corrupt-file", [str(unreadable["reason"])])
+    # Every backup file that went unread is a case of its own: corrupt ones fail (the backup is
+    # bad), unread ones error (restoreproof could not read them), so CI never shows green over them.
+    # Files that are not backups, or were excluded on purpose, are listed only.
+    listed = []
+    for unread in report.get("unreadable") or []:
+        kind = str(unread.get("kind"))
+        if kind in ("not-a-backup", "excluded"):
+            listed.append(f"- {unread['path']} ({kind}): {unread['reason']}")
+            continue
+        case = _case(suite, classname, unread["path"], None)
+        if kind == "corrupt":
+            failures += 1
+            _problem(case, "failure", "corrupt-file", [str(unread["reason"])])
+        else:
+            errors += 1
+            _problem(case, "error", f"unread-file ({kind})", [str(unread["reason"])])
+    if listed:
+        ET.SubElement(suite, "system-out").text = _clean("\n".join(["files not read as backups:", *listed]))
 
-    waiting = [u for u in report.get("unreadable") or [] if u.get("kind") != "corrupt"]
-    if waiting:
-        ET.SubElement(suite, "system-out").text = _clean("\n".join(
-            ["files not read (they need a server):", *(f"- {u['path']}: {u['reason']}" for u in waiting)]))
+    if not report.get("databases") and not report.get("not_verified"):
+        errors += 1
+        case = _case(suite, classname, "(no database)", None)
+        _problem(case, "error", "nothing-verified",
+                 ["the run verified no database: the source held none that could be planned, or all were "
+                  "left out by the selection; an empty run proves nothing"])
 
     started, finished = _parse(report.get("started_at")), _parse(report.get("finished_at"))
     duration = (finished - started).total_seconds() if started and finished else case_seconds
