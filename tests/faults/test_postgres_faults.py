@@ -7,9 +7,13 @@ name, and its file name carries the SHA-1 of its own (new) content, as pgBackRes
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import re
+import socket
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -196,3 +200,99 @@ def test_a_flipped_byte_in_a_backed_up_data_file_fails_naming_the_file(pg_repo, 
     victim.write_bytes(bytes(data))
     run = restoreproof("verify", pg_repo, "-d", "demo1")
     assert_failed_naming(run, "demo1", victim.relative_to(pg_repo).as_posix())
+
+
+# --- restoreproof's own infrastructure ---------------------------------------------------------
+
+class DockerEngineProxy:
+    """A Unix socket that forwards to the real Docker engine until `cut()`: to the run, the engine
+    goes away in the middle of a restore, as when dockerd restarts."""
+
+    def __init__(self, path: Path, upstream: str = "/var/run/docker.sock") -> None:
+        self.upstream = upstream
+        self.sockets: list[socket.socket] = []
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(str(path))
+        self.listener.listen(64)
+        self.url = f"unix://{path}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return  # cut
+            engine = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            engine.connect(self.upstream)
+            self.sockets += [client, engine]
+            for a, b in ((client, engine), (engine, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for end in (source, sink):
+                with contextlib.suppress(OSError):
+                    end.shutdown(socket.SHUT_RDWR)
+
+    def cut(self) -> None:
+        self.listener.close()
+        for sock in self.sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+                sock.close()
+
+
+def test_the_docker_engine_gone_mid_restore_is_an_error_and_reap_removes_what_is_left(
+        pg_repo, restoreproof, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from verification.cli import app
+    from verification.targets.labels import RUN_LABEL
+
+    proxy = DockerEngineProxy(Path("/tmp") / f"restoreproof-proxy-{tmp_path.name[:40]}.sock")
+    monkeypatch.setenv("DOCKER_HOST", proxy.url)
+
+    def cut_once_restoring() -> None:
+        import docker
+
+        real = docker.DockerClient(base_url="unix:///var/run/docker.sock")
+        try:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                running = real.containers.list(filters={"label": RUN_LABEL, "status": "running"})
+                if running:
+                    time.sleep(2.5)  # provisioned and restoring: pgBackRest is moving files now
+                    proxy.cut()
+                    return
+                time.sleep(0.1)
+        finally:
+            real.close()
+
+    cutter = threading.Thread(target=cut_once_restoring, daemon=True)
+    cutter.start()
+    try:
+        run = restoreproof("verify", pg_repo, "-d", "demo1", "--target", "docker")
+    finally:
+        proxy.cut()
+        cutter.join(timeout=5)
+        Path(proxy.url.removeprefix("unix://")).unlink(missing_ok=True)
+    monkeypatch.delenv("DOCKER_HOST")
+    db = run.database("demo1")
+    assert db["verdict"] == "error", db["reasons"]
+    assert run.exit_code == 2
+    assert any("the Docker engine became unreachable" in r for r in db["reasons"]), db["reasons"]
+    left = leftovers(run.report["run_id"])
+    assert left, "the target was removed although the engine was gone: the cut came too late to test anything"
+    # Once the engine answers again, the labels let `reap` find and remove exactly what was left.
+    reaped = CliRunner().invoke(app, ["reap", "--run", run.report["run_id"]])
+    assert reaped.exit_code == 0, reaped.output
+    for name in left:
+        assert f"removed {'volume' if name.endswith('-data') else 'container'} {name}" in reaped.stderr
+    assert leftovers(run.report["run_id"]) == []

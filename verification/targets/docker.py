@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import docker.errors
+import requests
 from docker.models.containers import Container
 from docker.models.volumes import Volume
 
@@ -55,6 +56,10 @@ def run_in_container(client: docker.DockerClient, container: Container, argv: li
         code = api.exec_inspect(exec_id)["ExitCode"]
     except docker.errors.APIError as exc:
         raise TargetError(f"cannot run {argv[0]} in container {container.name}: {exc.explanation or exc}") from exc
+    except (requests.exceptions.ConnectionError, docker.errors.DockerException) as exc:
+        # The engine itself went away (restarted, socket gone): restoreproof's infrastructure, not the backup.
+        raise TargetError(f"the Docker engine became unreachable while running {argv[0]} in container "
+                          f"{container.name}: {exc}") from exc
     return ExecResult(argv, int(code if code is not None else -1), (out or b"").decode("utf-8", "replace"),
                       (err or b"").decode("utf-8", "replace"), time.monotonic() - started)
 
@@ -87,6 +92,8 @@ def start_disposable(client: docker.DockerClient, image: str, name: str, tags: d
         remove_quietly(container, volume)
         if isinstance(exc, docker.errors.APIError):
             raise TargetError(f"cannot start a container from {image}: {exc.explanation or exc}") from exc
+        if isinstance(exc, requests.exceptions.ConnectionError | docker.errors.DockerException):
+            raise TargetError(f"the Docker engine became unreachable while starting {name}: {exc}") from exc
         raise
     target.provision_seconds = time.monotonic() - started
     return target
@@ -102,8 +109,8 @@ def remove_quietly(*resources: Container | Volume | None) -> list[str]:
             resource.remove(force=True)
         except docker.errors.NotFound:
             pass
-        except docker.errors.APIError as exc:
-            errors.append(str(exc))
+        except Exception as exc:  # an API error, or the engine unreachable: said, and the next one still tried
+            errors.append(f"{getattr(resource, 'name', resource)}: {type(exc).__name__}: {exc}")
     return errors
 
 
