@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 # The venv is rebuilt only when the pinned requirements or the package metadata change.
 VENV_STAMP := $(VENV)/.stamp-$(shell cat requirements.txt pyproject.toml | sha256sum | cut -c1-16)
 
-.PHONY: setup system venv images demo test lint unit integration bench clean reap
+.PHONY: setup system venv images demo test lint unit integration faults bench clean reap
 
 setup: system venv images
 
@@ -40,6 +40,10 @@ unit: venv
 
 integration: setup
 	$(BIN)/pytest tests/integration
+
+# Real faults made on copies of real backups, one test each (also part of `make test`).
+faults: setup
+	$(BIN)/pytest -m faults tests/faults -v
 
 test: setup lint
 	$(BIN)/pytest
