@@ -42,6 +42,13 @@ CHECKDB_CORRUPT = (f"Error{S}Level{S}State{S}MessageText{S}File{S}Page\n-----{S}
                    f"details.{S}1{S}392\n\n(1 rows affected)\n")
 
 
+def restore_history(last_lsn: str = "25000000022000001", stop_at: str = "NULL",
+                    finish: str = "2017-06-01T13:29:13") -> str:
+    return (f"restore_history_id{S}first_lsn{S}last_lsn{S}stop_at{S}backup_finish_date{S}backup_type\n"
+            f"------------------{S}---------{S}--------{S}-------{S}------------------{S}-----------\n"
+            f"5{S}25000000021000001{S}{last_lsn}{S}{stop_at}{S}{finish}{S}L\n")
+
+
 class StandInServer:
     """Answers each statement by its first words, as SQL Server would; records what it was sent."""
 
@@ -61,6 +68,8 @@ class StandInServer:
             "RESTORE LOG": (0, LOG_OK),
             "SELECT state_desc": (0, "state_desc\n----------\nONLINE\n\n(1 rows affected)\n"),
             "DBCC CHECKDB": (0, ""),
+            # msdb's record of the last RESTORE: the chain's last log, as SQL Server writes it.
+            "SET NOCOUNT ON; SELECT TOP (1) rh.restore_history_id": (0, restore_history()),
             **answers,
         }
         self.sent: list[str] = []
@@ -112,7 +121,13 @@ def test_clean_restore_passes_with_every_phase(restore_plan, tmp_path):
         "DISK = N'/backups/RestoreTimeClean2_1.trn'", "DISK = N'/backups/RestoreTimeClean2_2.trn'",
         "DISK = N'/backups/RestoreTimeClean2_3.trn'"]
     assert server.sent[7] == "RESTORE DATABASE [RestoreTimeClean] WITH RECOVERY;"
-    assert server.sent[10] == "DBCC CHECKDB (N'RestoreTimeClean') WITH NO_INFOMSGS, ALL_ERRORMSGS, TABLERESULTS;"
+    assert server.sent[9].startswith("SET NOCOUNT ON; SELECT TOP (1) rh.restore_history_id")
+    assert "rh.destination_database_name = N'RestoreTimeClean'" in server.sent[9]
+    # The point reached is the server's word, quoted in the verdict.
+    assert ("msdb restorehistory/backupset: the last backup restored ended at LSN 25000000022000001 (finished "
+            "2017-06-01T13:29:13+00:00), the planned chain's last LastLSN (RestoreTimeClean2_3.trn)") in reasons
+    assert outcome.achieved == datetime(2017, 6, 1, 13, 29, 13, tzinfo=UTC)
+    assert server.sent[11] == "DBCC CHECKDB (N'RestoreTimeClean') WITH NO_INFOMSGS, ALL_ERRORMSGS, TABLERESULTS;"
     phases = {p.name: p for p in outcome.phases}
     assert phases["transfer"].seconds == pytest.approx(0.064) and phases["transfer"].bytes == 2 * 538 * 8192
     assert phases["log_restore"].seconds == pytest.approx(0.009)
@@ -178,3 +193,40 @@ def test_not_online_after_recovery_fails(restore_plan, tmp_path):
     _, (verdict, reasons) = verify(restore_plan, server, tmp_path)
     assert verdict is Verdict.FAILED
     assert reasons == ["database RestoreTimeClean is not ONLINE after recovery (state: RECOVERY_PENDING)"]
+
+
+def test_a_server_that_restored_less_than_planned_fails_naming_both_lsns(restore_plan, tmp_path):
+    # msdb says the last log applied ended at the second log's LSN: one log never made it in.
+    server = StandInServer({"SET NOCOUNT ON; SELECT TOP (1) rh.restore_history_id": (
+        0, restore_history(last_lsn="25000000021000001", finish="2017-06-01T13:24:13"))})
+    outcome, (verdict, reasons) = verify(restore_plan, server, tmp_path)
+    assert verdict is Verdict.FAILED
+    assert reasons[0].startswith("the server restored up to LSN 25000000021000001, not to the planned chain's end: "
+                                 "RestoreTimeClean2_3.trn ends at LastLSN 25000000022000001")
+    assert outcome.proofs == []
+
+
+def test_no_restore_history_is_an_error_never_a_pass(restore_plan, tmp_path):
+    server = StandInServer({"SET NOCOUNT ON; SELECT TOP (1) rh.restore_history_id": (
+        0, f"restore_history_id{S}last_lsn\n------------------{S}--------\n\n(0 rows affected)\n")})
+    outcome, (verdict, reasons) = verify(restore_plan, server, tmp_path)
+    assert verdict is Verdict.ERROR
+    assert reasons == ["msdb.dbo.restorehistory has no restore of the database: the point reached is unproven"]
+
+
+def test_a_point_in_time_is_proven_by_the_stopat_msdb_recorded(mssql_corpus, tmp_path):
+    catalog = scan(LocalSource(mssql_corpus / "RestoreTimeClean"))
+    at = datetime(2017, 6, 1, 13, 22, 0, tzinfo=UTC)
+    pitr = plan(catalog.databases[0], "RestoreTimeClean", at)
+    assert pitr.chain.backups[-1].path == "RestoreTimeClean2_2.trn"
+    good = StandInServer({"SET NOCOUNT ON; SELECT TOP (1) rh.restore_history_id": (
+        0, restore_history(last_lsn="25000000021000001", stop_at="2017-06-01T13:22:00", finish="2017-06-01T13:24:13"))})
+    outcome, (verdict, reasons) = verify(pitr, good, tmp_path / "good")
+    assert verdict is Verdict.PASSED, reasons
+    assert outcome.achieved == at
+    no_stop = StandInServer({"SET NOCOUNT ON; SELECT TOP (1) rh.restore_history_id": (
+        0, restore_history(last_lsn="25000000021000001", finish="2017-06-01T13:24:13"))})
+    outcome, (verdict, reasons) = verify(pitr, no_stop, tmp_path / "bad")
+    assert verdict is Verdict.FAILED
+    assert reasons[0].startswith("the server's last restore stopped at no STOPAT, not at the planned "
+                                 "2017-06-01T13:22:00+00:00")

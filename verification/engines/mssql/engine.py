@@ -24,6 +24,7 @@ from verification.engines.base import Evidence, RestoreOutcome, SourcePlan, Unre
 from verification.engines.mssql import chain, tsql
 from verification.engines.mssql.catalog import scan, walk
 from verification.engines.mssql.mtf import COMPRESSED_MAGIC
+from verification.engines.mssql.restore_proof import last_restore_query, prove_point
 from verification.engines.mssql.outputs import (
     BACKUP_FAULTS,
     parse_checkdb_rows,
@@ -230,14 +231,23 @@ class _Restore:
         rows = (parse_result_sets(state.stdout) or [[]])[0]
         if state.ok and rows and rows[0].get("state_desc") == "ONLINE":
             self.outcome.online = True
-            last = self.plan.chain.backups[-1]
-            stopped = self.plan.stop_at is not None and last.type == "log"
-            self.outcome.achieved = self.plan.stop_at if stopped else last.finish
-            self.outcome.achieved_detail = ("STOPAT on the terminal log" if stopped
-                                            else "the end of the last backup in the chain")
+            self.prove_point()
         else:
             found = rows[0].get("state_desc") if rows else "no row"
             self.outcome.failures.append(f"database {self.database} is not ONLINE after recovery (state: {found})")
+
+    def prove_point(self) -> None:
+        """The point reached, from the server's own restore history (never copied from the plan)."""
+        history = self.run(last_restore_query(self.database))
+        if not history.ok:
+            self.outcome.errors.append("the server's restore history could not be read: "
+                                       + (history.output.strip()[-300:] or f"exit {history.exit_code}"))
+            return
+        proof = prove_point(self.plan, (parse_result_sets(history.stdout) or [[]])[0])
+        self.outcome.achieved, self.outcome.achieved_detail = proof.achieved, proof.detail
+        self.outcome.proofs += proof.proofs
+        self.outcome.failures += proof.failures
+        self.outcome.errors += proof.errors
 
     def _checkdb_record(self) -> tuple[str | None, str | None]:
         """(the server's clock now, the database's LastGoodCheckDbTime), both as SQL Server reports them."""
