@@ -209,7 +209,7 @@ def test_a_server_that_restored_less_than_planned_fails_naming_both_lsns(restore
 def test_no_restore_history_is_an_error_never_a_pass(restore_plan, tmp_path):
     server = StandInServer({"SET NOCOUNT ON; SELECT TOP (1) rh.restore_history_id": (
         0, f"restore_history_id{S}last_lsn\n------------------{S}--------\n\n(0 rows affected)\n")})
-    outcome, (verdict, reasons) = verify(restore_plan, server, tmp_path)
+    _, (verdict, reasons) = verify(restore_plan, server, tmp_path)
     assert verdict is Verdict.ERROR
     assert reasons == ["msdb.dbo.restorehistory has no restore of the database: the point reached is unproven"]
 

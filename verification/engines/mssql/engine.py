@@ -24,7 +24,6 @@ from verification.engines.base import Evidence, RestoreOutcome, SourcePlan, Unre
 from verification.engines.mssql import chain, tsql
 from verification.engines.mssql.catalog import scan, walk
 from verification.engines.mssql.mtf import COMPRESSED_MAGIC
-from verification.engines.mssql.restore_proof import last_restore_query, prove_point
 from verification.engines.mssql.outputs import (
     BACKUP_FAULTS,
     parse_checkdb_rows,
@@ -33,6 +32,7 @@ from verification.engines.mssql.outputs import (
     parse_result_sets,
     parse_sql_errors,
 )
+from verification.engines.mssql.restore_proof import last_restore_query, prove_point
 from verification.errors import TargetError
 from verification.model import (
     BackupSet,
