@@ -41,8 +41,9 @@ def main() -> None:
     for path in source.root.rglob("*"):
         if path.is_file():
             largest = max(largest, path.stat().st_size)
+    needing = sum(u.kind == "needs-server" for u in first.unreadable)
     print(f"corpus: {args.corpus} ({first.files_read} backup files, {len(first.databases)} databases, "
-          f"{len(first.unreadable)} needing a server, {len(first.not_backups)} other files; largest file "
+          f"{needing} needing a server, {len(first.not_backups)} other files; largest file "
           f"{largest / 1e6:.1f} MB)")
     print(f"{passes} scans in {elapsed:.2f} s on one core")
     print(f"files per second: {files / elapsed:,.0f} (target >= 2,000)")

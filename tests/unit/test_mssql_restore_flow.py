@@ -180,8 +180,8 @@ def test_the_sa_password_never_reaches_reasons_or_evidence(restore_plan, tmp_pat
             "Operating system error 2(The system cannot find the file specified.).\n")
     server = StandInServer({"RESTORE LOG": (1, echo)})
     outcome, (verdict, reasons) = verify(restore_plan, server, tmp_path)
-    assert verdict is Verdict.FAILED
-    assert reasons[0].startswith("the backup file could not be opened") and "********" in reasons[0]
+    assert verdict is Verdict.ERROR  # the target could not open the file: restoreproof's setup, not the backup
+    assert reasons[0].startswith("the target could not open the backup file") and "********" in reasons[0]
     evidence = tmp_path / "RestoreTimeClean"
     written = "".join(p.read_text() for p in evidence.iterdir())
     assert PASSWORD not in written + " ".join(reasons) + repr(outcome)
@@ -230,3 +230,17 @@ def test_a_point_in_time_is_proven_by_the_stopat_msdb_recorded(mssql_corpus, tmp
     assert verdict is Verdict.FAILED
     assert reasons[0].startswith("the server's last restore stopped at no STOPAT, not at the planned "
                                  "2017-06-01T13:22:00+00:00")
+
+
+def test_a_backup_newer_than_the_image_is_an_error_of_restoreproofs_setup_not_a_failed_backup(restore_plan, tmp_path):
+    too_new = ("Msg 3169, Level 16, State 1, Server restoreproof, Line 1\nThe database was backed up on a server "
+               "running version 16.00.4135. That version is incompatible with this server, which is running version "
+               "15.00.2000. Either restore the database on a server that supports the backup, or use a backup that "
+               "is compatible with this server.\nMsg 3013, Level 16, State 1, Server restoreproof, Line 1\n"
+               "RESTORE DATABASE is terminating abnormally.\n")
+    server = StandInServer({"RESTORE DATABASE": (1, too_new)})
+    _, (verdict, reasons) = verify(restore_plan, server, tmp_path)
+    assert verdict is Verdict.ERROR
+    assert reasons[0].startswith("the backup was written by a newer SQL Server than the restore target: configure an "
+                                 "image at least as new (mssql.images) (SQL Server error 3169: The database was "
+                                 "backed up on a server running version 16.00.4135.")

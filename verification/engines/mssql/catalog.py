@@ -16,11 +16,30 @@ from verification.engines.mssql.mtf import (
     BackupHeader,
     MtfError,
     NeedsServerHeaderOnly,
+    TrailerIdentity,
     read_backup_header,
+    read_trailer_identity,
 )
-from verification.sources.base import Source, SourceFile
+from verification.sources.base import Source, SourceFile, excluded
 
 MAX_DEPTH = 12
+# Where a file is taken to be a backup whatever its first bytes say: the extensions SQL Server shops
+# (and Ola Hallengren's DatabaseBackup) give backups, and the folders that solution puts them in.
+# A file there that is not a readable backup is a damaged backup, never an ignorable stray.
+BACKUP_EXTENSIONS = (".bak", ".trn", ".dif", ".diff", ".bck")
+BACKUP_FOLDERS = {"FULL", "DIFF", "LOG", "FULL_COPY_ONLY", "LOG_COPY_ONLY"}
+FIRST_BYTES = 16
+
+
+def looks_like_backup(path: str) -> bool:
+    parts = path.split("/")
+    return path.lower().endswith(BACKUP_EXTENSIONS) or any(p.upper() in BACKUP_FOLDERS for p in parts[:-1])
+
+
+def describe_bytes(data: bytes) -> str:
+    """First bytes as hex and as text, so a reader can tell a zip, a text file or zeros at a glance."""
+    text = "".join(chr(b) if 32 <= b < 127 else "." for b in data)
+    return f"{data.hex(' ')} ({text!r})" if data else "nothing (an empty file)"
 
 
 @dataclass
@@ -85,8 +104,11 @@ class Unreadable:
     path: str
     reason: str
     # "needs-server": natively compressed, readable only by RESTORE HEADERONLY in a target.
-    # "corrupt": starts like a backup but is truncated or damaged.
+    # "corrupt": a backup (by its first bytes, extension or folder) that is truncated or damaged.
+    # "not-a-backup": any other file, named with its first bytes; "excluded": matched a pattern.
     kind: str
+    # Whose backup it was, when the trailer of a damaged file could still be read.
+    identity: TrailerIdentity | None = None
 
 
 @dataclass
@@ -122,23 +144,37 @@ def walk(source: Source, folder: str = "", depth: int = 0) -> list[str]:
     return paths
 
 
-def scan(source: Source) -> Catalog:
+def scan(source: Source, exclude: list[str] | None = None) -> Catalog:
+    """Every file is read, or listed with what it is and why: none is skipped in silence."""
     headers: list[BackupHeader] = []
     unreadable: list[Unreadable] = []
     not_backups: list[str] = []
     bytes_read = files_read = 0
     for path in walk(source):
+        if pattern := excluded(path, exclude or []):
+            unreadable.append(Unreadable(path, f"excluded by the pattern {pattern!r}", "excluded"))
+            continue
         reader = SourceFile(source, path)
-        magic = reader.read(0, 8)
-        if not (magic.startswith(b"TAPE") or magic == COMPRESSED_MAGIC):
-            not_backups.append(path)
+        magic = reader.read(0, FIRST_BYTES)
+        if not (magic.startswith(b"TAPE") or magic.startswith(COMPRESSED_MAGIC)):
+            found = describe_bytes(magic)
+            if looks_like_backup(path):
+                reason = (f"{path}: media header at offset 0x0: expected 'TAPE' (Microsoft Tape Format) or "
+                          f"'MSSQLBAK' (natively compressed), found {found}: a damaged backup file")
+                unreadable.append(Unreadable(path, reason, "corrupt", read_trailer_identity(reader)))
+            else:
+                not_backups.append(path)
+                unreadable.append(Unreadable(path, f"{path}: not a SQL Server backup: starts with {found}",
+                                             "not-a-backup"))
+            files_read += 1
+            bytes_read += reader.bytes_read
             continue
         try:
             headers.append(read_backup_header(reader))
         except NeedsServerHeaderOnly as exc:
             unreadable.append(Unreadable(path, str(exc), "needs-server"))
         except MtfError as exc:
-            unreadable.append(Unreadable(path, str(exc), "corrupt"))
+            unreadable.append(Unreadable(path, str(exc), "corrupt", read_trailer_identity(reader)))
         files_read += 1
         bytes_read += reader.bytes_read
     return Catalog(group(headers), unreadable, not_backups, bytes_read, files_read)

@@ -71,12 +71,13 @@ def _files(*sets: MediaSet) -> tuple[str, ...]:
 def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
     rules: list[RuleCheck] = []
     problems: list[Problem] = []
+    defects: list[Problem] = []
     chosen: list[MediaSet] = []
 
     def done(status: ChainStatus | None = None) -> RestorePlan:
         final = status or (ChainStatus.COMPLETE if not problems else ChainStatus.BROKEN)
         backups = [b for media in chosen for b in backup_sets(media)]
-        return RestorePlan("mssql", name, Chain(final, backups, problems, rules), at,
+        return RestorePlan("mssql", name, Chain(final, backups, problems, rules, defects=defects), at,
                            backups[0] if backups else None, files=list(_files(*chosen)),
                            history=backup_history(db))
 
@@ -120,17 +121,29 @@ def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
         rules.append(RuleCheck("newer-full-usable", False,
                                f"newer full {', '.join(media.files)} skipped: family "
                                f"{', '.join(str(n) for n in media.missing_families)} of {media.family_count} missing"))
+        # The newest full cannot be restored: the chain falls back, and that must not pass unsaid.
+        defects.append(Problem(
+            code="newer-full-incomplete",
+            message=f"the newest full {', '.join(media.files)} (LastLSN {media.header.last_lsn}) cannot be restored: "
+                    f"family {', '.join(str(n) for n in media.missing_families)} of {media.family_count} is missing "
+                    f"(media set {media.media_set_guid}); the restore falls back to full {', '.join(full.files)}",
+            files=tuple(media.files), found_lsn=str(media.header.last_lsn)))
 
     base_lsn = full.header.last_lsn
     diffs = [m for m in db.of_type("diff") if usable(m) and m.header.last_lsn > full.header.last_lsn]
     on_base = [m for m in diffs if m.header.database_backup_lsn == full.header.checkpoint_lsn]
     for media in diffs:
         if media not in on_base:
-            rules.append(RuleCheck(
-                "differential-base", False,
-                f"differential {', '.join(media.files)} skipped: its base (DatabaseBackupLSN "
-                f"{media.header.database_backup_lsn}) is not full {', '.join(full.files)} (CheckpointLSN "
-                f"{full.header.checkpoint_lsn})"))
+            message = (f"differential {', '.join(media.files)} skipped: its base (DatabaseBackupLSN "
+                       f"{media.header.database_backup_lsn}) is not full {', '.join(full.files)} (CheckpointLSN "
+                       f"{full.header.checkpoint_lsn})")
+            rules.append(RuleCheck("differential-base", False, message))
+            # Newer than the full restored, yet on a base that is not here: its full is missing or
+            # unreadable, so the point it secured can only be reached (if at all) through logs.
+            defects.append(Problem(code="differential-on-another-base",
+                                   message=f"{message}: the full it was taken on is not among the backups read",
+                                   files=tuple(media.files), expected_lsn=str(full.header.checkpoint_lsn),
+                                   found_lsn=str(media.header.database_backup_lsn)))
     if on_base:
         diff = max(on_base, key=lambda m: (m.header.last_lsn, m.finish))
         chosen.append(diff)

@@ -20,9 +20,10 @@ from datetime import datetime
 from typing import Protocol
 
 from verification.config import Settings
-from verification.engines.base import Evidence, RestoreOutcome, SourcePlan, UnreadableFile
+from verification.engines.base import Evidence, RestoreOutcome, SourcePlan
 from verification.engines.mssql import chain, tsql
-from verification.engines.mssql.catalog import scan, walk
+from verification.engines.mssql.accounting import account
+from verification.engines.mssql.catalog import looks_like_backup, scan, walk
 from verification.engines.mssql.mtf import COMPRESSED_MAGIC
 from verification.engines.mssql.outputs import (
     BACKUP_FAULTS,
@@ -41,7 +42,6 @@ from verification.model import (
     PhaseStatus,
     PhaseTiming,
     RestorePlan,
-    UnreadableKind,
 )
 from verification.restore_points import PointChoice, choose
 from verification.sources.base import Source
@@ -82,13 +82,15 @@ class MssqlEngine:
     def detect(self, source: Source) -> bool:
         for path in walk(source)[:DETECT_FILES]:
             magic = source.read_bytes(path, 0, 8)
-            if magic.startswith(b"TAPE") or magic == COMPRESSED_MAGIC:
+            # A folder of damaged .bak/.trn files is still SQL Server's: planning then names each one.
+            if magic.startswith(b"TAPE") or magic == COMPRESSED_MAGIC or looks_like_backup(path):
                 return True
         return False
 
     def plan(self, source: Source, at: datetime | None, point: PointChoice | None = None) -> SourcePlan:
-        catalog = scan(source)
+        catalog = scan(source, self.settings.exclude)
         plans = []
+        by_catalog: dict[int, RestorePlan] = {}
         for db in catalog.databases:
             name = catalog.display_name(db)
             when, rule = at, None
@@ -100,7 +102,9 @@ class MssqlEngine:
             if rule is not None:
                 result.chain.rules.insert(0, rule)
             plans.append(result)
-        unreadable = [UnreadableFile(u.path, UnreadableKind(u.kind), u.reason) for u in catalog.unreadable]
+            by_catalog[id(db)] = result
+        orphans, unreadable = account(catalog, by_catalog)
+        plans += orphans
         compressed = [u.path for u in catalog.unreadable if u.kind == "needs-server"]
         if compressed:
             # A compressed log cannot be read offline: it may be the one a gap is missing.

@@ -288,6 +288,30 @@ def _trailer(image: _Image) -> _SetInfo:
                    "none")
 
 
+@dataclass(frozen=True)
+class TrailerIdentity:
+    """Who a damaged backup belongs to, from the closing configuration copy at the end of the file,
+    when only its head is damaged: enough to name the database and the LSNs that are lost."""
+
+    database_name: str
+    server_name: str
+    database_creation: datetime | None
+    backup_type: str
+    first_lsn: int
+    last_lsn: int
+    backup_finish: datetime | None
+
+
+def read_trailer_identity(reader: ByteRangeReader) -> TrailerIdentity | None:
+    """The identity in the trailer of a file whose header could not be read, or None."""
+    try:
+        info = _trailer(_Image(reader))
+    except (SourceError, ValueError, IndexError, struct.error):
+        return None
+    return TrailerIdentity(info.database_name, info.server_name, info.database_creation, info.backup_type,
+                           info.first_lsn, info.last_lsn, info.backup_finish)
+
+
 def read_backup_header(reader: ByteRangeReader) -> BackupHeader:
     image = _Image(reader)
     if image.head[:8] == COMPRESSED_MAGIC:

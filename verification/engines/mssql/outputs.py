@@ -223,18 +223,21 @@ ERROR_MEANINGS = {
     4305: "the log chain is broken: this log backup starts after the point the restore has reached",
     4326: "the log chain is out of order: this log backup ends before the point the restore has reached",
     4312: "the log chain has a gap: a log backup between the data backup and this log is missing",
-    3201: "the backup file could not be opened",
+    3201: "the target could not open the backup file (the mount, permissions or path inside the target)",
     3241: "the backup media is damaged or incomplete (a family of the media set may be missing)",
     3183: "a page in the backup is damaged",
     824: "a page failed its checksum: the data is corrupt",
-    3169: "the backup was written by a newer SQL Server than the restore target",
+    3169: ("the backup was written by a newer SQL Server than the restore target: configure an image at least as "
+           "new (mssql.images)"),
     3279: "the backup media set is protected by a password that was not given or is wrong",
     3013: "the RESTORE statement terminated abnormally",
 }
 # Errors that mean the backups are not restorable (verdict "failed"); others mean restoreproof's
 # own setup failed (verdict "error"). 3013 ("terminating abnormally") follows every RESTORE
-# failure, so it decides nothing by itself.
-BACKUP_FAULTS = {4305, 4326, 4312, 3201, 3241, 3183, 824, 3169, 3279}
+# failure, so it decides nothing by itself. Not here on purpose: 3169 (the backup is newer than the
+# target's SQL Server: restoreproof chose too old an image) and 3201 (the OS could not open the
+# backup device: the mount, permissions or path in the target), which say nothing about the backup.
+BACKUP_FAULTS = {4305, 4326, 4312, 3241, 3183, 824, 3279}
 
 
 def parse_sql_errors(text: str) -> list[SqlError]:

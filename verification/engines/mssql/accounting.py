@@ -1,0 +1,107 @@
+"""Account for every SQL Server file that could not be read as a backup.
+
+A damaged backup must never just drop out of the catalog: a log backup whose head is damaged
+would leave the chain "complete" with one log fewer and the restore point silently older. So each
+corrupt file is attached to the database it belongs to, as a defect that fails that database:
+
+- by its identity, when the trailer's configuration copy can still be read (server, database,
+  creation date, LSNs): the exact database, and whether it was newer than the chain restored;
+- else by where it lies: the folder a database's backups are read from, or the database folder of
+  Ola Hallengren's <server>/<db>/FULL|DIFF|LOG layout;
+- else it gets a database entry of its own (named from its folder, and said to be derived), with a
+  broken chain, so a database whose backups are all unreadable still appears, failed.
+"""
+
+from __future__ import annotations
+
+import posixpath
+
+from verification.engines.mssql.catalog import BACKUP_FOLDERS, Catalog, DatabaseCatalog, Unreadable
+from verification.model import (
+    Chain,
+    ChainStatus,
+    Problem,
+    RestorePlan,
+    RuleCheck,
+    UnreadableFile,
+    UnreadableKind,
+)
+
+
+def _owner(catalog: Catalog, unread: Unreadable) -> DatabaseCatalog | None:
+    identity = unread.identity
+    if identity is None:
+        return None
+    return next((db for db in catalog.databases
+                 if (db.server, db.database, db.created) == (identity.server_name, identity.database_name,
+                                                             identity.database_creation)), None)
+
+
+def folder_database(path: str) -> str:
+    """The database a file's folder stands for: Ola's <db>/FULL|DIFF|LOG, else the folder itself."""
+    parts = path.split("/")[:-1]
+    if len(parts) >= 2 and parts[-1].upper() in BACKUP_FOLDERS:
+        return parts[-2]
+    return parts[-1] if parts else "(source root)"
+
+
+def _by_folder(plans: list[RestorePlan], path: str) -> RestorePlan | None:
+    folder = posixpath.dirname(path)
+    named = [p for p in plans if p.database == folder_database(path)]
+    if len(named) == 1:
+        return named[0]
+    beside = [p for p in plans if any(posixpath.dirname(f) == folder for f in p.files)]
+    return beside[0] if len(beside) == 1 else None
+
+
+def _defect(unread: Unreadable, plan: RestorePlan) -> Problem:
+    identity = unread.identity
+    if identity is None:
+        return Problem("unreadable-backup", f"{unread.path}, among the backups of {plan.database}, cannot be read: "
+                                            f"{unread.reason}", files=(unread.path,))
+    what = (f"{identity.backup_type} backup {unread.path} (LSN {identity.first_lsn} to {identity.last_lsn}"
+            + (f", finished {identity.backup_finish:%Y-%m-%d %H:%M:%S}" if identity.backup_finish else "") + ")")
+    last = plan.chain.backups[-1] if plan.chain.backups else None
+    moved = ""
+    if last is not None and last.last_lsn is not None and identity.last_lsn > int(last.last_lsn):
+        moved = (f"; it is newer than the chain restored, which ends at LastLSN {last.last_lsn} ({last.path}, "
+                 f"finished {last.finish:%Y-%m-%d %H:%M:%S}): the restore point moves back by it")
+    return Problem("unreadable-backup", f"{what} cannot be read: {unread.reason}{moved}", files=(unread.path,),
+                   found_lsn=str(identity.last_lsn))
+
+
+def _orphan_plan(name: str, unread: list[Unreadable], derived: bool) -> RestorePlan:
+    how = ("named from its folder: no readable header says its name" if derived
+           else "named by its damaged file's trailer")
+    problem = Problem("no-readable-backup",
+                      f"no backup of {name} ({how}) can be read: "
+                      + "; ".join(u.reason for u in unread), files=tuple(u.path for u in unread))
+    chain = Chain(ChainStatus.BROKEN, [], [problem], [RuleCheck("backup-readable", False, problem.message)])
+    return RestorePlan("mssql", name, chain, files=[u.path for u in unread])
+
+
+def account(catalog: Catalog, plans: dict[int, RestorePlan]) -> tuple[list[RestorePlan], list[UnreadableFile]]:
+    """Attach corrupt files to their databases' plans (keyed by id() of the DatabaseCatalog); returns
+    the plans made for databases known only from unreadable files, and every file as UnreadableFile."""
+    known = list(plans.values())
+    orphans: dict[tuple[str, bool], list[Unreadable]] = {}
+    files: list[UnreadableFile] = []
+    for unread in catalog.unreadable:
+        database = None
+        if unread.kind == "corrupt":
+            owner = _owner(catalog, unread)
+            plan = plans[id(owner)] if owner is not None else None
+            if plan is None and unread.identity is None:
+                plan = _by_folder(known, unread.path)
+            if plan is not None:
+                plan.chain.defects.append(_defect(unread, plan))
+                database = plan.database
+            else:
+                derived = unread.identity is None
+                database = folder_database(unread.path) if derived else unread.identity.database_name  # type: ignore[union-attr]
+                if any(p.database == database for p in known):
+                    database = f"{database} ({'unidentified' if derived else 'unreadable'} backups)"
+                orphans.setdefault((database, derived), []).append(unread)
+        files.append(UnreadableFile(unread.path, UnreadableKind(unread.kind), unread.reason, database))
+    extra = [_orphan_plan(name, unread, derived) for (name, derived), unread in orphans.items()]
+    return extra, files
