@@ -184,15 +184,16 @@ def predict_quietly(context: PredictionContext, plan: RestorePlan, target: Targe
 
 def verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider | None, run_id: str,
                     repo_host_path: str, evidence: Evidence, progress: ProgressFn = _quiet, *,
-                    context: PredictionContext | None = None, source: Source | None = None) -> DatabaseResult:
+                    context: PredictionContext | None = None, source: Source | None = None,
+                    no_target: str | None = None) -> DatabaseResult:
     point = RestorePoint(target=plan.stop_at.isoformat() if plan.stop_at else "latest")
     result = DatabaseResult(plan.database, Verdict.ERROR, [], plan, point)
     outcome: RestoreOutcome | None = None
     if plan.chain.status is not ChainStatus.COMPLETE:
         progress(f"{plan.database}: chain broken, not restoring")
     elif provider is None:
-        result.reasons = ["no target was available to restore into"]
-        return result
+        # Still decided: what the plan proved wrong (a known-bad backup) fails the database all the same.
+        outcome = RestoreOutcome(errors=[f"not restored: {no_target or 'no target was available to restore into'}"])
     else:
         target = None
         try:
@@ -227,11 +228,13 @@ def verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider 
                     if outcome is not None:
                         outcome.errors.append(message)
     hashing = context is None or context.settings.evidence.hash_backups
-    if outcome is not None and not hashing:
+    # Only what a restore read is hashed as its evidence.
+    read = outcome is not None and provider is not None and plan.chain.status is ChainStatus.COMPLETE
+    if read and not hashing and outcome is not None:
         outcome.checks.append(CheckResult("backup_hashes", CheckStatus.SKIPPED,
                                           "not run: disabled by the setting evidence.hash_backups: false",
                                           details={"disabled_by": "evidence.hash_backups"}, required=False))
-    if outcome is not None and source is not None and plan.files and hashing:
+    if read and source is not None and plan.files and hashing:
         # After the target is gone, and never in place of the verdict: a backup rewritten or
         # expired while it was hashed makes incomplete evidence, said as such, not a failed restore.
         progress(f"{plan.database}: hashing the {len(plan.files)} backup files read")
@@ -282,16 +285,22 @@ def run_verification(settings: Settings, source_path: str | Path, *, engine_name
                     host=host_facts(), unreadable=unreadable)
     for unread in unreadable:
         progress(f"{unread.kind}: {unread.describe()}")
-    provider = None
+    provider, no_target = None, None
     if any(p.chain.status is ChainStatus.COMPLETE for p in plans):
-        provider = make_provider(settings, target_kind or settings.target, engine.name, plans)
-        run.target_kind = provider.kind
+        try:
+            provider = make_provider(settings, target_kind or settings.target, engine.name, plans)
+            run.target_kind = provider.kind
+        except TargetError as exc:
+            # Every database is still planned and reported: a broken or known-bad chain is "failed"
+            # without a server; the others are "error", not restored, with this reason.
+            no_target = str(exc)
+            progress(f"no target: {exc}")
     context = PredictionContext.load_or_cold(settings, engine.name, progress)
     entries = []
     for plan in plans:
         evidence = RedactingEvidence(run_dir / "evidence" / slug(plan.database), redact)
         result = verify_database(engine, plan, provider, run_id, source.describe(), evidence, progress,
-                                 context=context, source=source)
+                                 context=context, source=source, no_target=no_target)
         redact_result(result, redact)
         run.databases.append(result)
         entry = database_json(result)
