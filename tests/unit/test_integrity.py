@@ -1,7 +1,8 @@
 """Integrity-tool outputs captured from real runs, clean and on corrupted data."""
 
 from tests.conftest import fixture_text
-from verification.engines.postgres.integrity import parse_pg_amcheck, parse_pg_checksums, parse_pgbackrest_verify
+from verification.engines.postgres.integrity import parse_pg_amcheck, parse_pg_checksums
+from verification.engines.postgres.verify_output import parse_pgbackrest_verify
 from verification.model import CheckStatus
 
 
@@ -75,3 +76,73 @@ def test_verify_corrupt_repository_names_every_bad_file_even_though_pgbackrest_e
 def test_verify_that_printed_nothing_is_an_error():
     check = parse_pgbackrest_verify("ERROR: [031]: option 'lock-path' not valid for command 'verify'\n", 31, "d")
     assert check.status is CheckStatus.ERROR
+
+
+# Real pgBackRest 2.45 outputs on copies of the demo repository, each with one fault.
+
+def test_verify_manifest_missing_fails_although_the_stanza_status_is_ok():
+    check = parse_pgbackrest_verify(fixture_text("pgbackrest-verify-manifest-missing.out"), 0, "demo1")
+    assert check.details["statuses"] == ["ok", "ok"]  # pgBackRest itself calls this fine
+    assert check.status is CheckStatus.FAILED
+    assert check.findings == ["backup 20261124-001501F_20261124-001520I: status manifest missing"]
+
+
+def test_verify_unreadable_wal_file_fails_naming_it_and_the_archive_count():
+    check = parse_pgbackrest_verify(fixture_text("pgbackrest-verify-wal-truncated.out"), 0, "demo1")
+    assert check.status is CheckStatus.FAILED
+    assert check.findings[0] == (
+        "invalid result: archive/demo1/15-1/0000000100000000/00000001000000000000000C-"
+        "7d6807736d177e2a7750e78fa69ab6ec94455231.gz: [29] raised from local-1 protocol: unexpected eof in "
+        "compressed data")
+    assert "WAL archive 15-1: 12 of 13 WAL files valid" in check.findings
+    assert "archive 15-1: other 1" in check.findings
+
+
+def test_verify_without_backup_info_fails():
+    check = parse_pgbackrest_verify(fixture_text("pgbackrest-verify-info-gone.out"), 0, "demo1")
+    assert check.status is CheckStatus.FAILED
+    assert check.findings == ["stanza demo1: No usable backup.info file"]
+
+
+def test_verify_in_progress_backup_is_named_not_verified_and_does_not_fail_the_others():
+    check = parse_pgbackrest_verify(fixture_text("pgbackrest-verify-in-progress.out"), 0, "demo1")
+    assert check.status is CheckStatus.PASSED
+    assert check.summary == ("3 backups and 1 WAL archive(s) valid; in progress, not verified: "
+                             "20261124-001501F_20261124-002000I")
+
+
+def test_verify_does_not_see_a_missing_segment_in_the_middle_so_the_planner_must():
+    # pgBackRest 2.45 checks the WAL files that exist; a gap passes its verify (the chain planner fails it).
+    check = parse_pgbackrest_verify(fixture_text("pgbackrest-verify-wal-missing.out"), 0, "demo1")
+    assert check.status is CheckStatus.PASSED
+
+
+def test_verify_rules_each_fail_on_their_own():
+    clean = fixture_text("pgbackrest-verify-clean.out")
+    assert parse_pgbackrest_verify(clean, 0, "demo1").status is CheckStatus.PASSED
+    # valid < checked, though the status says valid
+    fewer = clean.replace("total files checked: 984, total valid files: 984", "total files checked: 984, total valid "
+                          "files: 983", 1)
+    assert parse_pgbackrest_verify(fewer, 0, "demo1").status is CheckStatus.FAILED
+    # a non-zero count under a backup
+    counted = clean.replace("missing: 0, checksum invalid: 0, size invalid: 0, other: 0",
+                            "missing: 1, checksum invalid: 0, size invalid: 0, other: 0", 1)
+    assert parse_pgbackrest_verify(counted, 0, "demo1").status is CheckStatus.FAILED
+    # a status this version does not know
+    odd = clean.replace("status: valid", "status: quarantined", 1)
+    assert parse_pgbackrest_verify(odd, 0, "demo1").status is CheckStatus.ERROR
+    # a stanza status that is not ok in one copy
+    half = clean.replace("status: ok", "status: maybe", 1)
+    assert parse_pgbackrest_verify(half, 0, "demo1").status is CheckStatus.ERROR
+    # another stanza's summary
+    assert parse_pgbackrest_verify(clean, 0, "demo2").status is CheckStatus.ERROR
+    # an unknown warning
+    warned = clean + "2026-11-22 19:52:53.600 P00   WARN: something new happened\n"
+    assert parse_pgbackrest_verify(warned, 0, "demo1").status is CheckStatus.ERROR
+    # a missing WAL file is a WARN that pgBackRest does not count: restoreproof does
+    missing = clean + "2026-11-22 19:52:53.600 P01   WARN: file missing '15-1/0000000100000000/000000010000000000000005-abc.gz'\n"
+    failed = parse_pgbackrest_verify(missing, 0, "demo1")
+    assert failed.status is CheckStatus.FAILED
+    assert failed.findings == ["file missing: archive/demo1/15-1/0000000100000000/000000010000000000000005-abc.gz"]
+    # a non-zero exit with a clean-looking summary
+    assert parse_pgbackrest_verify(clean, 1, "demo1").status is CheckStatus.ERROR

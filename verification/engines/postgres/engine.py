@@ -22,7 +22,7 @@ from verification.config import Settings
 from verification.engines.base import Evidence, RestoreOutcome, SourcePlan, UnreadableFile
 from verification.engines.postgres import chain as chain_rules
 from verification.engines.postgres.footprint import backup_history, chain_files
-from verification.engines.postgres.integrity import parse_pg_amcheck, parse_pg_checksums, parse_pgbackrest_verify
+from verification.engines.postgres.integrity import parse_pg_amcheck, parse_pg_checksums
 from verification.engines.postgres.recovery_proof import prove_recovery
 from verification.engines.postgres.repository import (
     RepositoryFileError,
@@ -33,6 +33,7 @@ from verification.engines.postgres.repository import (
     unrecognised_files,
 )
 from verification.engines.postgres.serverlog import RecoveryLog, parse_server_log
+from verification.engines.postgres.verify_output import parse_pgbackrest_verify
 from verification.errors import SourceError
 from verification.model import (
     Chain,
