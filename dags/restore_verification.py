@@ -29,6 +29,7 @@ from restoreproof_airflow.hooks import RestoreproofHook
 from restoreproof_airflow.notifier import RestoreproofFailureNotifier
 
 from verification import orchestration
+from verification.config import Settings
 from verification.errors import TargetError
 
 POOL = os.environ.get("RESTOREPROOF_POOL", "restoreproof_targets")
@@ -43,6 +44,11 @@ def _params() -> orchestration.NightlyParams:
         run_date = context["dag_run"].run_after or datetime.now(UTC)
         params = replace(params, seed=int(run_date.strftime("%Y%m%d")))
     return params
+
+
+def _settings() -> Settings:
+    """The run's settings, the same in every task: the `config` param's file, else the worker's own."""
+    return RestoreproofHook(config=_params().config).settings
 
 
 def _run_id() -> str:
@@ -79,6 +85,9 @@ with DAG(
         "target": Param("docker", enum=["docker", "local", "auto"]),
         "time_budget_minutes": Param(360, type=["null", "number"],
                                      description="Stop starting new verifications after this long."),
+        "config": Param(os.environ.get("RESTOREPROOF_CONFIG"), type=["null", "string"],
+                        description="restoreproof's YAML configuration for every task of the run (default: "
+                                    "the workers' RESTOREPROOF_CONFIG), as `restoreproof verify --config` takes it."),
     },
     on_failure_callback=RestoreproofFailureNotifier(),
 ) as dag:
@@ -88,7 +97,7 @@ with DAG(
         """The databases to verify tonight, least recently verified first."""
         context = get_current_context()
         started = context["dag_run"].start_date or datetime.now(UTC)
-        return orchestration.discover(RestoreproofHook().settings, _params(), _run_id(), started)
+        return orchestration.discover(_settings(), _params(), _run_id(), started)
 
     @task
     def plan(databases: list[str]) -> dict[str, Any]:
@@ -96,7 +105,7 @@ with DAG(
         from verification.pipeline import plan_source
 
         params = _params()
-        _, _, planned = plan_source(RestoreproofHook().settings, params.source, params.engine, None,
+        _, _, planned = plan_source(_settings(), params.source, params.engine, None,
                                     params.point_choice())
         chains = {p.database: str(p.chain.status) for p in planned.plans if p.database in databases}
         for name, status in chains.items():
@@ -110,7 +119,7 @@ with DAG(
         get_current_context()["database"] = database  # type: ignore[typeddict-unknown-key]
         from verification.pipeline import make_provider
 
-        settings = RestoreproofHook().settings
+        settings = _settings()
         params = _params()
         if params.engine != "mssql":  # SQL Server images are chosen per backup version, in verify
             try:
@@ -126,7 +135,7 @@ with DAG(
         get_current_context()["database"] = database  # type: ignore[typeddict-unknown-key]
         params = _params()
         try:
-            result = orchestration.verify(RestoreproofHook().settings, params, handle["run_id"], database,
+            result = orchestration.verify(_settings(), params, handle["run_id"], database,
                                           _deadline(params))
         except orchestration.BudgetExceeded as exc:
             raise AirflowSkipException(str(exc)) from exc
@@ -141,7 +150,7 @@ with DAG(
     def remove_target(handle: dict[str, Any]) -> list[str]:
         """Remove everything labelled with this run and database: runs whatever verify did."""
         get_current_context()["database"] = handle["database"]  # type: ignore[typeddict-unknown-key]
-        report = orchestration.remove(RestoreproofHook().settings, handle["run_id"], handle["database"])
+        report = orchestration.remove(_settings(), handle["run_id"], handle["database"])
         if report.errors:
             raise RuntimeError("cleanup incomplete: " + "; ".join(report.errors))  # retried, then fails the run
         return report.containers + report.volumes + report.folders
@@ -155,7 +164,7 @@ with DAG(
     @task(trigger_rule="all_done", outlets=[REPORT_ASSET])
     def publish() -> dict[str, Any]:
         """The run's report.json and report.html, from the results store; published as an Asset."""
-        result = orchestration.publish(RestoreproofHook().settings, _run_id())
+        result = orchestration.publish(_settings(), _run_id())
         print(f"report: {result['report_html']}")
         return result
 

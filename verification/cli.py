@@ -266,7 +266,7 @@ def nightly(
     from verification.airflow_once import run_once
     from verification.demo.source import make_demo
 
-    settings_from(config)
+    settings = settings_from(config)
     progress = _progress(True)
     try:
         made = make_demo(workdir, scale=scale, clusters=clusters, progress=progress)
@@ -279,9 +279,10 @@ def nightly(
     err.print(f"running DAG restore_verification once through Airflow (home {airflow_home.resolve()}) ...",
               highlight=False)
     started = time.monotonic()
-    dag_run = run_once(made.repository, airflow_home.resolve(), pool_slots, {"target": "docker"})
+    # Every task of the run loads the same file `verify --config` would (the DAG's `config` param).
+    conf: dict[str, Any] = {"target": "docker", **({"config": str(config.resolve())} if config else {})}
+    dag_run = run_once(made.repository, airflow_home.resolve(), pool_slots, conf)
     wall = time.monotonic() - started
-    settings = load_settings()
     reports = sorted(settings.report_dir.glob("restore_verification-*/report.json"), key=lambda p: p.stat().st_mtime)
     err.print(f"DAG run {dag_run.run_id}: {dag_run.state} in {wall:.1f} s", highlight=False)
     if reports:
@@ -307,8 +308,9 @@ def reap(
             err.print(f"removed {kind} {name}", highlight=False)
     err.print(f"{report.total} leftover(s) removed", highlight=False)
     for error in report.errors:
-        err.print(f"[yellow]{error}[/]", highlight=False)
-    raise typer.Exit(0)
+        err.print(f"[red]not removed:[/] {escape(error)}", highlight=False)
+    # Something left running is restoreproof's problem to report, never a clean exit.
+    raise typer.Exit(2 if report.errors else 0)
 
 
 evidence_app = typer.Typer(no_args_is_help=True, help="The signed evidence bundle of a run: verify it, make a key.")

@@ -54,6 +54,8 @@ class NightlyParams:
     seed: int | None = None
     target: str = "auto"
     time_budget_minutes: float | None = None
+    # The YAML configuration every task of the run loads (None: RESTOREPROOF_CONFIG, then defaults).
+    config: str | None = None
 
     @classmethod
     def from_mapping(cls, values: dict[str, Any]) -> NightlyParams:

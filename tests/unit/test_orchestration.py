@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from tests.unit.factories import complete_plan, online_outcome, passed_check
 from verification import orchestration
 from verification.config import load_settings
@@ -87,3 +89,53 @@ def test_the_time_budget_stops_a_verification_before_it_starts(tmp_path):
     params = orchestration.NightlyParams(source=str(tmp_path / "not-even-read"))
     with pytest.raises(orchestration.BudgetExceeded, match="goes first next time"):
         orchestration.verify(load_settings(), params, "r1", "demo1", datetime.now(UTC) - timedelta(seconds=1))
+
+
+def test_a_restore_point_is_normalised_to_utc_and_a_naive_one_is_refused():
+    import sys
+    from datetime import UTC, datetime, timedelta, timezone
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "plugins"))
+    from restoreproof_airflow.operators import utc_point
+
+    assert utc_point("2026-11-22T01:30:00+01:00") == datetime(2026, 11, 22, 0, 30, tzinfo=UTC)
+    assert utc_point("2026-11-22T01:30:00Z") == datetime(2026, 11, 22, 1, 30, tzinfo=UTC)
+    assert utc_point(datetime(2026, 11, 22, 1, 30, tzinfo=timezone(timedelta(hours=-5)))) == datetime(
+        2026, 11, 22, 6, 30, tzinfo=UTC)
+    assert utc_point(None) is None and utc_point("{{ params.at }}") is None
+    with pytest.raises(ValueError, match=r"2026-11-22T01:30:00 has no UTC offset"):
+        utc_point("2026-11-22T01:30:00")
+    with pytest.raises(ValueError, match=r"'yesterday' is not an ISO 8601 time"):
+        utc_point("yesterday")
+
+
+def test_the_hook_loads_the_file_it_is_given_and_names_one_that_is_missing(tmp_path, monkeypatch):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "plugins"))
+    from restoreproof_airflow.hooks import RestoreproofHook
+
+    from verification.errors import ConfigError
+
+    monkeypatch.delenv("RESTOREPROOF_CONFIG", raising=False)
+    config = tmp_path / "rp.yaml"
+    config.write_text("checks:\n  sql:\n    - {name: n, query: select 1, expect: 1}\n")
+    assert [c.name for c in RestoreproofHook(config=str(config)).settings.checks.sql] == ["n"]
+    assert RestoreproofHook().settings.checks.sql == []
+    with pytest.raises(ConfigError, match=f"configuration file {tmp_path}/gone.yaml does not exist"):
+        RestoreproofHook(config=str(tmp_path / "gone.yaml")).get_conn()
+
+
+def test_reap_exits_non_zero_when_it_could_not_remove_or_even_look(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from verification.cli import app
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    # A real Docker SDK connection failure: nothing listens on this socket.
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    result = CliRunner().invoke(app, ["reap"])
+    assert result.exit_code == 2
+    assert "not removed:" in result.stderr and "no Docker engine reachable" in result.stderr

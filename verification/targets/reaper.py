@@ -36,7 +36,7 @@ def reap_docker(run_id: str | None = None, report: ReapReport | None = None,
     selector = {"label": wanted}
     try:
         client = docker_client()
-    except Exception as exc:  # no engine: nothing of ours can be running there
+    except Exception as exc:  # no engine reachable: whether anything of ours is left there is unknown
         report.errors.append(str(exc))
         return report
     try:
@@ -46,16 +46,18 @@ def reap_docker(run_id: str | None = None, report: ReapReport | None = None,
                 report.containers.append(container.name or container.id)
             except docker.errors.NotFound:
                 pass
-            except docker.errors.APIError as exc:
-                report.errors.append(f"container {container.name}: {exc}")
+            except Exception as exc:  # an API error or the engine gone: said, and the next one still tried
+                report.errors.append(f"container {container.name}: {type(exc).__name__}: {exc}")
         for volume in client.volumes.list(filters=selector):
             try:
                 volume.remove(force=True)
                 report.volumes.append(volume.name)
             except docker.errors.NotFound:
                 pass
-            except docker.errors.APIError as exc:
-                report.errors.append(f"volume {volume.name}: {exc}")
+            except Exception as exc:
+                report.errors.append(f"volume {volume.name}: {type(exc).__name__}: {exc}")
+    except Exception as exc:  # listing failed: what is left there is unknown, which is not "nothing left"
+        report.errors.append(f"cannot list the run's containers and volumes: {type(exc).__name__}: {exc}")
     finally:
         client.close()
     return report

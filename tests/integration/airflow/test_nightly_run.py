@@ -79,6 +79,25 @@ def test_teardown_runs_after_a_restore_task_is_made_to_fail(demo, airflow_env, m
     assert states[("database.remove_target", "demo2")] == "success"
     report = latest_report(airflow_env / "reports")
     (db,) = report["databases"]
-    assert db["verdict"] == "failed"
-    assert any("did not come online" in reason and "shared_buffers" in reason for reason in db["reasons"])
+    assert db["verdict"] == "error"  # our setting, not the backup, stopped it
+    assert any("refused its configuration" in reason and "shared_buffers" in reason for reason in db["reasons"])
     assert leftovers(report["run_id"]) == []
+
+
+def test_every_task_of_the_run_loads_the_config_file_it_is_given(demo, airflow_env):
+    import yaml
+
+    config = airflow_env / "restoreproof.yaml"
+    config.write_text(yaml.safe_dump({"checks": {"sql": [
+        {"name": "catalog-present", "query": "select count(*) > 0 from pg_class", "expect": "t"}]}}))
+    dag_run, states = run_nightly(demo.repository, include=["demo1"], config=str(config))
+    assert str(dag_run.state) == "success", states
+    (db,) = latest_report(airflow_env / "reports")["databases"]
+    checks = {c["name"]: c["status"] for c in db["checks"]}
+    assert checks["sql:catalog-present"] == "passed", checks
+
+
+def test_a_config_file_that_is_not_there_fails_the_run_naming_it(demo, airflow_env):
+    dag_run, states = run_nightly(demo.repository, include=["demo1"], config=str(airflow_env / "missing.yaml"))
+    assert str(dag_run.state) == "failed"
+    assert states[("discover", "-1")] == "failed"

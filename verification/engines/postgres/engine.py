@@ -32,7 +32,7 @@ from verification.engines.postgres.repository import (
     stanza_names,
     unrecognised_files,
 )
-from verification.engines.postgres.serverlog import RecoveryLog, parse_server_log
+from verification.engines.postgres.serverlog import CONFIG_ERRORS, RecoveryLog, parse_server_log
 from verification.engines.postgres.verify_output import parse_pgbackrest_verify
 from verification.errors import SourceError
 from verification.model import (
@@ -305,7 +305,13 @@ class _Verification:
                                        + (f"; the server said: {'; '.join(said)}" if said else ""))
         else:
             reasons = "; ".join(said) or (start.output.strip()[-400:] if not start.ok else "server stopped")
-            self.outcome.failures.append(f"the restored server did not come online: {reasons}")
+            if any(CONFIG_ERROR in line for line in log.errors for CONFIG_ERROR in CONFIG_ERRORS):
+                # The server refused its configuration (ours, or a setting the target image cannot
+                # honour): restoreproof could not finish, the backup is not shown to be at fault.
+                self.outcome.errors.append(f"the restored server refused its configuration and did not start: "
+                                           f"{reasons} (check postgres.server_options and the target image)")
+            else:
+                self.outcome.failures.append(f"the restored server did not come online: {reasons}")
         return None
 
     def _read_log(self) -> str:
