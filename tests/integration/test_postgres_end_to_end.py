@@ -186,3 +186,21 @@ def test_the_teardown_step_removes_a_databases_leftovers_only(settings):
             with contextlib.suppress(Exception):
                 container.remove(force=True)
         client.close()
+
+
+def test_checks_disabled_by_configuration_show_as_skipped_with_their_settings(demo, settings):
+    settings.postgres.repository_verify = False
+    settings.postgres.checksums_check = False
+    settings.evidence.hash_backups = False
+    result = run_verification(settings, demo.repository, databases=["demo2"])
+    (db,) = result.report["databases"]
+    assert db["verdict"] == "passed", db["reasons"]  # pg_amcheck still proves the data
+    skipped = {c["name"]: c["summary"] for c in db["checks"] if c["status"] == "skipped"}
+    assert skipped == {
+        "pgbackrest_verify": "not run: disabled by the setting postgres.repository_verify: false",
+        "pg_checksums": "not run: disabled by the setting postgres.checksums_check: false",
+        "backup_hashes": "not run: disabled by the setting evidence.hash_backups: false"}
+    # A "passed" with checks turned off says so in its reasons.
+    for name, summary in skipped.items():
+        assert f"{name} skipped: {summary}" in db["reasons"]
+    assert "backup-files.sha256" not in db["evidence"]
