@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 # The venv is rebuilt only when the pinned requirements or the package metadata change.
 VENV_STAMP := $(VENV)/.stamp-$(shell cat requirements.txt pyproject.toml | sha256sum | cut -c1-16)
 
-.PHONY: setup system venv images demo test lint unit integration faults bench clean reap
+.PHONY: setup system venv images demo test lint unit integration faults mutation bench clean reap
 
 setup: system venv images
 
@@ -48,6 +48,13 @@ faults: setup
 test: setup lint
 	$(BIN)/pytest
 
+# Mutation testing of the verdict path (modules in pyproject's [tool.mutmut]); not part of
+# `make test` (it runs the unit tests once per mutant). Prints the score per module.
+mutation: venv
+	rm -rf mutants
+	$(BIN)/mutmut run || true
+	$(BIN)/python scripts/mutation_report.py --min-score 90
+
 bench: setup
 	$(BIN)/python bench/e2e_postgres.py
 
@@ -55,4 +62,4 @@ reap: venv
 	$(BIN)/restoreproof reap
 
 clean: reap
-	rm -rf demo reports test-artifacts
+	rm -rf demo reports test-artifacts mutants

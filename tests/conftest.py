@@ -38,7 +38,11 @@ def captured_repo(tmp_path: Path) -> Path:
 
 
 # Real SQL Server backups (2008 R2, 2016) live beside the project, never inside it.
-MSSQL_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "testdata" / "mssql-backups"
+# Found by walking up, so the tests find it from a copy of the project too (mutation testing runs
+# them from ./mutants).
+MSSQL_CORPUS = next((parent / "shared" / "testdata" / "mssql-backups" for parent in Path(__file__).resolve().parents
+                     if (parent / "shared" / "testdata" / "mssql-backups").is_dir()),
+                    Path(__file__).resolve().parents[2] / "shared" / "testdata" / "mssql-backups")
 
 
 @pytest.fixture(scope="session")
