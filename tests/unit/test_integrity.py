@@ -146,3 +146,48 @@ def test_verify_rules_each_fail_on_their_own():
     assert failed.findings == ["file missing: archive/demo1/15-1/0000000100000000/000000010000000000000005-abc.gz"]
     # a non-zero exit with a clean-looking summary
     assert parse_pgbackrest_verify(clean, 1, "demo1").status is CheckStatus.ERROR
+
+
+# Summaries and statuses pinned exactly, and each branch of the parsers on its own (mutation testing).
+
+def test_amcheck_and_checksums_summaries_say_exactly_what_was_checked():
+    clean = parse_pg_amcheck(fixture_text("pg_amcheck-clean.out"), 0)
+    assert clean.summary == "222 tables and 329 indexes in 2 databases: no corruption"
+    assert clean.details == {"heap_tables": 222, "btree_indexes": 329, "databases": ["postgres", "template1"],
+                             "exit_code": 0}
+    corrupt = parse_pg_amcheck(fixture_text("pg_amcheck-corrupt.out"), 2)
+    assert corrupt.summary == "pg_amcheck found corruption (15 lines)" and len(corrupt.findings) == 15
+    assert corrupt.findings[0] == ("WARNING:  XX001: page verification failed, calculated checksum 3037 but "
+                                   "expected 18571")
+    assert parse_pg_checksums(fixture_text("pg_checksums-clean.out"), 0).summary == (
+        "6697 blocks in 966 files: 0 bad checksums")
+    bad = parse_pg_checksums(fixture_text("pg_checksums-corrupt.out"), 1)
+    assert (bad.summary, bad.details["blocks_scanned"]) == ("1 bad checksums", 16300)
+
+
+def test_amcheck_branches():
+    clean = fixture_text("pg_amcheck-clean.out")
+    # A clean output with a non-zero exit is not a pass.
+    assert parse_pg_amcheck(clean, 1).status is not CheckStatus.PASSED
+    # An extra, unknown line on exit 0 is a finding, never ignored.
+    extra = parse_pg_amcheck(clean + "heap table \"postgres.public.t\", block 0:\n", 0)
+    assert extra.status is CheckStatus.FAILED and extra.findings == ['heap table "postgres.public.t", block 0:']
+    error = parse_pg_amcheck("pg_amcheck: error: could not connect\n", 1)
+    assert (error.status, error.summary) == (CheckStatus.ERROR, "pg_amcheck could not run (exit 1)")
+    assert parse_pg_amcheck("pg_amcheck: error: could not connect\n", 2).status is CheckStatus.FAILED
+    nothing = parse_pg_amcheck('pg_amcheck: including database "postgres"\n', 0)
+    assert (nothing.summary, nothing.details["databases"]) == ("pg_amcheck checked no table", ["postgres"])
+
+
+def test_checksums_branches():
+    clean = fixture_text("pg_checksums-clean.out")
+    assert parse_pg_checksums(clean, 1).status is CheckStatus.ERROR  # clean text, failed exit
+    assert parse_pg_checksums(clean.replace("Checksum operation completed", "Checksum operation"), 0).status \
+        is CheckStatus.ERROR
+    failed = parse_pg_checksums("pg_checksums: error: checksum verification failed in file \"x\", block 1\n", 1)
+    assert (failed.status, failed.summary) == (CheckStatus.FAILED, "pg_checksums found bad pages (exit 1)")
+    broken = parse_pg_checksums("pg_checksums: error: could not open file \"x\"\n", 1)
+    assert (broken.status, broken.summary, broken.findings) == (
+        CheckStatus.ERROR, "pg_checksums could not run (exit 1)", ['pg_checksums: error: could not open file "x"'])
+    silent = parse_pg_checksums("", 3)
+    assert silent.findings == [] and silent.details["exit_code"] == 3

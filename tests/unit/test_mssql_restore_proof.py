@@ -1,0 +1,74 @@
+"""The point a SQL Server restore reached, proven from msdb rows as sqlcmd returns them."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from verification.engines.mssql.catalog import scan
+from verification.engines.mssql.chain import plan
+from verification.engines.mssql.restore_proof import last_restore_query, prove_point
+from verification.sources import LocalSource
+
+
+@pytest.fixture
+def rtc(mssql_corpus):  # type: ignore[no-untyped-def]
+    (db,) = scan(LocalSource(mssql_corpus / "RestoreTimeClean")).databases
+    return db
+
+
+def row(last_lsn: str | None, stop_at: str | None = None, finish: str | None = "2017-06-01T13:29:13") -> dict:  # type: ignore[type-arg]
+    return {"restore_history_id": "5", "first_lsn": "25000000021000001", "last_lsn": last_lsn, "stop_at": stop_at,
+            "backup_finish_date": finish, "backup_type": "L"}
+
+
+def test_the_query_reads_the_newest_restore_of_that_database_only():
+    query = last_restore_query("O'Brien")
+    assert "WHERE rh.destination_database_name = N'O''Brien' ORDER BY rh.restore_history_id DESC" in query
+    assert query.startswith("SET NOCOUNT ON; SELECT TOP (1) ")
+    assert "CONVERT(varchar(40), bs.last_lsn) AS last_lsn" in query
+
+
+def test_latest_proven(rtc):  # type: ignore[no-untyped-def]
+    proof = prove_point(plan(rtc, "RestoreTimeClean", None), [row("25000000022000001")])
+    assert (proof.failures, proof.errors) == ([], [])
+    assert proof.proofs == ["msdb restorehistory/backupset: the last backup restored ended at LSN 25000000022000001 "
+                            "(finished 2017-06-01T13:29:13+00:00), the planned chain's last LastLSN "
+                            "(RestoreTimeClean2_3.trn)"]
+    assert proof.achieved == datetime(2017, 6, 1, 13, 29, 13, tzinfo=UTC)
+    assert proof.detail == "the end of the last backup restored, as msdb records it"
+
+
+def test_an_unknown_finish_time_is_said_and_not_invented(rtc):  # type: ignore[no-untyped-def]
+    proof = prove_point(plan(rtc, "RestoreTimeClean", None), [row("25000000022000001", finish=None)])
+    assert proof.achieved is None
+    assert "(finished at an unknown time)" in proof.proofs[0]
+
+
+def test_a_shorter_restore_fails_with_both_lsns(rtc):  # type: ignore[no-untyped-def]
+    proof = prove_point(plan(rtc, "RestoreTimeClean", None), [row("25000000021000001")])
+    assert proof.proofs == [] and proof.achieved is None
+    assert proof.failures == ["the server restored up to LSN 25000000021000001, not to the planned chain's end: "
+                              "RestoreTimeClean2_3.trn ends at LastLSN 25000000022000001 (msdb restorehistory/"
+                              "backupset: the last backup restored ended at LSN 25000000021000001 (finished "
+                              "2017-06-01T13:29:13+00:00))"]
+
+
+@pytest.mark.parametrize("rows", [[row(None)], [row("not-a-number")], [{}]])
+def test_an_unreadable_row_is_an_error(rtc, rows):  # type: ignore[no-untyped-def]
+    proof = prove_point(plan(rtc, "RestoreTimeClean", None), rows)
+    assert proof.proofs == [] and proof.failures == []
+    assert proof.errors[0].startswith("the server's restore history cannot be read (row: ")
+
+
+def test_stopat_must_match_to_the_millisecond(rtc):  # type: ignore[no-untyped-def]
+    at = datetime(2017, 6, 1, 13, 22, 0, 123000, tzinfo=UTC)
+    pitr = plan(rtc, "RestoreTimeClean", at)
+    good = prove_point(pitr, [row("25000000021000001", "2017-06-01T13:22:00.123")])
+    assert good.proofs and good.achieved == at
+    assert good.detail == "STOPAT 2017-06-01T13:22:00.123 recorded by msdb on the terminal log"
+    off = prove_point(pitr, [row("25000000021000001", "2017-06-01T13:22:00.133")])
+    assert off.failures == ["the server's last restore stopped at 2017-06-01T13:22:00.133, not at the planned "
+                            "2017-06-01T13:22:00.123000+00:00 (msdb restorehistory/backupset: the last backup "
+                            "restored ended at LSN 25000000021000001 (finished 2017-06-01T13:29:13+00:00))"]
