@@ -191,3 +191,53 @@ def test_checksums_branches():
         CheckStatus.ERROR, "pg_checksums could not run (exit 1)", ['pg_checksums: error: could not open file "x"'])
     silent = parse_pg_checksums("", 3)
     assert silent.findings == [] and silent.details["exit_code"] == 3
+
+
+def test_verify_every_line_kind_on_its_own():
+    clean = fixture_text("pgbackrest-verify-clean.out")
+    stamp = "2026-11-22 19:52:53.600 P00 "
+    passed = parse_pgbackrest_verify(clean, 0, "demo1")
+    assert passed.details == {
+        "backups": {"20261122-195034F": "valid", "20261122-195034F_20261122-195039D": "valid",
+                    "20261122-195034F_20261122-195042I": "valid"},
+        "archives": {"15-1": "10/10 valid"}, "exit_code": 0, "statuses": ["ok", "ok"], "in_progress": [],
+        "unrecognised": []}
+    # Detail, debug and trace lines say nothing about the verdict.
+    for level in ("DETAIL", "DEBUG", "TRACE"):
+        assert parse_pgbackrest_verify(clean + f"{stamp}{level}: archive path '15-1' is empty\n", 0, "demo1").status \
+            is CheckStatus.PASSED
+    # An error or assertion of pgBackRest's own is "could not run", named.
+    for level in ("ERROR", "ASSERT"):
+        check = parse_pgbackrest_verify(clean + f"{stamp}{level}: [082]: lock timeout\n", 0, "demo1")
+        assert (check.status, check.findings) == (CheckStatus.ERROR, [f"{level}: [082]: lock timeout"])
+    # A note that says the repository is inconsistent fails it, in pgBackRest's words.
+    note = "archiveIds '14-1' are not in the archive.info history list"
+    check = parse_pgbackrest_verify(clean + f"{stamp}INFO: {note}\n", 0, "demo1")
+    assert (check.status, check.findings) == (CheckStatus.FAILED, [note])
+    # An INFO line nobody knows is not waved through as progress.
+    check = parse_pgbackrest_verify(clean + f"{stamp}INFO: something new\n", 0, "demo1")
+    assert (check.status, check.findings) == (CheckStatus.ERROR, ["unrecognised: INFO: something new"])
+    # A backup in progress named only by its log line is still named.
+    check = parse_pgbackrest_verify(clean + f"{stamp}INFO: backup 'L1' appears to be in progress, skipping\n", 0,
+                                    "demo1")
+    assert check.details["in_progress"] == ["L1"] and check.summary.endswith("in progress, not verified: L1")
+    # A blank line in the middle does not end the reading.
+    lines = clean.splitlines()
+    gapped = "\n".join([*lines[:3], "", *lines[3:]]) + "\n"
+    assert parse_pgbackrest_verify(gapped, 0, "demo1").details["backups"] == passed.details["backups"]
+    # Counts before any archive or backup line belong to the repository.
+    check = parse_pgbackrest_verify(clean.replace("stanza: demo1\n", "stanza: demo1\n    missing: 1\n", 1), 0, "demo1")
+    assert "repository: missing 1" in check.findings
+    # "none found" lines are known; a repository with nothing verified is an error for that reason.
+    empty = "stanza: demo1\nstatus: ok\n  archiveId: none found\n  backup: none found\n"
+    check = parse_pgbackrest_verify(empty, 0, "demo1")
+    assert (check.status, check.summary) == (CheckStatus.ERROR, "pgbackrest verify verified no backup")
+    # An unknown summary line is an error, quoted.
+    check = parse_pgbackrest_verify(clean + "  something else entirely\n", 0, "demo1")
+    assert check.findings == ["unrecognised: something else entirely"]
+    # A status this version does not know is said as such.
+    odd = parse_pgbackrest_verify(clean.replace("status: valid", "status: quarantined", 1), 0, "demo1")
+    assert odd.findings == ["unrecognised: backup 20261122-195034F: status 'quarantined', which this version does "
+                            "not know"]
+    fewer = parse_pgbackrest_verify(clean.replace("total valid files: 984", "total valid files: 983", 1), 0, "demo1")
+    assert "backup 20261122-195034F_20261122-195039D: 983 of 984 files valid" in fewer.findings
