@@ -36,7 +36,8 @@ def summary(result: RestorePlan) -> dict[str, Any]:
         return [[p.code, p.message, list(p.files), p.expected_lsn, p.found_lsn] for p in items]
 
     return {
-        "database": result.database, "status": str(chain.status), "stop_at": str(result.stop_at),
+        "engine": result.engine, "database": result.database, "status": str(chain.status),
+        "stop_at": str(result.stop_at),
         "target": result.target_backup.label if result.target_backup else None,
         "backups": [[b.type, b.label, b.first_lsn or b.start_wal, b.last_lsn or b.stop_wal, b.family]
                     for b in chain.backups],
@@ -122,6 +123,13 @@ def _flag_error(repo: Path, label: str) -> None:
         info.write_text(head + f"{label}=" + rest.replace('"backup-error":false', '"backup-error":true', 1))
 
 
+def _edit_entry(repo: Path, label: str, old: str, new: str) -> None:
+    for info in (repo / "backup" / "demo1").glob("backup.info*"):
+        lines = info.read_text().splitlines()
+        info.write_text("\n".join(line.replace(old, new, 1) if line.startswith(f"{label}=") else line
+                                  for line in lines) + "\n")
+
+
 def _history(repo: Path, text: str) -> None:
     (_segments(repo).parent / "00000002.history").write_text(text)
     (_segments(repo) / f"000000020000000000000009-{'0' * 40}.gz").write_bytes(b"")
@@ -139,6 +147,16 @@ PG_SCENARIOS: dict[str, tuple[Callable[[Path], None], datetime | None]] = {
     "newest-in-error": (lambda repo: _flag_error(repo, "20261122-195034F_20261122-195042I"), None),
     "timeline-2-descends": (lambda repo: _history(repo, "1\t0/9000000\tno recovery target specified\n"), None),
     "timeline-2-before-backup": (lambda repo: _history(repo, "1\t0/1000000\tno recovery target specified\n"), None),
+    "diff-in-error-under-the-incr": (lambda repo: _flag_error(repo, "20261122-195034F_20261122-195039D"), None),
+    "diff-and-incr-in-error": (lambda repo: [_flag_error(repo, "20261122-195034F_20261122-195039D"),
+                                             _flag_error(repo, "20261122-195034F_20261122-195042I")], None),
+    "chain-not-starting-with-a-full": (lambda repo: _edit_entry(repo, "20261122-195034F", '"backup-type":"full"',
+                                                                '"backup-type":"diff"'), None),
+    "no-wal-range": (lambda repo: _edit_entry(repo, "20261122-195034F_20261122-195042I",
+                                              '"backup-archive-start"', '"backup-archive-begin"'), None),
+    "timeline-2-of-another-lineage": (lambda repo: _history(repo, "3\t0/9000000\tno recovery target specified\n"),
+                                      None),
+    "at-after-every-backup": (lambda repo: None, datetime(2026, 11, 23, tzinfo=UTC)),
     "timeline-2-without-history": (lambda repo: (_segments(repo) / f"000000020000000000000009-{'0' * 40}.gz")
                                    .write_bytes(b""), None),
 }
