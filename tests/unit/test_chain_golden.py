@@ -46,6 +46,9 @@ def summary(result: RestorePlan) -> dict[str, Any]:
         "problems": problems(chain.problems), "defects": problems(chain.defects),
         "rules": [[r.rule, r.passed, r.detail] for r in chain.rules],
         "files": list(result.files),
+        "extra": [dict(sorted(b.extra.items())) for b in chain.backups if result.engine == "mssql"],
+        "history": None if result.history is None else [result.history.basis, len(result.history.points),
+                                                         [p.name for p in result.history.points][:3]],
     }
 
 
@@ -80,6 +83,10 @@ MSSQL_SCENARIOS: dict[str, tuple[str, list[tuple[str, str]], datetime | None]] =
                                   [("history/sql2016-stripe/Stripe2/restoretime_22a.trn", "delete")], None),
     "stripe-newest-full-family-missing": ("history/sql2016-stripe",
                                           [("history/sql2016-stripe/Stripe2/restoretime2a.bak", "delete")], None),
+    "stripe-only-full-incomplete": ("history/sql2016-stripe",
+                                    [("history/sql2016-stripe/Stripe2/restoretime1.bak", "delete"),
+                                     ("history/sql2016-stripe/Stripe2/restoretime2a.bak", "delete")], None),
+    "rtc-at-before-the-diff": ("RestoreTimeClean", [], datetime(2017, 6, 1, 13, 5, tzinfo=UTC)),
     "ola-complex": ("OlaMsFilter/complex", [], None),
     "ola-complex-wrong-base": ("OlaMsFilter/complex",
                                [("OlaMsFilter/complex/Full/test_FULL_20160629_142200.bak", "delete")], None),
