@@ -355,7 +355,7 @@ def read_backup_header(reader: ByteRangeReader) -> BackupHeader:
     # The two copies agree on everything but the finish date, filled in only at the end. A
     # difference is damage, or a file holding several backup sets (BACKUP ... NOINIT).
     for name in ("database_name", "server_name", "backup_type", "first_lsn", "last_lsn", "checkpoint_lsn",
-                 "database_backup_lsn", "database_version", "database_creation", "backup_start", "flags"):
+                 "database_backup_lsn", "database_version", "database_creation", "backup_start", "flags", "files"):
         head_value, tail_value = getattr(head_info, name), getattr(tail_info, name)
         if head_value != tail_value:
             raise MtfError(image.name, image.size, f"closing configuration copy ({name})",
