@@ -266,12 +266,14 @@ def test_the_docker_engine_gone_mid_restore_is_an_error_and_reap_removes_what_is
         try:
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline:
-                running = real.containers.list(filters={"label": RUN_LABEL, "status": "running"})
-                if running:
-                    time.sleep(2.5)  # provisioned and restoring: pgBackRest is moving files now
-                    proxy.cut()
-                    return
-                time.sleep(0.1)
+                for container in real.containers.list(filters={"label": RUN_LABEL, "status": "running"}):
+                    with contextlib.suppress(Exception):
+                        commands = " ".join(" ".join(p) for p in container.top()["Processes"])
+                        # The restore has begun (pgBackRest moving files, or the server recovering).
+                        if ("pgbackrest" in commands and "restore" in commands) or "postgres -D" in commands:
+                            proxy.cut()
+                            return
+                time.sleep(0.05)
         finally:
             real.close()
 

@@ -60,7 +60,11 @@ def run_in_container(client: docker.DockerClient, container: Container, argv: li
         # The engine itself went away (restarted, socket gone): restoreproof's infrastructure, not the backup.
         raise TargetError(f"the Docker engine became unreachable while running {argv[0]} in container "
                           f"{container.name}: {exc}") from exc
-    return ExecResult(argv, int(code if code is not None else -1), (out or b"").decode("utf-8", "replace"),
+    if code is None:
+        # The output stream ended while the command still ran: the connection to the engine broke.
+        raise TargetError(f"the Docker engine became unreachable while running {argv[0]} in container "
+                          f"{container.name}: its output ended before the command finished")
+    return ExecResult(argv, int(code), (out or b"").decode("utf-8", "replace"),
                       (err or b"").decode("utf-8", "replace"), time.monotonic() - started)
 
 
@@ -147,8 +151,11 @@ class DockerTarget:
         return result.stdout
 
     def describe(self) -> dict[str, Any]:
-        image = self._client.images.get(self.image)
-        return {"kind": self.kind, "container": self.name, "image": self.image, "image_id": image.id,
+        try:
+            image_id: str | None = self._client.images.get(self.image).id
+        except Exception:  # a description must not cost the verification; the engine is asked again later
+            image_id = None
+        return {"kind": self.kind, "container": self.name, "image": self.image, "image_id": image_id,
                 "volume": self.volume.name}
 
     def close(self) -> None:
