@@ -83,11 +83,12 @@ def assert_failed_naming(run, stanza: str, *needles: str) -> dict:  # type: igno
 
 def test_a_segment_of_another_cluster_ends_redo_early_and_fails(pg_repo, restoreproof):
     last = planned_wal(restoreproof, pg_repo, "demo1")["last"]
-    # demo2's segment of the same name: a valid segment with a valid checksum, of another system.
-    foreign = segment_file(pg_repo, "demo2", last)
-    own = segment_file(pg_repo, "demo1", last)
-    own.unlink()
-    (own.parent / foreign.name).write_bytes(foreign.read_bytes())
+    # A segment of demo2 (another system) under demo1's name, named by its own SHA-1: valid to
+    # pgBackRest. The clusters' WAL need not have reached the same segment, and it does not matter:
+    # PostgreSQL checks the system identifier in a segment's first page before anything else.
+    demo2 = sorted((pg_repo / "archive" / "demo2").rglob("0000000100000000000000??-*.gz"))
+    same_name = [f for f in demo2 if f.name.startswith(last)]
+    put_segment(pg_repo, "demo1", last, gzip.decompress((same_name or demo2)[-1].read_bytes()))
 
     run = restoreproof("verify", pg_repo, "-d", "demo1")
     db = assert_failed_naming(run, "demo1", last, "WAL file is from different database system")
