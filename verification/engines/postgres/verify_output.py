@@ -1,178 +1,419 @@
 """`pgbackrest verify --output=text --verbose` (pgBackRest 2.45, console logging at INFO), every line
 accounted for.
 
-What pgBackRest 2.45 prints (src/command/verify/verify.c, read at the release/2.45 tag):
-- per file that did not verify, a log line `<what> '<path>'` with <what> one of `file missing`,
-  `invalid checksum`, `invalid size`, `invalid result` (the last also as `invalid result <path>: [code]
-  <message>` when a job failed). A missing WAL file is logged at WARN and NOT counted as an error:
-  the summary can then say `status: ok` with WAL missing, so restoreproof counts it itself;
-- INFO notes: `archiveIds '…' are not in the archive.info history list`, `duplicate WAL '…' for '…'
-  exists, skipping`, `backup '…' appears to be in progress, skipping`, `backup '…' manifest does not
-  contain any target files to verify`, `'…' may not be recoverable - PG data … is not in the
-  backup.info history, skipping`;
-- the summary, twice (logged, then on stdout): `stanza: <name>`, `status: ok|error`, then
-  `archiveId: <id>, total WAL checked: N, total valid WAL: M` and `backup: <label>, status:
-  valid|invalid|manifest missing|in-progress, total files checked: N, total valid files: M`, each
-  followed by `missing: a, checksum invalid: b, size invalid: c, other: d`; or one of `No usable
-  backup.info file`, `No usable archive.info file`, `no archives or backups exist in the repo`,
-  `archiveId: none found`, `backup: none found`, or a PostgreSQL history mismatch message.
+What pgBackRest 2.45 prints, read in src/command/verify/verify.c at the release/2.45 tag (the line
+numbers are that file's), and in src/common/log.c for where and how a line is written:
 
-pgBackRest exits 0 even when it finds invalid files, so the verdict comes from this text; a line
-this parser does not know is an error, never a pass.
+- the summary (verifyProcess, 1708-1714; verifyRender, 1322-1463), printed twice by cmdVerify: logged
+  at INFO (the console log, on stdout, 1735) and written to stdout by --output=text (1738-1741). It is
+  `stanza: <name>`, `status: ok|error` (VERIFY_STATUS_*, 37-38), then `archiveId: <id>, total WAL
+  checked: N, total valid WAL: M` and `backup: <label>, status: <status>, total files checked: N,
+  total valid files: M`, each with `missing: a, checksum invalid: b, size invalid: c, other: d` under
+  it when it checked any file (verifyCreateFileErrorsStr, 1285-1316), or `archiveId: none found`,
+  `backup: none found`; or one of `No usable backup.info file`, `No usable archive.info file` (1491,
+  1501), `no archives or backups exist in the repo` (1703), or what verifyPgHistory threw (1515):
+  `archive and backup history lists do not match` (512), or check/common.c's `backup info file and
+  archive info file do not match` with its `archive: id = …`, `backup : id = …` and `HINT: …` lines.
+  The backup statuses are exactly `valid`, `invalid`, `manifest missing` and `in-progress` (the
+  switch in verifyRender, 1404-1425); there is no other;
+- INFO lines: per file that did not verify, `<what> '<path>'` with <what> `file missing`, `invalid
+  checksum`, `invalid size` or `invalid result` (verifyErrorMsg, 1117-1140; verifyLogInvalidResult,
+  1146-1168), and `invalid result <path>: [code] <message>` when the job itself failed (1657-1660),
+  its retries indented under it; `backup '…' appears to be in progress, skipping` (440); `'…' may not
+  be recoverable - PG data (id …, version …, system-id …) is not in the backup.info history,
+  skipping` (466-469); `duplicate WAL '…' for '…' exists, skipping` (577); `backup '…' manifest does
+  not contain any target files to verify` (1056); `archiveIds '…' are not in the archive.info
+  history list` (1232); and `verify command begin|end` (command/command.c);
+- one WARN line only: `file missing '<archive id>/…'` when a WAL file listed in the archive cannot be
+  read (1160-1164), which pgBackRest does NOT count as an error: the summary can then say `status:
+  ok`. WARN and ERROR lines go to stderr without time or process (log.c logPre/logPost, default
+  log-level-stderr=warn): `WARN: …`, `ERROR: [031]: …`. pgBackRest's own settings can also warn
+  (config/parse.c: `environment contains invalid option '…'`, `configuration file contains …`).
+  "A backup has no WAL" and "a backup missing from backup.info" are not warnings 2.45 has (the WAL
+  reconciliation is left to do, 1697; the backup.info cross-check came in a later version). A missing
+  manifest is said at DETAIL only; the summary's `manifest missing` says it.
+
+pgBackRest exits 0 even when it finds invalid files, and says `status: ok` with a manifest missing,
+a backup skipped as in progress, a WAL file gone or counts that do not add up, so the verdict comes
+from this text, every line of it: only `valid` backups with every file valid pass, and anything this
+parser does not know is an error, never a pass.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from verification.model import CheckResult, CheckStatus
 
 NAME = "pgbackrest_verify"
-LOG_LINE = re.compile(r"^(?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ )?P\d+ +(?P<level>[A-Z]+): (?P<msg>.*)$")
+VERSION = "2.45"
+LEVELS = "ASSERT|ERROR|WARN|INFO|DETAIL|DEBUG|TRACE"
+# The console log (stdout): time, process, level aligned to 6 characters. Continuation lines are
+# indented to where the message starts.
+CONSOLE_LINE = re.compile(rf"^(?:\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ )?P\d+ +(?P<level>{LEVELS}): (?P<msg>.*)$")
+# stderr (WARN and above by default): the level only.
+STDERR_LINE = re.compile(rf"^(?P<level>{LEVELS}): (?P<msg>.*)$")
+
+BEGIN = re.compile(r"^verify command begin (?P<version>\S+): (?P<options>.*)$")
+END_OK = re.compile(r"^verify command end: completed successfully(?: \(\d+ms\))?$")
 FILE_RESULT = re.compile(r"^(?P<what>file missing|invalid checksum|invalid size|invalid result) '(?P<file>[^']+)'$")
 JOB_ERROR = re.compile(r"^invalid result (?P<file>\S+): \[(?P<code>\d+)\] (?P<message>.*)$")
+RETRY = re.compile(r"^\[\w+\] on retry after \d+ms$")
+IN_PROGRESS = re.compile(r"^backup '(?P<label>[^']+)' appears to be in progress, skipping$")
+# Notes that say the repository is not as it should be; pgBackRest counts each as an error.
+FAILING_NOTES = (
+    re.compile(r"^archiveIds '(?P<ids>[^']+)' are not in the archive\.info history list$"),
+    re.compile(r"^duplicate WAL '(?P<segment>[0-9A-F]{24})' for '(?P<id>[^']+)' exists, skipping$"),
+    re.compile(r"^backup '(?P<label>[^']+)' manifest does not contain any target files to verify$"),
+    re.compile(r"^'(?P<label>[^']+)' may not be recoverable - PG data \(id \d+, version \S+, system-id \d+\) is not "
+               r"in the backup\.info history, skipping$"),
+)
+# pgBackRest's warnings about its own settings (config/parse.c): the command may not have run with the
+# settings restoreproof gave it, so its verdict cannot be taken.
+CONFIG_WARNINGS = (
+    re.compile(r"^environment contains invalid (?:negate |reset )?option '[^']+'$"),
+    re.compile(r"^configuration file contains (?:invalid|negate|reset|command-line only) option '[^']+'$"),
+    re.compile(r"^configuration file contains option '[^']+' invalid for section '[^']+'$"),
+    re.compile(r"^configuration file contains stanza-only option '[^']+' in global section '[^']+'$"),
+)
+
+STANZA = re.compile(r"^stanza: (?P<name>\S+)$")
+STATUS = re.compile(r"^status: (?P<status>.*)$")
+ARCHIVE = re.compile(r"^archiveId: (?P<id>\S+), total WAL checked: (?P<n>\d+), total valid WAL: (?P<valid>\d+)$")
 BACKUP = re.compile(r"^backup: (?P<label>\S+), status: (?P<status>[^,]+), total files checked: (?P<n>\d+), "
                     r"total valid files: (?P<valid>\d+)$")
-ARCHIVE = re.compile(r"^archiveId: (?P<id>\S+), total WAL checked: (?P<n>\d+), total valid WAL: (?P<valid>\d+)$")
-COUNTS = re.compile(r"^(?:(?:missing|checksum invalid|size invalid|other): \d+(?:, |$))+$")
+COUNTS = re.compile(r"^(?:(?:missing|checksum invalid|size invalid|other): \d+(?:, (?=\S)|$))+$")
 COUNT = re.compile(r"(missing|checksum invalid|size invalid|other): (\d+)")
-BACKUP_STATUSES = {"valid", "invalid", "manifest missing", "in-progress"}
-# Log lines that say something about the repository; each is a finding that fails the check.
-FAILING_NOTES = (
-    re.compile(r"^archiveIds '.*' are not in the archive\.info history list$"),
-    re.compile(r"^backup '.*' manifest does not contain any target files to verify$"),
-    re.compile(r"^'.*' may not be recoverable - PG data .* is not in the backup\.info history, skipping$"),
-)
-# Log lines that are progress or harmless notes.
-BENIGN_NOTES = (
-    re.compile(r"^verify command (begin|end)"),
-    re.compile(r"^duplicate WAL '.*' for '.*' exists, skipping$"),
-    re.compile(r"^backup '.*' appears to be in progress, skipping$"),
-)
-SUMMARY_FAILURES = ("No usable backup.info file", "No usable archive.info file",
-                    "no archives or backups exist in the repo")
+BACKUP_STATUSES = ("valid", "invalid", "manifest missing", "in-progress")
+STANZA_STATUSES = ("ok", "error")
+UNUSABLE = ("No usable backup.info file", "No usable archive.info file",
+            "archive and backup history lists do not match")
+NOTHING = "no archives or backups exist in the repo"
+MISMATCH = "backup info file and archive info file do not match"
+MISMATCH_MORE = re.compile(r"^(?:(?:archive|backup) ?: id = \d+, version = \S+, system-id = \d+|"
+                           r"HINT: this may be a symptom of repository corruption!)$")
+
+
+@dataclass
+class _Entry:
+    """One log message: its first line and the lines pgBackRest indented under it."""
+    level: str
+    msg: str
+    indent: int
+    more: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Block:
+    """One copy of the summary: from the log (an INFO message) or from --output=text (stdout)."""
+    source: str
+    lines: list[str]
+
+
+@dataclass
+class _Item:
+    """An archive id or a backup in one copy of the summary."""
+    checked: int
+    valid: int
+    status: str = ""
+    counts: dict[str, int] | None = None
+
+
+@dataclass
+class _Summary:
+    stanza: str | None = None
+    status: str | None = None  # None: no status line
+    archives: dict[str, _Item] = field(default_factory=dict)
+    backups: dict[str, _Item] = field(default_factory=dict)
+    nothing: bool = False
 
 
 @dataclass
 class _Reading:
-    stanzas: set[str] = field(default_factory=set)
-    statuses: list[str] = field(default_factory=list)
-    backups: dict[str, str] = field(default_factory=dict)
-    archives: dict[str, str] = field(default_factory=dict)
+    stanza: str
     failures: list[str] = field(default_factory=list)
-    tool_errors: list[str] = field(default_factory=list)
-    unknown: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)      # why the output cannot be taken as it is
+    unknown: list[str] = field(default_factory=list)     # lines this parser does not know
+    tool_errors: list[str] = field(default_factory=list)  # pgBackRest's own ERROR/ASSERT lines
+    settings: list[str] = field(default_factory=list)    # pgBackRest's warnings about its settings
+    invalid_files: list[str] = field(default_factory=list)
     in_progress: list[str] = field(default_factory=list)
-    subject: str = ""  # the archive id or backup the next counts line belongs to
+    blocks: list[_Block] = field(default_factory=list)  # the copies of the summary, in order
+    versions: list[str] = field(default_factory=list)
+    ends: list[str] = field(default_factory=list)
 
     def fail(self, finding: str) -> None:
         if finding not in self.failures:
             self.failures.append(finding)
 
+    def error(self, problem: str) -> None:
+        if problem not in self.errors:
+            self.errors.append(problem)
+
+    def unrecognised(self, line: str) -> None:
+        if line not in self.unknown:
+            self.unknown.append(line)
+
 
 def _repo_path(path: str, stanza: str) -> str:
-    """Paths in the messages are relative to the stanza's backup/ or archive/ folder: say which."""
-    folder = "archive" if re.match(r"^\d+-\d+/", path) else "backup"
+    """Paths in the messages are relative to the stanza's archive/ or backup/ folder: say which."""
+    folder = "archive" if re.match(r"^\d+(?:\.\d+)?-\d+/", path) else "backup"
     return f"{folder}/{stanza}/{path}"
 
 
-def _log_line(reading: _Reading, level: str, msg: str, stanza: str) -> None:
+def _split(output: str) -> tuple[list[_Entry | _Block], list[str]]:
+    """Log messages (with their indented lines) and stdout summaries, in order; and lines that are neither."""
+    parts: list[_Entry | _Block] = []
+    stray: list[str] = []
+    current: _Entry | _Block | None = None
+    for line in output.splitlines():
+        if not line.strip():
+            continue
+        if match := CONSOLE_LINE.match(line) or STDERR_LINE.match(line):
+            current = _Entry(match["level"], match["msg"], match.start("msg"))
+            parts.append(current)
+        elif isinstance(current, _Entry) and line.startswith(" " * current.indent):
+            current.more.append(line[current.indent:])
+        elif STANZA.match(line):
+            current = _Block("stdout", [line])
+            parts.append(current)
+        elif isinstance(current, _Block):
+            current.lines.append(line)
+        else:
+            stray.append(line.strip())
+    return parts, stray
+
+
+def _entry(reading: _Reading, entry: _Entry) -> None:
+    level, msg, stanza = entry.level, entry.msg.strip(), reading.stanza
+    extra = entry.more  # lines indented under the message; each kind says which it takes
     if level in ("DETAIL", "DEBUG", "TRACE"):
-        return
+        return  # not printed at --log-level-console=info; nothing in them decides the verdict
     if level in ("ERROR", "ASSERT"):
-        reading.tool_errors.append(f"{level}: {msg}")
+        reading.tool_errors.append("\n".join([f"{level}: {msg}", *(m.strip() for m in extra)]))
+        return
+    if level == "INFO" and STANZA.match(msg):
+        reading.blocks.append(_Block("log", [msg, *extra]))
         return
     if match := FILE_RESULT.match(msg):
-        # WARN for a missing WAL file, INFO for the rest: every one is a file the repository lacks or has bad.
-        reading.fail(f"{match['what']}: {_repo_path(match['file'], stanza)}")
+        # INFO, or WARN for a WAL file gone when read (not counted by pgBackRest): a file bad or missing.
+        finding = f"{match['what']}: {_repo_path(match['file'], stanza)}"
+        reading.invalid_files.append(finding)
+        reading.fail(finding)
+        _unknown(reading, level, extra)
         return
-    if match := JOB_ERROR.match(msg):
-        reading.fail(f"invalid result: {_repo_path(match['file'], stanza)}: [{match['code']}] {match['message']}")
+    if level == "INFO" and (match := JOB_ERROR.match(msg)):
+        finding = f"invalid result: {_repo_path(match['file'], stanza)}: [{match['code']}] {match['message']}"
+        reading.invalid_files.append(finding)
+        reading.fail(finding)
+        _unknown(reading, level, [line for line in extra if not RETRY.match(line.strip())])
         return
-    if level == "INFO" and msg.startswith("stanza: "):
-        _summary_line(reading, msg, stanza)  # the first line of the logged summary
+    if level == "WARN" and any(p.match(msg) for p in CONFIG_WARNINGS) and not extra:
+        reading.settings.append(f"pgBackRest configuration: {msg}")
         return
-    if level == "INFO" and any(p.match(msg) for p in FAILING_NOTES):
-        reading.fail(msg)
-        return
-    if level == "INFO" and any(p.match(msg) for p in BENIGN_NOTES):
-        if match := re.match(r"^backup '(.*)' appears to be in progress", msg):
-            reading.in_progress.append(match.group(1))
-        return
-    reading.unknown.append(f"{level}: {msg}")
+    if level == "INFO" and not extra:
+        if match := BEGIN.match(msg):
+            reading.versions.append(match["version"])
+            return
+        if msg.startswith("verify command end: "):
+            reading.ends.append(msg)
+            return
+        if match := IN_PROGRESS.match(msg):
+            reading.in_progress.append(match["label"])
+            return
+        if any(p.match(msg) for p in FAILING_NOTES):
+            reading.fail(msg)
+            return
+    _unknown(reading, level, [msg, *extra])
 
 
-def _summary_line(reading: _Reading, line: str, stanza: str) -> None:
-    if match := re.match(r"^stanza: (\S+)$", line):
-        reading.stanzas.add(match.group(1))
-    elif match := re.match(r"^status: (.+)$", line):
-        reading.statuses.append(match.group(1))
-    elif match := ARCHIVE.match(line):
-        reading.archives[match["id"]] = f"{match['valid']}/{match['n']} valid"
-        reading.subject = f"archive {match['id']}"
-        if int(match["valid"]) < int(match["n"]):
-            reading.fail(f"WAL archive {match['id']}: {match['valid']} of {match['n']} WAL files valid")
-    elif match := BACKUP.match(line):
-        label, status = match["label"], match["status"]
-        reading.backups[label] = status
-        reading.subject = f"backup {label}"
-        if status not in BACKUP_STATUSES:
-            reading.unknown.append(f"backup {label}: status {status!r}, which this version does not know")
-        elif status == "in-progress":
-            reading.in_progress.append(label)
-        elif status != "valid":
-            reading.fail(f"backup {label}: status {status}")
-        if int(match["valid"]) < int(match["n"]):
-            reading.fail(f"backup {label}: {match['valid']} of {match['n']} files valid")
-    elif COUNTS.match(line):
-        bad = [f"{what} {n}" for what, n in COUNT.findall(line) if int(n)]
-        if bad:
-            reading.fail(f"{reading.subject or 'repository'}: {', '.join(bad)}")
-    elif line in ("archiveId: none found", "backup: none found"):
-        pass  # said by the counts of backups below
-    elif line in SUMMARY_FAILURES:
-        reading.fail(f"stanza {stanza}: {line}")
-    else:
-        reading.unknown.append(line)
+def _unknown(reading: _Reading, level: str, lines: list[str]) -> None:
+    for line in lines:
+        reading.unrecognised(f"{level}: {line.strip()}")
+
+
+def _counts(line: str) -> dict[str, int]:
+    return {what: int(n) for what, n in COUNT.findall(line)}
+
+
+def _parse_summary(reading: _Reading, block: _Block) -> _Summary:
+    """One copy of the summary, line by line; every line is known or said unrecognised."""
+    lines = [line.strip() for line in block.lines]
+    summary = _Summary(lines[0].removeprefix("stanza: "))  # every block begins with its stanza line
+    lines = lines[1:]
+    if lines and (match := STATUS.match(lines[0])):
+        summary.status = match["status"]
+        lines = lines[1:]
+    subject: _Item | None = None
+    mismatch: list[str] = []
+    for line in lines:
+        if match := ARCHIVE.match(line):
+            subject = _Item(int(match["n"]), int(match["valid"]))
+            if match["id"] in summary.archives:
+                reading.unrecognised(f"archive {match['id']} listed twice")
+            summary.archives[match["id"]] = subject
+        elif match := BACKUP.match(line):
+            subject = _Item(int(match["n"]), int(match["valid"]), match["status"])
+            if match["label"] in summary.backups:
+                reading.unrecognised(f"backup {match['label']} listed twice")
+            summary.backups[match["label"]] = subject
+        elif COUNTS.match(line) and subject is not None and subject.counts is None:
+            subject.counts = _counts(line)
+        elif line in ("archiveId: none found", "backup: none found"):
+            continue  # nothing listed: said by the backups and archives found (none)
+        elif line == NOTHING:
+            summary.nothing = True
+        elif line in UNUSABLE:
+            reading.fail(f"stanza {reading.stanza}: {line}")
+        elif line == MISMATCH or (mismatch and MISMATCH_MORE.match(line)):
+            mismatch.append(line)
+        else:
+            reading.unrecognised(line)
+    if mismatch:
+        reading.fail(f"stanza {reading.stanza}: {'; '.join(mismatch)}")
+    return summary
+
+
+def _judge_summary(reading: _Reading, summary: _Summary) -> None:
+    """The rules, on one copy: only `valid` passes, every file checked valid, every count zero."""
+    if summary.status is None:
+        reading.error("a summary without its status line")
+    if summary.stanza != reading.stanza:
+        reading.error(f"pgbackrest verify reported on stanza {summary.stanza}, not {reading.stanza}")
+    if summary.status is not None and summary.status not in STANZA_STATUSES:
+        reading.unrecognised(f"stanza status {summary.status!r}, which pgBackRest {VERSION} does not print")
+    for archive_id, item in summary.archives.items():
+        what = f"archive {archive_id}"
+        if item.valid < item.checked:
+            reading.fail(f"WAL archive {archive_id}: {item.valid} of {item.checked} WAL files valid")
+        elif item.valid > item.checked:
+            reading.fail(f"WAL archive {archive_id}: {item.valid} WAL files valid of {item.checked} checked "
+                         "(the counts do not add up)")
+        _judge_counts(reading, what, item)
+    for label, item in summary.backups.items():
+        what = f"backup {label}"
+        if item.status not in BACKUP_STATUSES:
+            reading.unrecognised(f"{what}: status {item.status!r}, which pgBackRest {VERSION} does not print")
+        elif item.status == "in-progress":
+            reading.fail(f"{what}: status in-progress (skipped by pgBackRest: not verified)")
+        elif item.status != "valid":
+            reading.fail(f"{what}: status {item.status}")
+        elif item.checked == 0:
+            reading.fail(f"{what}: status valid but no file checked")
+        if item.valid < item.checked:
+            reading.fail(f"{what}: {item.valid} of {item.checked} files valid")
+        elif item.valid > item.checked:
+            reading.fail(f"{what}: {item.valid} files valid of {item.checked} checked (the counts do not add up)")
+        _judge_counts(reading, what, item)
+
+
+def _judge_counts(reading: _Reading, what: str, item: _Item) -> None:
+    if item.counts is None:
+        if item.checked > 0:  # --verbose prints the counts of everything that checked a file
+            reading.unrecognised(f"{what}: no missing/checksum/size/other counts under it")
+        return
+    bad = [f"{kind} {n}" for kind, n in item.counts.items() if n]
+    if bad:
+        reading.fail(f"{what}: {', '.join(bad)}")
+
+
+def _layout(reading: _Reading) -> None:
+    """The frame around the summaries: two identical copies, one logged and one on stdout; the
+    command begun by pgBackRest 2.45 and ended successfully."""
+    blocks = reading.blocks
+    sources = sorted(block.source for block in blocks)
+    if not blocks:
+        reading.error("pgbackrest verify printed no summary")
+    elif sources != ["log", "stdout"]:
+        reading.error(f"the summary was printed {len(blocks)} time(s) ({', '.join(sources)}); pgBackRest prints it "
+                      "twice, logged and on stdout")
+    elif [line.rstrip() for line in blocks[0].lines] != [line.rstrip() for line in blocks[1].lines]:
+        reading.error("the logged summary and the one on stdout differ")
+    if reading.versions != [VERSION]:
+        said = ", ".join(reading.versions) or "none"
+        reading.error(f"pgBackRest version {said}: restoreproof reads the output of pgBackRest {VERSION} "
+                      "(verify command begin)")
+    if len(reading.ends) != 1 or not END_OK.match(reading.ends[0]):
+        reading.error(f"the command did not end successfully ({'; '.join(reading.ends) or 'no verify command end'})")
 
 
 def parse_pgbackrest_verify(output: str, exit_code: int, stanza: str) -> CheckResult:
-    reading = _Reading()
-    for raw in output.splitlines():
-        if not raw.strip():
-            continue
-        if match := LOG_LINE.match(raw.strip()):
-            _log_line(reading, match["level"], match["msg"].strip(), stanza)
+    reading = _Reading(stanza)
+    parts, stray = _split(output)
+    for line in stray:
+        reading.unrecognised(line)
+    for part in parts:
+        if isinstance(part, _Entry):
+            _entry(reading, part)
         else:
-            _summary_line(reading, raw.strip(), stanza)
-    details = {"backups": reading.backups, "archives": reading.archives, "exit_code": exit_code,
-               "statuses": reading.statuses, "in_progress": sorted(set(reading.in_progress)),
-               "unrecognised": reading.unknown}
-    tail = output.strip().splitlines()[-5:]
-    if "error" in reading.statuses or reading.failures:
-        findings = reading.failures + [f"unrecognised: {u}" for u in reading.unknown] + reading.tool_errors
-        invalid = [label for label, status in reading.backups.items() if status not in ("valid", "in-progress")]
+            reading.blocks.append(part)
+    summaries = [_parse_summary(reading, block) for block in reading.blocks]
+    for summary in summaries:
+        _judge_summary(reading, summary)
+    listed = {label for summary in summaries for label in summary.backups}
+    for label in reading.in_progress:
+        if label not in listed:
+            reading.fail(f"backup {label}: in progress (skipped by pgBackRest: not verified)")
+    statuses = [s.status or "none" for s in summaries]
+    if "error" in statuses and not reading.failures:
+        reading.fail(f"stanza {stanza}: pgBackRest says status error and gives no reason restoreproof recognises")
+    _layout(reading)
+    if exit_code != 0:
+        reading.error(f"pgbackrest verify exited {exit_code}")
+    first = summaries[0] if summaries else _Summary()
+    details: dict[str, Any] = {
+        "backups": {label: item.status for label, item in first.backups.items()},
+        "archives": {archive_id: f"{item.valid}/{item.checked} valid" for archive_id, item in first.archives.items()},
+        "exit_code": exit_code,
+        "statuses": statuses,
+        "in_progress": sorted({*reading.in_progress, *(label for label, item in first.backups.items()
+                                                      if item.status == "in-progress")}),
+        "unrecognised": reading.unknown,
+        "stanza": first.stanza,
+        "version": reading.versions[0] if reading.versions else None,
+        "summary_copies": len(summaries),
+        "backup_files": {label: _numbers(item) for label, item in first.backups.items()},
+        "archive_wal": {archive_id: _numbers(item) for archive_id, item in first.archives.items()},
+        "invalid_files": reading.invalid_files,
+        "warnings": reading.settings,
+        "tool_errors": reading.tool_errors,
+    }
+    unrecognised = [f"unrecognised: {u}" for u in reading.unknown]
+    if reading.failures:
+        not_valid = [label for label, item in first.backups.items() if item.status != "valid"]
         return CheckResult(NAME, CheckStatus.FAILED,
                            f"the repository has {len(reading.failures)} problem(s)"
-                           + (f"; backups not valid: {', '.join(invalid)}" if invalid else ""),
-                           findings or tail, details)
-    problem = None
-    if exit_code != 0 or reading.tool_errors:
-        problem = f"pgbackrest verify could not run (exit {exit_code})"
-    elif reading.stanzas != {stanza}:
-        problem = f"pgbackrest verify reported on stanza(s) {sorted(reading.stanzas)}, not {stanza}"
-    elif not reading.statuses or set(reading.statuses) != {"ok"}:
-        problem = f"pgbackrest verify gave no status ok (statuses: {reading.statuses or 'none'})"
-    elif reading.unknown:
-        problem = f"pgbackrest verify printed {len(reading.unknown)} line(s) restoreproof does not recognise"
-    elif not [s for s in reading.backups.values() if s == "valid"]:
+                           + (f"; backups not valid: {', '.join(not_valid)}" if not_valid else ""),
+                           reading.failures + unrecognised + reading.tool_errors + reading.settings + reading.errors,
+                           details)
+    said = reading.tool_errors + unrecognised + reading.settings + reading.errors
+    problem = _not_taken(reading, exit_code, statuses)
+    if problem is None and (not first.backups or first.nothing):
         problem = "pgbackrest verify verified no backup"
-    if problem:
-        return CheckResult(NAME, CheckStatus.ERROR, problem,
-                           reading.tool_errors + [f"unrecognised: {u}" for u in reading.unknown] or tail, details)
-    valid = sum(1 for s in reading.backups.values() if s == "valid")
-    skipped = sorted(set(reading.in_progress))
-    return CheckResult(NAME, CheckStatus.PASSED,
-                       f"{valid} backups and {len(reading.archives)} WAL archive(s) valid"
-                       + (f"; in progress, not verified: {', '.join(skipped)}" if skipped else ""), details=details)
+        said = [f"stanza {stanza}: {NOTHING if first.nothing else 'backup: none found'}"]
+    if problem is not None:
+        return CheckResult(NAME, CheckStatus.ERROR, problem, said, details)
+    archives = "no WAL archive" if not first.archives else f"{len(first.archives)} WAL archive(s)"
+    return CheckResult(NAME, CheckStatus.PASSED, f"{len(first.backups)} backups and {archives} valid",
+                       details=details)
+
+
+def _not_taken(reading: _Reading, exit_code: int, statuses: list[str]) -> str | None:
+    """Why an output with no failure in it cannot be taken (the first reason), or None."""
+    if exit_code != 0 or reading.tool_errors:
+        return f"pgbackrest verify could not run (exit {exit_code})"
+    if reading.errors:
+        return reading.errors[0]
+    if set(statuses) != {"ok"}:
+        return f"pgbackrest verify gave no status ok (statuses: {', '.join(statuses)})"
+    if reading.unknown:
+        return f"pgbackrest verify printed {len(reading.unknown)} line(s) restoreproof does not recognise"
+    if reading.settings:
+        return "pgBackRest warned about its own configuration"
+    return None
+
+
+def _numbers(item: _Item) -> dict[str, int]:
+    return {"checked": item.checked, "valid": item.valid, **(item.counts or {})}
