@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.unit.mtf_edit import Backup
 from verification.engines.mssql.catalog import scan
 from verification.engines.mssql.chain import plan as mssql_plan
 from verification.engines.postgres.chain import plan as pg_plan
@@ -39,8 +40,8 @@ def summary(result: RestorePlan) -> dict[str, Any]:
         "engine": result.engine, "database": result.database, "status": str(chain.status),
         "stop_at": str(result.stop_at),
         "target": result.target_backup.label if result.target_backup else None,
-        "backups": [[b.type, b.label, b.first_lsn or b.start_wal, b.last_lsn or b.stop_wal, b.family]
-                    for b in chain.backups],
+        "backups": [[b.type, b.label, b.first_lsn or b.start_wal, b.last_lsn or b.stop_wal, b.family,
+                     str(b.start), str(b.finish)] for b in chain.backups],
         "wal": None if chain.wal is None else [chain.wal.timeline, chain.wal.first, chain.wal.last,
                                                chain.wal.segments, chain.wal.bound],
         "problems": problems(chain.problems), "defects": problems(chain.defects),
@@ -64,10 +65,24 @@ def check(name: str, found: list[dict[str, Any]]) -> None:
 
 def _damage(root: Path, relative: str, how: str) -> None:
     path = root / relative
+    copy = path.with_name(f"{path.stem}-copy{path.suffix}")
     if how == "delete":
         path.unlink()
     elif how == "truncate":
         path.write_bytes(path.read_bytes()[:20000])
+    elif how == "copy":  # the same backup twice: one is restored, the other said
+        copy.write_bytes(path.read_bytes())
+    elif how == "restamp":  # another backup set ending at the same LSN (its start one second later)
+        backup = Backup(path.read_bytes())
+        start = int.from_bytes(backup.data[backup.chunk(0, b"SCIN") + 0x4D:][:5], "big")
+        backup.in_both_copies(b"SCIN", 0x4D, ">IB", (start + 1) >> 8, (start + 1) & 0xFF)
+        copy.write_bytes(bytes(backup.data))
+    elif how == "diff-ends-at-its-full":  # a differential whose LastLSN is its full's: no newer
+        backup = Backup(path.read_bytes())
+        backup.in_both_copies(b"SCIN", 0x2A, "<IIH", 25, 132, 1)  # RestoreTimeClean.bak's LastLSN
+        path.write_bytes(bytes(backup.data))
+    else:
+        raise AssertionError(how)
 
 
 MSSQL_SCENARIOS: dict[str, tuple[str, list[tuple[str, str]], datetime | None]] = {
@@ -87,6 +102,19 @@ MSSQL_SCENARIOS: dict[str, tuple[str, list[tuple[str, str]], datetime | None]] =
                                     [("history/sql2016-stripe/Stripe2/restoretime1.bak", "delete"),
                                      ("history/sql2016-stripe/Stripe2/restoretime2a.bak", "delete")], None),
     "rtc-at-before-the-diff": ("RestoreTimeClean", [], datetime(2017, 6, 1, 13, 5, tzinfo=UTC)),
+    "rtc-at-the-end-of-a-log": ("RestoreTimeClean", [], datetime(2017, 6, 1, 13, 24, 13, tzinfo=UTC)),
+    "rtc-no-full": ("RestoreTimeClean", [("RestoreTimeClean/RestoreTimeClean.bak", "delete")], None),
+    "rtc-a-log-copied": ("RestoreTimeClean", [("RestoreTimeClean/RestoreTimeClean2_2.trn", "copy")], None),
+    "rtc-two-logs-ending-at-one-lsn": ("RestoreTimeClean", [("RestoreTimeClean/RestoreTimeClean2_2.trn", "restamp")],
+                                       None),
+    "rtc-diff-no-newer-than-its-full": ("RestoreTimeClean",
+                                        [("RestoreTimeClean/RestoreTimeClean2.bak", "diff-ends-at-its-full")], None),
+    "stripe-newest-full-incomplete-at-its-finish": (
+        "history/sql2016-stripe", [("history/sql2016-stripe/Stripe2/restoretime2a.bak", "delete")],
+        datetime(2017, 5, 22, 14, 58, 56, tzinfo=UTC)),
+    "stripe-newest-full-incomplete-after-the-target": (
+        "history/sql2016-stripe", [("history/sql2016-stripe/Stripe2/restoretime2a.bak", "delete")],
+        datetime(2017, 5, 22, 14, 55, tzinfo=UTC)),
     "ola-complex": ("OlaMsFilter/complex", [], None),
     "ola-complex-wrong-base": ("OlaMsFilter/complex",
                                [("OlaMsFilter/complex/Full/test_FULL_20160629_142200.bak", "delete")], None),

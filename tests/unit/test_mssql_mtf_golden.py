@@ -16,22 +16,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from tests.unit.mtf_edit import StrictBytes as Bytes  # refuses empty or out-of-range reads
 from verification.engines.mssql.mtf import MtfError, NeedsServerHeaderOnly, read_backup_header, read_trailer_identity
 
 GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "golden"
-
-
-class Bytes:
-    """A byte-range reader over bytes in memory (the damaged copies)."""
-
-    def __init__(self, name: str, data: bytes) -> None:
-        self.name, self.data = name, data
-
-    def size(self) -> int:
-        return len(self.data)
-
-    def read(self, offset: int, length: int) -> bytes:
-        return self.data[offset:offset + length]
 
 
 def outcome(name: str, data: bytes) -> dict[str, Any]:

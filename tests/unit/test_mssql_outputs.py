@@ -114,3 +114,49 @@ def test_errors_keep_sql_servers_words_beside_plain_ones():
     assert chain.plain.startswith("the log chain is broken")
     assert "begins at LSN 19000000021500001" in chain.plain
     assert terminated.number == 3013 and terminated.message == "RESTORE LOG is terminating abnormally."
+
+
+def test_errorlog_lines_around_the_restore_are_passed_over_not_the_end():
+    # A real error log interleaves continuation lines and other sessions' messages.
+    text = ("This is an informational message only. No user action is required.\n" + ERRORLOG_2013
+            + "2013-07-02 16:49:14.000 spid60 Starting up database 'tempdb'.\n")
+    steps = parse_restore_steps(text, "AdventureWorks")
+    assert steps.between("transferring_data", "data_transfer_complete") == 18.85
+    (zeroed,) = steps.zeroed.values()
+    assert zeroed.file == r"C:\Data\AdventureWorks2012_log.ldf"
+    assert steps.between("transferring_data", "no_such_step") is None
+    assert steps.between("no_such_step", "data_transfer_complete") is None
+
+
+def test_a_zeroing_seen_only_when_it_completed_still_names_its_file():
+    line = r"2024-03-01 10:00:00.12 spid51      Zeroing completed on D:\Data\test_log.ldf (elapsed = 88 ms)"
+    (zeroed,) = parse_restore_steps(line).zeroed.values()
+    assert (zeroed.file, zeroed.started, zeroed.elapsed_ms) == (r"D:\Data\test_log.ldf", None, 88)
+
+
+def test_sqlcmd_messages_around_result_sets_are_not_result_sets():
+    s = SEPARATOR
+    text = ("Changed database context to 'msdb'.\nWarning: Null value is eliminated by an aggregate.\n"
+            f"restore_history_id{s}last_lsn\n------------------{s}--------\n5{s}25000000022000001\n"
+            "(1 rows affected)\n"
+            f"Physical Name{s}Type\n-------------{s}----\nC:\\Data\\X.mdf{s}D\n(1 rows affected)\n"
+            f"Error{s}Level\n-----{s}-----")
+    history, files, empty = parse_result_sets(text)
+    assert history == [{"restore_history_id": "5", "last_lsn": "25000000022000001"}]
+    assert files == [{"Physical Name": "C:\\Data\\X.mdf", "Type": "D"}]  # names may hold spaces
+    assert empty == []  # a header and its rule as the last lines: a result set with no rows
+
+
+def test_checkdb_findings_keep_the_object_and_say_when_there_is_no_page():
+    rows = [{"Error": "8939", "Level": "16", "MessageText": "Table error: ...", "ObjectId": "901578250", "File": "0",
+             "Page": "0"},
+            {"Error": None, "Level": None, "MessageText": None, "ObjectId": None, "Page": None}]
+    first, unknown = parse_checkdb_rows(rows)
+    assert (first.object_id, first.page) == ("901578250", None)
+    # A row SQL Server left without numbers or text is still a finding, shown as what it is.
+    assert (unknown.error, unknown.level, unknown.message, unknown.object_id, unknown.page) == (0, 0, "", None, None)
+
+
+def test_an_error_header_as_the_last_line_has_no_message():
+    (error,) = parse_sql_errors("Msg 3013, Level 16, State 1, Server restoreproof, Line 1")
+    assert (error.number, error.message) == (3013, "")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 
 import pytest
@@ -24,10 +25,36 @@ def row(last_lsn: str | None, stop_at: str | None = None, finish: str | None = "
 
 
 def test_the_query_reads_the_newest_restore_of_that_database_only():
-    query = last_restore_query("O'Brien")
-    assert "WHERE rh.destination_database_name = N'O''Brien' ORDER BY rh.restore_history_id DESC" in query
-    assert query.startswith("SET NOCOUNT ON; SELECT TOP (1) ")
-    assert "CONVERT(varchar(40), bs.last_lsn) AS last_lsn" in query
+    # Word for word: msdb's names are lower case, and a server with a case-sensitive collation
+    # resolves them only as written; the column aliases are the keys prove_point reads.
+    assert last_restore_query("O'Brien") == (
+        "SET NOCOUNT ON; SELECT TOP (1) rh.restore_history_id, CONVERT(varchar(40), bs.first_lsn) AS first_lsn, "
+        "CONVERT(varchar(40), bs.last_lsn) AS last_lsn, CONVERT(varchar(23), rh.stop_at, 126) AS stop_at, "
+        "CONVERT(varchar(23), bs.backup_finish_date, 126) AS backup_finish_date, bs.type AS backup_type "
+        "FROM msdb.dbo.restorehistory AS rh JOIN msdb.dbo.backupset AS bs ON bs.backup_set_id = rh.backup_set_id "
+        "WHERE rh.destination_database_name = N'O''Brien' ORDER BY rh.restore_history_id DESC;")
+
+
+def test_times_without_a_zone_are_utc_whatever_the_machine_zone(rtc, monkeypatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        naive = prove_point(plan(rtc, "RestoreTimeClean", None), [row("25000000022000001")])
+        zoned = prove_point(plan(rtc, "RestoreTimeClean", None),
+                            [row("25000000022000001", finish="2017-06-01T15:29:13+02:00")])
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert naive.achieved == zoned.achieved == datetime(2017, 6, 1, 13, 29, 13, tzinfo=UTC)
+    assert "(finished 2017-06-01T13:29:13+00:00)" in zoned.proofs[0]
+
+
+def test_a_plan_without_backups_has_nothing_to_prove(rtc):  # type: ignore[no-untyped-def]
+    empty = plan(rtc, "RestoreTimeClean", datetime(2017, 1, 1, tzinfo=UTC))
+    assert empty.chain.backups == []
+    proof = prove_point(empty, [row("25000000022000001")])
+    assert proof.errors == [f"the server's restore history cannot be read (row: {row('25000000022000001')}): the "
+                            "point reached is unproven"]
 
 
 def test_latest_proven(rtc):  # type: ignore[no-untyped-def]
@@ -66,8 +93,15 @@ def test_stopat_must_match_to_the_millisecond(rtc):  # type: ignore[no-untyped-d
     at = datetime(2017, 6, 1, 13, 22, 0, 123000, tzinfo=UTC)
     pitr = plan(rtc, "RestoreTimeClean", at)
     good = prove_point(pitr, [row("25000000021000001", "2017-06-01T13:22:00.123")])
-    assert good.proofs and good.achieved == at
+    assert good.achieved == at and (good.failures, good.errors) == ([], [])
     assert good.detail == "STOPAT 2017-06-01T13:22:00.123 recorded by msdb on the terminal log"
+    assert good.proofs == ["msdb restorehistory/backupset: the last backup restored ended at LSN 25000000021000001 "
+                           "(finished 2017-06-01T13:29:13+00:00), the planned terminal log's LastLSN, with STOPAT "
+                           "2017-06-01T13:22:00.123 as planned"]
+    # datetime's 1/300 s steps: 4 ms either way is the same point, a hair more is not.
+    assert prove_point(pitr, [row("25000000021000001", "2017-06-01T13:22:00.127")]).proofs
+    assert prove_point(pitr, [row("25000000021000001", "2017-06-01T13:22:00.119")]).proofs
+    assert prove_point(pitr, [row("25000000021000001", "2017-06-01T13:22:00.128")]).failures
     off = prove_point(pitr, [row("25000000021000001", "2017-06-01T13:22:00.133")])
     assert off.failures == ["the server's last restore stopped at 2017-06-01T13:22:00.133, not at the planned "
                             "2017-06-01T13:22:00.123000+00:00 (msdb restorehistory/backupset: the last backup "

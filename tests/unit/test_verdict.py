@@ -211,3 +211,14 @@ def test_findings_beyond_ten_are_counted_not_dropped():
                       + " (+2 more)")
     ten = CheckResult("pg_amcheck", CheckStatus.FAILED, "corruption", [f"block {i}" for i in range(10)])
     assert decide(complete_plan(), online_outcome(ten))[1][0].endswith("block 9")
+
+
+def test_a_required_check_skipped_beside_one_that_passed_is_an_error_never_a_pass():
+    skipped = CheckResult("pg_checksums", CheckStatus.SKIPPED, "not run: the cluster has no data checksums")
+    assert decide(complete_plan(), online_outcome(passed_check(), skipped)) == (Verdict.ERROR, [
+        "required check pg_checksums is skipped: not run: the cluster has no data checksums"])
+
+
+def test_eleven_findings_show_ten_and_count_the_eleventh():
+    eleven = CheckResult("pg_amcheck", CheckStatus.FAILED, "corruption", [f"block {i}" for i in range(11)])
+    assert decide(complete_plan(), online_outcome(eleven))[1][0].endswith("block 9 (+1 more)")

@@ -49,6 +49,8 @@ class MediaSet:
     media_set_guid: str
     family_count: int
     families: dict[int, BackupHeader] = field(default_factory=dict)
+    # Further files holding a family already read (a copy of the same backup): read, never used.
+    copies: list[str] = field(default_factory=list)
 
     @property
     def header(self) -> BackupHeader:
@@ -188,7 +190,10 @@ def group(headers: list[BackupHeader]) -> list[DatabaseCatalog]:
         key = (header.media_set_guid, header.backup_type, header.first_lsn, header.last_lsn,
                str(header.backup_start))
         media = sets.setdefault(key, MediaSet(header.media_set_guid, header.family_count))
-        media.families.setdefault(header.family_number, header)
+        if header.family_number in media.families:
+            media.copies.append(header.path)
+        else:
+            media.families[header.family_number] = header
     by_database: dict[tuple[str, str, datetime | None], DatabaseCatalog] = {}
     for media in sets.values():
         h = media.header

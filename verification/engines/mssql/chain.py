@@ -18,6 +18,7 @@ here); SQL Server itself refuses a log from another fork when it is restored.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 from verification.engines.mssql.catalog import DatabaseCatalog, MediaSet
@@ -68,29 +69,37 @@ def _files(*sets: MediaSet) -> tuple[str, ...]:
     return tuple(path for media in sets for path in media.files)
 
 
+def _listed(items: Sequence[str] | Sequence[int]) -> str:
+    """Files or family numbers as every message names them."""
+    return ", ".join(str(item) for item in items)
+
+
 def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
     rules: list[RuleCheck] = []
     problems: list[Problem] = []
     defects: list[Problem] = []
     chosen: list[MediaSet] = []
 
-    def done(status: ChainStatus | None = None) -> RestorePlan:
-        final = status or (ChainStatus.COMPLETE if not problems else ChainStatus.BROKEN)
+    def done() -> RestorePlan:
+        # Broken exactly when a problem was recorded: no path decides the status apart from its reason.
+        final = ChainStatus.COMPLETE if not problems else ChainStatus.BROKEN
         backups = [b for media in chosen for b in backup_sets(media)]
         return RestorePlan("mssql", name, Chain(final, backups, problems, rules, defects=defects), at,
                            backups[0] if backups else None, files=list(_files(*chosen)),
                            history=backup_history(db))
 
     for media in db.sets:
+        if media.copies:
+            # Said, so that an auditor knows which of two identical-looking files was restored.
+            rules.append(RuleCheck("copies-not-restored", True,
+                                   f"{_listed(media.copies)}: another copy of {media.describe()}; "
+                                   f"only {_listed(media.files)} is planned"))
         if not media.complete:
-            missing = ", ".join(str(n) for n in media.missing_families)
-            problems_for_set = Problem(
-                code="missing-family",
-                message=f"{media.describe()} belongs to a media set of {media.family_count} families "
-                        f"(media set {media.media_set_guid}); family {missing} is missing",
-                files=tuple(media.files))
             # Only a problem for the chain if the set is needed; recorded as a rule either way.
-            rules.append(RuleCheck("media-set-complete", False, problems_for_set.message))
+            rules.append(RuleCheck("media-set-complete", False,
+                                   f"{media.describe()} belongs to a media set of {media.family_count} families "
+                                   f"(media set {media.media_set_guid}); family {_listed(media.missing_families)} "
+                                   "is missing"))
 
     def usable(media: MediaSet) -> bool:
         return media.complete and (at is None or media.finish <= at)
@@ -103,39 +112,44 @@ def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
             problems.append(Problem(
                 code="missing-family",
                 message=f"the only full backup(s) before the target are incomplete: {newest.describe()} misses "
-                        f"family {', '.join(str(n) for n in newest.missing_families)} of {newest.family_count}",
+                        f"family {_listed(newest.missing_families)} of {newest.family_count}",
                 files=_files(newest)))
         else:
             when = f" finished before {at.isoformat()}" if at else ""
             problems.append(Problem(code="no-full", message=f"no full backup of {name}{when}"))
         rules.append(RuleCheck("full-available", False, problems[-1].message))
-        return done(ChainStatus.BROKEN)
+        return done()
     full = max(fulls, key=lambda m: (m.header.last_lsn, m.finish))
     chosen.append(full)
     rules.append(RuleCheck("full-available", True,
-                           f"full {', '.join(full.files)} (LastLSN {full.header.last_lsn}, "
+                           f"full {_listed(full.files)} (LastLSN {full.header.last_lsn}, "
                            f"{full.family_count} famil{'y' if full.family_count == 1 else 'ies'}), the newest "
                            + (f"finished before {at.isoformat()}" if at else "complete one")))
     newer_incomplete = [m for m in incomplete_fulls if m.header.last_lsn > full.header.last_lsn]
     for media in newer_incomplete:
         rules.append(RuleCheck("newer-full-usable", False,
-                               f"newer full {', '.join(media.files)} skipped: family "
-                               f"{', '.join(str(n) for n in media.missing_families)} of {media.family_count} missing"))
+                               f"newer full {_listed(media.files)} skipped: family "
+                               f"{_listed(media.missing_families)} of {media.family_count} missing"))
         # The newest full cannot be restored: the chain falls back, and that must not pass unsaid.
         defects.append(Problem(
             code="newer-full-incomplete",
-            message=f"the newest full {', '.join(media.files)} (LastLSN {media.header.last_lsn}) cannot be restored: "
-                    f"family {', '.join(str(n) for n in media.missing_families)} of {media.family_count} is missing "
-                    f"(media set {media.media_set_guid}); the restore falls back to full {', '.join(full.files)}",
+            message=f"the newest full {_listed(media.files)} (LastLSN {media.header.last_lsn}) cannot be restored: "
+                    f"family {_listed(media.missing_families)} of {media.family_count} is missing "
+                    f"(media set {media.media_set_guid}); the restore falls back to full {_listed(full.files)}",
             files=tuple(media.files), found_lsn=str(media.header.last_lsn)))
 
     base_lsn = full.header.last_lsn
     diffs = [m for m in db.of_type("diff") if usable(m) and m.header.last_lsn > full.header.last_lsn]
+    older = [m for m in db.of_type("diff") if usable(m) and m not in diffs]
+    if older:
+        rules.append(RuleCheck("older-differentials-skipped", True,
+                               f"{_listed(_files(*older))}: not newer than full {_listed(full.files)} "
+                               f"(LastLSN {full.header.last_lsn})"))
     on_base = [m for m in diffs if m.header.database_backup_lsn == full.header.checkpoint_lsn]
     for media in diffs:
         if media not in on_base:
-            message = (f"differential {', '.join(media.files)} skipped: its base (DatabaseBackupLSN "
-                       f"{media.header.database_backup_lsn}) is not full {', '.join(full.files)} (CheckpointLSN "
+            message = (f"differential {_listed(media.files)} skipped: its base (DatabaseBackupLSN "
+                       f"{media.header.database_backup_lsn}) is not full {_listed(full.files)} (CheckpointLSN "
                        f"{full.header.checkpoint_lsn})")
             rules.append(RuleCheck("differential-base", False, message))
             # Newer than the full restored, yet on a base that is not here: its full is missing or
@@ -149,7 +163,7 @@ def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
         chosen.append(diff)
         base_lsn = diff.header.last_lsn
         rules.append(RuleCheck("differential-base", True,
-                               f"differential {', '.join(diff.files)}: DatabaseBackupLSN "
+                               f"differential {_listed(diff.files)}: DatabaseBackupLSN "
                                f"{diff.header.database_backup_lsn} equals the full's CheckpointLSN"))
     else:
         rules.append(RuleCheck("differential-base", True,
@@ -160,7 +174,7 @@ def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
     if empty:
         rules.append(RuleCheck("empty-logs-skipped", True,
                                f"{len(empty)} empty log backup(s) skipped (FirstLSN = LastLSN): "
-                               + ", ".join(p for m in empty for p in m.files)))
+                               + _listed(_files(*empty))))
     candidates = [m for m in logs if m.header.first_lsn != m.header.last_lsn and m.header.last_lsn > base_lsn]
     reached = base_lsn
     previous: MediaSet = chosen[-1]
@@ -172,24 +186,24 @@ def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
         header = media.header
         if header.last_lsn <= reached:
             # Covered by an earlier log; restoring it would raise 4326.
-            superseded.append(f"{', '.join(media.files)}: " + MSG_4326.format(found=header.last_lsn, expected=reached))
+            superseded.append(f"{_listed(media.files)}: " + MSG_4326.format(found=header.last_lsn, expected=reached))
             continue
         if header.first_lsn > reached:
             problems.append(Problem(
                 code="log-gap",
-                message=f"log chain broken between {', '.join(previous.files)} and {', '.join(media.files)}: "
+                message=f"log chain broken between {_listed(previous.files)} and {_listed(media.files)}: "
                         + MSG_4305.format(found=header.first_lsn, expected=reached) + " (SQL Server error 4305)",
                 files=_files(previous, media), expected_lsn=str(reached), found_lsn=str(header.first_lsn)))
             rules.append(RuleCheck("log-continuity", False, problems[-1].message))
-            return done(ChainStatus.BROKEN)
+            return done()
         if not media.complete:
             problems.append(Problem(
                 code="missing-family",
                 message=f"{media.describe()} is needed but family "
-                        f"{', '.join(str(n) for n in media.missing_families)} of {media.family_count} is missing "
+                        f"{_listed(media.missing_families)} of {media.family_count} is missing "
                         f"(media set {media.media_set_guid})", files=_files(media)))
             rules.append(RuleCheck("media-set-complete", False, problems[-1].message))
-            return done(ChainStatus.BROKEN)
+            return done()
         chosen.append(media)
         previous = media
         reached = header.last_lsn
@@ -204,17 +218,17 @@ def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
     if at is not None:
         if terminal is not None:
             rules.append(RuleCheck("terminal-log", True,
-                                   f"{', '.join(terminal.files)} finishes at {terminal.finish.isoformat()}, at or "
+                                   f"{_listed(terminal.files)} finishes at {terminal.finish.isoformat()}, at or "
                                    f"after the target: RESTORE LOG ... WITH STOPAT = '{at.isoformat()}'"))
         elif chosen[-1].finish >= at:
             rules.append(RuleCheck("terminal-log", True,
-                                   f"the target is the end of {', '.join(chosen[-1].files)} "
+                                   f"the target is the end of {_listed(chosen[-1].files)} "
                                    f"({chosen[-1].finish.isoformat()}): restored without a log or STOPAT"))
         else:
             last = chosen[-1]
             problems.append(Problem(
                 code="terminal-log-missing",
-                message=f"no log backup reaches {at.isoformat()}: the chain ends with {', '.join(last.files)} "
+                message=f"no log backup reaches {at.isoformat()}: the chain ends with {_listed(last.files)} "
                         f"(finished {last.finish.isoformat()}, LastLSN {last.header.last_lsn})",
                 files=_files(last), expected_lsn=None, found_lsn=str(last.header.last_lsn)))
             rules.append(RuleCheck("terminal-log", False, problems[-1].message))

@@ -28,6 +28,7 @@ COMPRESSED_MAGIC = b"MSSQLBAK"
 DBLK_TYPES = {b"TAPE", b"SSET", b"VOLB", b"DIRB", b"FILE", b"CFIL", b"ESPB", b"ESET", b"EOTM", b"SFMB",
               b"MSCI", b"MSDA", b"MSTL", b"MSLS"}
 BACKUP_TYPES = {"D": "full", "I": "diff", "L": "log"}
+RAID_BYTES = 26  # media set GUID (16), then family count at 20 and family number at 24, u16 each
 
 
 class MtfError(SourceError):
@@ -143,7 +144,8 @@ class _Image:
     def __init__(self, reader: ByteRangeReader) -> None:
         self.name = reader.name
         self.size = reader.size()
-        self.head = reader.read(0, min(HEAD_BYTES, self.size))
+        # Never a zero-length or out-of-range read: object storage answers those with an error.
+        self.head = reader.read(0, min(HEAD_BYTES, self.size)) if self.size else b""
         tail_start = max(len(self.head), (self.size - TAIL_BYTES) // BLOCK * BLOCK)
         self.tail_start = tail_start
         self.tail = reader.read(tail_start, self.size - tail_start) if tail_start < self.size else b""
@@ -198,13 +200,22 @@ def _streams(image: _Image, block_offset: int, block: bytes) -> tuple[dict[bytes
     raise MtfError(image.name, block_offset, "stream list", "an SPAD stream ending the block", "none")
 
 
+class _Malformed(Exception):
+    """Inside a configuration stream: what is wrong, said relative to the stream's start."""
+
+
 def _chunks(data: bytes) -> list[tuple[bytes, bytes]]:
+    """The stream is a run of (tag, u32 size, body) chunks that fills it exactly, as in every
+    backup SQL Server wrote in the corpus; anything else is damage, never silently cut short."""
     chunks = []
     position = 0
-    while position + 8 <= len(data):
+    while position < len(data):
+        if position + 8 > len(data):
+            raise _Malformed(f"{len(data) - position} byte(s) after the last chunk, at +{position:#x}")
         tag, size = data[position:position + 4], struct.unpack_from("<I", data, position + 4)[0]
         if size < 8 or position + size > len(data):
-            break
+            raise _Malformed(f"chunk {tag!r} at +{position:#x} claims {size} bytes, "
+                             f"{len(data) - position} left in the stream")
         chunks.append((tag, data[position:position + size]))
         position += size
     return chunks
@@ -212,6 +223,9 @@ def _chunks(data: bytes) -> list[tuple[bytes, bytes]]:
 
 def _utf16(chunk: bytes, pointer_at: int) -> str:
     size, offset = struct.unpack_from("<HH", chunk, pointer_at)
+    if offset + size > len(chunk):
+        raise _Malformed(f"{chunk[:4]!r} string at +{offset:#x} ({size} bytes) runs past its {len(chunk)}-byte chunk")
+    # A name that is not valid UTF-16 is still named (U+FFFD marks the damage) rather than refused.
     return chunk[offset:offset + size].decode("utf-16le", "replace")
 
 
@@ -232,18 +246,33 @@ class _SetInfo:
     files: tuple[DatabaseFile, ...]
 
 
+SCIN_BYTES = 0x70  # the fixed part of the set's configuration chunk, up to its two name pointers
+SFIN_BYTES = 0x38  # the fixed part of a database file's chunk, up to its two name pointers
+
+
 def _parse_mqci(image: _Image, offset: int, data: bytes) -> _SetInfo:
-    chunks = _chunks(data)
+    try:
+        return _parse_chunks(image, offset, _chunks(data))
+    except _Malformed as exc:
+        raise MtfError(image.name, offset, "MQCI configuration stream", "well-formed chunks", str(exc)) from None
+
+
+def _parse_chunks(image: _Image, offset: int, chunks: list[tuple[bytes, bytes]]) -> _SetInfo:
     scin = next((c for tag, c in chunks if tag == b"SCIN"), None)
-    if scin is None or len(scin) < 0x70:
+    if scin is None:
         raise MtfError(image.name, offset, "MQCI configuration stream", "an SCIN chunk", "none")
+    if len(scin) < SCIN_BYTES:
+        raise MtfError(image.name, offset, "SCIN chunk", f"at least {SCIN_BYTES} bytes", f"{len(scin)} bytes")
     kind = chr(scin[0x57])
     if kind not in BACKUP_TYPES:
         raise MtfError(image.name, offset, "SCIN backup type", "D, I or L", repr(kind))
+    short = next((c for tag, c in chunks if tag == b"SFIN" and len(c) < SFIN_BYTES), None)
+    if short is not None:  # a database file the set lists but that cannot be read is never dropped
+        raise MtfError(image.name, offset, "SFIN chunk", f"at least {SFIN_BYTES} bytes", f"{len(short)} bytes")
     files = tuple(
         DatabaseFile(file_id=struct.unpack_from("<H", c, 0x14)[0], logical_name=_utf16(c, 0x30),
                      physical_name=_utf16(c, 0x34), size_bytes=struct.unpack_from("<Q", c, 0x28)[0])
-        for tag, c in chunks if tag == b"SFIN" and len(c) >= 0x38
+        for tag, c in chunks if tag == b"SFIN"
     )
     return _SetInfo(
         database_name=_utf16(scin, 0x68), server_name=_utf16(scin, 0x6C), backup_type=BACKUP_TYPES[kind],
@@ -320,21 +349,26 @@ def read_backup_header(reader: ByteRangeReader) -> BackupHeader:
     if image.head[:4] != b"TAPE":
         raise MtfError(image.name, 0, "media header", "'TAPE' (Microsoft Tape Format)", repr(image.head[:8]))
 
-    offset, seen = 0, {}
-    media = family_count = family_number = None
-    version = (0, 0)
+    tape = _check_block(image, 0)  # its tag was checked above
+    streams, offset = _streams(image, 0, tape)
+    if b"RAID" not in streams:
+        raise MtfError(image.name, 0, "TAPE block", "a RAID stream (media set)", "none")
+    if streams[b"RAID"][1] < RAID_BYTES:
+        raise MtfError(image.name, 0, "RAID stream", f"at least {RAID_BYTES} bytes", f"{streams[b'RAID'][1]} bytes")
+    raid = image.get(*streams[b"RAID"])
+    media = str(uuid.UUID(bytes_le=raid[:16]))
+    family_count, family_number = struct.unpack_from("<H", raid, 20)[0], struct.unpack_from("<H", raid, 24)[0]
+
+    seen = [b"TAPE"]
+    version: tuple[int, int] | None = None
+    # Each block's successor lies past its header (at least a stream header, or a whole block for
+    # SFMB), so the walk always advances and ends at the MSCI block or past the head.
     while offset < len(image.head):
         block = _check_block(image, offset, DBLK_TYPES)
         kind = block[:4]
-        seen[kind] = offset
+        seen.append(kind)
         streams, next_offset = _streams(image, offset, block)
-        if kind == b"TAPE":
-            if b"RAID" not in streams or streams[b"RAID"][1] < 26:
-                raise MtfError(image.name, offset, "TAPE block", "a RAID stream (media set)", "none")
-            raid = image.get(*streams[b"RAID"])
-            media = str(uuid.UUID(bytes_le=raid[:16]))
-            family_count, family_number = struct.unpack_from("<H", raid, 20)[0], struct.unpack_from("<H", raid, 24)[0]
-        elif kind == b"SSET":
+        if kind == b"SSET":
             major, minor = image.get(offset + 93, 2)
             version = (major, minor)
         elif kind == b"MSCI":
@@ -342,15 +376,12 @@ def read_backup_header(reader: ByteRangeReader) -> BackupHeader:
                 raise MtfError(image.name, offset, "MSCI block", "an MQCI stream", "none")
             head_info = _parse_mqci(image, offset, image.get(*streams[b"MQCI"]))
             break
-        if next_offset <= offset:
-            raise MtfError(image.name, offset, "block chain", "a following block", f"offset {next_offset:#x}")
         offset = next_offset
     else:
         raise MtfError(image.name, offset, "backup set header", f"an MSCI block in the first {HEAD_BYTES} bytes",
                        f"blocks {', '.join(k.decode() for k in seen)}")
-    for required in (b"SSET",):
-        if required not in seen:
-            raise MtfError(image.name, 0, "backup set", f"an {required.decode()} block", "none")
+    if version is None:
+        raise MtfError(image.name, 0, "backup set", "an SSET block", "none")
     tail_info = _trailer(image)
     # The two copies agree on everything but the finish date, filled in only at the end. A
     # difference is damage, or a file holding several backup sets (BACKUP ... NOINIT).
@@ -361,15 +392,14 @@ def read_backup_header(reader: ByteRangeReader) -> BackupHeader:
             raise MtfError(image.name, image.size, f"closing configuration copy ({name})",
                            f"{head_value} as in the head copy",
                            f"{tail_value} (damaged, or several backup sets in one file, which is not supported)")
-    assert media is not None and family_count is not None and family_number is not None
     info = tail_info  # the trailer copy is the complete one (finish date, final LSNs)
     return BackupHeader(
         path=image.name, database_name=info.database_name, server_name=info.server_name,
         backup_type=info.backup_type, first_lsn=info.first_lsn, last_lsn=info.last_lsn,
         checkpoint_lsn=info.checkpoint_lsn, database_backup_lsn=info.database_backup_lsn,
         database_version=info.database_version, software_version=version,
-        database_creation=info.database_creation, backup_start=info.backup_start or head_info.backup_start,
+        database_creation=info.database_creation, backup_start=info.backup_start,
         backup_finish=info.backup_finish, media_set_guid=media, family_count=family_count,
-        family_number=family_number, flags=info.flags, size_bytes=image.size, files=info.files or head_info.files,
+        family_number=family_number, flags=info.flags, size_bytes=image.size, files=info.files,
         bytes_read=image.bytes_read,
     )

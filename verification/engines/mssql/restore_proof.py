@@ -19,6 +19,8 @@ from datetime import UTC, datetime
 from verification.engines.mssql import tsql
 from verification.model import RestorePlan
 
+STOPAT_TOLERANCE_S = 0.004
+
 
 def last_restore_query(database: str) -> str:
     return ("SET NOCOUNT ON; SELECT TOP (1) rh.restore_history_id, CONVERT(varchar(40), bs.first_lsn) AS first_lsn, "
@@ -55,10 +57,10 @@ def prove_point(plan: RestorePlan, rows: list[dict[str, str | None]]) -> PointPr
         return proof
     row = rows[0]
     last = plan.chain.backups[-1] if plan.chain.backups else None
-    if last is None or not row.get("last_lsn") or not (row["last_lsn"] or "").isdigit():
+    restored_lsn = row.get("last_lsn")
+    if last is None or restored_lsn is None or not restored_lsn.isdigit():
         proof.errors.append(f"the server's restore history cannot be read (row: {row}): the point reached is unproven")
         return proof
-    restored_lsn = row["last_lsn"]
     finish = _time(row.get("backup_finish_date"))
     stop_at = _time(row.get("stop_at"))
     source = (f"msdb restorehistory/backupset: the last backup restored ended at LSN {restored_lsn}"
@@ -68,8 +70,8 @@ def prove_point(plan: RestorePlan, rows: list[dict[str, str | None]]) -> PointPr
                               f"{last.path} ends at LastLSN {last.last_lsn} ({source})")
         return proof
     if plan.stop_at is not None and last.type == "log":
-        planned = plan.stop_at.replace(microsecond=plan.stop_at.microsecond // 1000 * 1000)
-        if stop_at is None or abs((stop_at - planned).total_seconds()) > 0.004:
+        # msdb keeps STOPAT as a datetime (steps of 1/300 s) shown to the millisecond: within 4 ms is the same point.
+        if stop_at is None or abs((stop_at - plan.stop_at).total_seconds()) > STOPAT_TOLERANCE_S:
             proof.failures.append(f"the server's last restore stopped at {row.get('stop_at') or 'no STOPAT'}, not at "
                                   f"the planned {plan.stop_at.isoformat()} ({source})")
             return proof
