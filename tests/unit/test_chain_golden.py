@@ -105,8 +105,11 @@ MSSQL_SCENARIOS: dict[str, tuple[str, list[tuple[str, str]], datetime | None]] =
     "rtc-at-the-end-of-a-log": ("RestoreTimeClean", [], datetime(2017, 6, 1, 13, 24, 13, tzinfo=UTC)),
     "rtc-no-full": ("RestoreTimeClean", [("RestoreTimeClean/RestoreTimeClean.bak", "delete")], None),
     "rtc-a-log-copied": ("RestoreTimeClean", [("RestoreTimeClean/RestoreTimeClean2_2.trn", "copy")], None),
-    "rtc-two-logs-ending-at-one-lsn": ("RestoreTimeClean", [("RestoreTimeClean/RestoreTimeClean2_2.trn", "restamp")],
+    "rtc-two-logs-ending-at-one-lsn": ("RestoreTimeClean", [("RestoreTimeClean/RestoreTimeClean2_2.trn", "restamp"),
+                                                            ("RestoreTimeClean/RestoreTimeClean2_3.trn", "restamp")],
                                        None),
+    "stripe-an-incomplete-copy-of-the-full": ("history/sql2016-stripe",
+                                              [("history/sql2016-stripe/Stripe1/restoretime2.bak", "restamp")], None),
     "rtc-diff-no-newer-than-its-full": ("RestoreTimeClean",
                                         [("RestoreTimeClean/RestoreTimeClean2.bak", "diff-ends-at-its-full")], None),
     "stripe-newest-full-incomplete-at-its-finish": (

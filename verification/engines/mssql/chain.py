@@ -230,6 +230,6 @@ def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
                 code="terminal-log-missing",
                 message=f"no log backup reaches {at.isoformat()}: the chain ends with {_listed(last.files)} "
                         f"(finished {last.finish.isoformat()}, LastLSN {last.header.last_lsn})",
-                files=_files(last), expected_lsn=None, found_lsn=str(last.header.last_lsn)))
+                files=_files(last), found_lsn=str(last.header.last_lsn)))
             rules.append(RuleCheck("terminal-log", False, problems[-1].message))
     return done()
