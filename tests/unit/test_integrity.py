@@ -666,3 +666,46 @@ def test_verify_detail_debug_and_trace_lines_and_blank_lines_change_nothing():
     gapped = "\n".join([*lines[:3], "", *lines[3:14], "", *lines[14:]]) + "\n"
     assert parse_pgbackrest_verify(gapped, 0, "demo1").details == parse_pgbackrest_verify(baseline(), 0,
                                                                                           "demo1").details
+
+
+def _one_heap_table() -> str:
+    """The real clean output cut down to a single table checked (and no index)."""
+    lines = fixture_text("pg_amcheck-clean.out").splitlines()
+    heap = next(line for line in lines if line.startswith("pg_amcheck: checking heap table"))
+    return "\n".join([line for line in lines if "checking" not in line] + [heap]) + "\n"
+
+
+INTEGRITY_CASES = {
+    "amcheck-clean": (parse_pg_amcheck, lambda: fixture_text("pg_amcheck-clean.out"), 0),
+    "amcheck-clean-but-exit-1": (parse_pg_amcheck, lambda: fixture_text("pg_amcheck-clean.out"), 1),
+    "amcheck-one-table": (parse_pg_amcheck, _one_heap_table, 0),
+    "amcheck-corrupt": (parse_pg_amcheck, lambda: fixture_text("pg_amcheck-corrupt.out"), 2),
+    "amcheck-no-table": (parse_pg_amcheck, lambda: 'pg_amcheck: including database "postgres"\n', 0),
+    "amcheck-no-table-and-a-warning": (
+        parse_pg_amcheck, lambda: 'pg_amcheck: including database "postgres"\nWARNING:  something\n', 0),
+    "amcheck-cannot-connect": (parse_pg_amcheck, lambda: "pg_amcheck: error: could not connect\n", 1),
+    "checksums-clean": (parse_pg_checksums, lambda: fixture_text("pg_checksums-clean.out"), 0),
+    "checksums-corrupt": (parse_pg_checksums, lambda: fixture_text("pg_checksums-corrupt.out"), 1),
+    "checksums-disabled": (parse_pg_checksums,
+                           lambda: "pg_checksums: error: data checksums are not enabled in cluster\n", 1),
+    "checksums-failed-without-counts": (
+        parse_pg_checksums, lambda: 'pg_checksums: error: checksum verification failed in file "x", block 1\n', 1),
+    "checksums-cannot-open": (parse_pg_checksums, lambda: 'pg_checksums: error: could not open file "x"\n', 1),
+    "checksums-nothing": (parse_pg_checksums, lambda: "", 3),
+}
+
+
+def test_every_integrity_output_word_for_word() -> None:
+    """Every field of every result (name, status, summary, findings, details, required), compared with
+    reviewed expectations in tests/fixtures/golden/integrity-outputs.json (`RESTOREPROOF_GOLDEN=write`)."""
+    import dataclasses
+    import json
+    import os
+    from pathlib import Path
+
+    found = {name: dataclasses.asdict(parse(text(), exit_code))
+             for name, (parse, text, exit_code) in INTEGRITY_CASES.items()}
+    path = Path(__file__).resolve().parents[1] / "fixtures" / "golden" / "integrity-outputs.json"
+    if os.environ.get("RESTOREPROOF_GOLDEN") == "write":
+        path.write_text(json.dumps(found, indent=1, sort_keys=True) + "\n")
+    assert json.loads(path.read_text()) == json.loads(json.dumps(found))

@@ -133,3 +133,56 @@ def test_a_log_without_the_end_of_redo_or_a_plan_without_wal_is_an_error_not_a_p
     plan.chain.wal = None
     assert prove("server-recovery-latest.log", plan).errors == [
         "the plan has no WAL range, so the end of recovery cannot be checked against it"]
+
+
+def _latest(before_redo_done: str = "", replace: tuple[str, str] = ("", "")) -> str:
+    text = fixture_text("server-recovery-latest.log").replace(*replace)
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if "LOG:  redo done at" in line)
+    return "\n".join([*lines[:at], *before_redo_done.splitlines(), *lines[at:]]) + "\n"
+
+
+LATEST = ("000000010000000000000008", "00000001000000000000000A")
+
+
+def test_the_segment_a_server_line_names_is_the_one_reported():
+    text = _latest("2026-11-22 19:51:08.600 UTC [70] LOG:  invalid magic number 0000 in log segment "
+                   "000000010000000000000009, offset 0")
+    proof = prove_recovery(parse_server_log(text), plan_for(*LATEST), MB16)
+    assert proof.failures == [
+        'recovery ended early at segment 000000010000000000000009: the server said "LOG: invalid magic number 0000 in '
+        'log segment 000000010000000000000009, offset 0"; redo done at 0/A000088 (in segment 00000001000000000000000A)']
+
+
+def test_an_early_end_in_the_last_planned_segment_names_that_segment():
+    text = _latest("2026-11-22 19:51:08.600 UTC [70] LOG:  invalid record length at 0/A0000A0: wanted 24, got 0")
+    proof = prove_recovery(parse_server_log(text), plan_for(*LATEST), MB16)
+    assert proof.failures == [
+        'recovery ended early at segment 00000001000000000000000A: the server said "LOG: invalid record length at '
+        '0/A0000A0: wanted 24, got 0"; redo done at 0/A000088 (in segment 00000001000000000000000A)']
+
+
+def test_an_archive_error_naming_no_segment_is_still_a_failure():
+    text = _latest("ERROR: [103]: unable to find a valid repository")
+    proof = prove_recovery(parse_server_log(text), plan_for(*LATEST), MB16)
+    assert proof.failures == ["the WAL archive could not deliver a segment: pgBackRest archive-get ERROR: [103]: unable "
+                              "to find a valid repository; redo done at 0/A000088 (in segment 00000001000000000000000A)"]
+
+
+def test_the_segment_named_is_the_one_the_server_restored():
+    # The last segment came from timeline 2: the proof names that file, not one made up from the plan.
+    text = _latest(replace=('restored log file "00000001000000000000000A"', 'restored log file "00000002000000000000000A"'))
+    proof = prove_recovery(parse_server_log(text), plan_for(*LATEST), MB16)
+    assert proof.proofs[0].startswith("server log: redo done at 0/A000088 (in segment 00000002000000000000000A)")
+
+
+def test_at_most_ten_missing_segments_are_spelled_out():
+    eleven = prove("server-recovery-latest.log", plan_for("000000010000000000000008", "000000010000000000000015"))
+    assert eleven.failures[1] == (
+        "11 planned WAL segment(s) were never restored from the archive: " + ", ".join(
+            f"0000000100000000000000{n:02X}" for n in range(0x0B, 0x15)) + " and 1 more")
+    ten = prove("server-recovery-latest.log", plan_for("000000010000000000000008", "000000010000000000000014"))
+    assert ten.failures[1].endswith("00000001000000000000000B, 00000001000000000000000C, 00000001000000000000000D, "
+                                    "00000001000000000000000E, 00000001000000000000000F, 000000010000000000000010, "
+                                    "000000010000000000000011, 000000010000000000000012, 000000010000000000000013, "
+                                    "000000010000000000000014")

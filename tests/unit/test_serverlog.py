@@ -52,3 +52,63 @@ def test_a_rejected_setting_is_named_not_only_the_file():
     log = parse_server_log(fixture_text("server-bad-setting.log"))
     assert log.errors == ['LOG: invalid value for parameter "shared_buffers": "not-a-size"',
                           'FATAL: configuration file "/var/lib/restoreproof/data/postgresql.auto.conf" contains errors']
+
+
+def test_offsets_are_turned_to_utc_whatever_the_machine_zone(monkeypatch):
+    import time
+
+    monkeypatch.setenv("TZ", "Asia/Kolkata")
+    time.tzset()
+    try:
+        when = parse_pg_timestamp("2026-11-22 21:50:45.85+02")
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert when.isoformat() == "2026-11-22T19:50:45.850000+00:00"
+
+
+def _latest_with(extra: str, after: str = "database system is ready to accept connections") -> str:
+    """The real latest-recovery log with lines inserted after the first line containing `after`."""
+    lines = fixture_text("server-recovery-latest.log").splitlines()
+    at = next(i for i, line in enumerate(lines) if after in line) + 1
+    return "\n".join([*lines[:at], *extra.splitlines(), *lines[at:]]) + "\n"
+
+
+def test_each_level_counts_where_it_should():
+    text = _latest_with("2026-11-22 19:51:09.000 UTC [70] ERROR:  relation \"x\" does not exist\n"
+                        "2026-11-22 19:51:09.100 UTC [70] PANIC:  could not write to file \"pg_wal/xlogtemp.70\"")
+    # An ERROR after the server is up is a client's statement, not recovery's; a PANIC always counts.
+    assert parse_server_log(text).errors == ['PANIC: could not write to file "pg_wal/xlogtemp.70"']
+    before = _latest_with("2026-11-22 19:51:08.500 UTC [70] ERROR:  could not open file \"x\"", after="redo starts")
+    assert parse_server_log(before).errors == ['ERROR: could not open file "x"']
+    warning = _latest_with("2026-11-22 19:51:08.500 UTC [70] WARNING:  invalid record length at 0/9000060: wanted "
+                           "24, got 0", after="redo starts")
+    assert parse_server_log(warning).early_end == ["WARNING: invalid record length at 0/9000060: wanted 24, got 0"]
+
+
+def test_a_line_in_another_zone_has_no_time_rather_than_a_wrong_one():
+    text = fixture_text("server-recovery-latest.log").replace(
+        "UTC [", "CET [").replace("19:51:08.776 CET", "20:51:08.776 CET")
+    log = parse_server_log(text)
+    assert (log.server_started, log.redo_done, log.ready) == (None, None, None)
+    assert log.redo_done_lsn == parse_lsn("0/A000088")
+
+
+def test_redo_not_required_and_redo_done_without_usage():
+    text = ("2026-11-22 19:51:08.150 UTC [70] LOG:  redo is not required\n"
+            "2026-11-22 19:51:08.160 UTC [70] LOG:  redo done at 0/A000088\n")
+    log = parse_server_log(text)
+    assert (log.redo_not_required, log.redo_done_lsn, log.redo_elapsed_seconds) == (True, 0xA000088, None)
+    assert parse_server_log(fixture_text("server-recovery-latest.log")).redo_not_required is False
+
+
+def test_only_indented_lines_right_after_a_pgbackrest_error_continue_it():
+    text = ("    an indented line before any error\n"
+            "ERROR: [042]: unable to get 00000001000000000000000D:\n"
+            "            repo1: file missing\n"
+            "a line of something else\n"
+            "            not a continuation\n"
+            "2026-11-22 19:51:08.150 UTC [70] LOG:  starting PostgreSQL 15.18\n"
+            "            nor this one\n")
+    assert parse_server_log(text).archive_get_errors == [
+        "pgBackRest archive-get ERROR: [042]: unable to get 00000001000000000000000D: repo1: file missing"]

@@ -29,3 +29,15 @@ def test_segment_size_changes_the_numbering():
 
 def test_segment_of_lsn_is_the_file_holding_it():
     assert segment_of_lsn(parse_lsn("0/A000088"), 1, MB16).name(MB16) == "00000001000000000000000A"
+
+
+def test_every_field_of_a_segment_name_is_hexadecimal_and_in_its_place():
+    name = "1000000A" + "1000002B" + "000000FF"
+    assert parse_segment(name, MB16) == Segment(0x1000000A, 0x1000002B * 256 + 0xFF)
+    with pytest.raises(ValueError, match=r"^WAL segment 000000010000000010000001 is out of range for 16777216-byte"):
+        parse_segment("000000010000000010000001", MB16)  # a segment number past the 256 of a log file
+    assert parse_segment("000000010000000A00000003", 1024 * 1024 * 1024) == Segment(1, 10 * 4 + 3)
+    with pytest.raises(ValueError, match=r"^not a WAL segment file name: '00000001000000000000000G'$"):
+        parse_segment("00000001000000000000000G", MB16)
+    with pytest.raises(ValueError, match=r"^not a PostgreSQL LSN: '0-A000088'$"):
+        parse_lsn("0-A000088")

@@ -73,9 +73,7 @@ def parse_pg_timestamp(text: str) -> datetime:
     text = text.strip()
     if text.endswith(" UTC"):
         text = text[:-4] + "+00:00"
-    elif re.search(r"[+-]\d{2}$", text):
-        text += ":00"
-    return datetime.fromisoformat(text).astimezone(UTC)
+    return datetime.fromisoformat(text).astimezone(UTC)  # Python 3.11 reads an hour-only offset (+00)
 
 
 @dataclass

@@ -1,0 +1,18 @@
+"""The report's building blocks: how an unread file and a phase that was not reached are said."""
+
+from verification.model import PhaseStatus, PhaseTiming, UnreadableFile, UnreadableKind
+
+
+def test_an_unread_file_is_named_once_with_its_reason():
+    own = UnreadableFile("FULL/x.bak", UnreadableKind.CORRUPT, "FULL/x.bak: end of file at offset 0x4e20: truncated")
+    assert own.describe() == "FULL/x.bak: end of file at offset 0x4e20: truncated"
+    bare = UnreadableFile("notes.txt", UnreadableKind.NOT_A_BACKUP, "not a SQL Server backup", database="shop")
+    assert bare.describe() == "notes.txt: not a SQL Server backup"
+    assert bare.as_json() == {"path": "notes.txt", "kind": "not-a-backup", "reason": "not a SQL Server backup",
+                              "database": "shop"}
+
+
+def test_a_phase_not_reached_says_why():
+    phase = PhaseTiming.not_reached("integrity_check", "the restore failed")
+    assert (phase.name, phase.status, phase.details) == (
+        "integrity_check", PhaseStatus.NOT_REACHED, {"why": "the restore failed"})
