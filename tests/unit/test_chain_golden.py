@@ -173,7 +173,61 @@ def _history(repo: Path, text: str) -> None:
     (_segments(repo) / f"000000020000000000000009-{'0' * 40}.gz").write_bytes(b"")
 
 
+def _forget(repo: Path, *labels: str) -> None:
+    """Remove backups' entries from backup.info (both copies), leaving their folders."""
+    for info in (repo / "backup" / "demo1").glob("backup.info*"):
+        lines = info.read_text().splitlines()
+        info.write_text("\n".join(line for line in lines if not line.startswith(tuple(f"{x}=" for x in labels)))
+                        + "\n")
+
+
+def _archive_segment(repo: Path, name: str) -> None:
+    (_segments(repo) / f"{name}-{'0' * 40}.gz").write_bytes(b"")
+
+
+FULL, DIFF, INCR = "20261122-195034F", "20261122-195034F_20261122-195039D", "20261122-195034F_20261122-195042I"
+
+
 PG_SCENARIOS: dict[str, tuple[Callable[[Path], None], datetime | None]] = {
+    "at-the-end-of-the-diff": (lambda repo: None, datetime(2026, 11, 22, 19, 50, 42, tzinfo=UTC)),
+    "incr-in-error-finishing-at-the-target": (lambda repo: _flag_error(repo, INCR),
+                                              datetime(2026, 11, 22, 19, 50, 45, tzinfo=UTC)),
+    "incr-in-error-after-the-target": (lambda repo: _flag_error(repo, INCR),
+                                       datetime(2026, 11, 22, 19, 50, 43, tzinfo=UTC)),
+    "every-backup-in-error": (lambda repo: [_flag_error(repo, label) for label in (FULL, DIFF, INCR)], None),
+    "full-and-diff-in-error": (lambda repo: [_flag_error(repo, label) for label in (FULL, DIFF)], None),
+    "full-and-diff-gone-from-backup-info": (lambda repo: _forget(repo, FULL, DIFF), None),
+    "chain-starting-with-an-incr": (lambda repo: _edit_entry(repo, FULL, '"backup-type":"full"',
+                                                             '"backup-type":"incr"'), None),
+    "archive-ends-at-the-stop-segment": (lambda repo: [_drop_segment(repo, "000000010000000000000009"),
+                                                       _drop_segment(repo, "00000001000000000000000A")], None),
+    "archive-ends-at-the-stop-segment-after-every-backup": (
+        lambda repo: [_drop_segment(repo, "000000010000000000000009"),
+                      _drop_segment(repo, "00000001000000000000000A")], datetime(2026, 11, 22, 19, 50, 46, tzinfo=UTC)),
+    "archive-without-the-backups-own-wal": (
+        lambda repo: [_drop_segment(repo, name) for name in ("000000010000000000000008", "000000010000000000000009",
+                                                             "00000001000000000000000A")], None),
+    "archive-without-the-backups-own-wal-after-every-backup": (
+        lambda repo: [_drop_segment(repo, name) for name in ("000000010000000000000008", "000000010000000000000009",
+                                                             "00000001000000000000000A")],
+        datetime(2026, 11, 22, 19, 50, 46, tzinfo=UTC)),
+    "at-the-start-of-the-diff": (lambda repo: None, datetime(2026, 11, 22, 19, 50, 39, tzinfo=UTC)),
+    "next-backup-starting-in-the-stop-segment": (
+        lambda repo: _edit_entry(repo, DIFF, '"backup-archive-start":"000000010000000000000006"',
+                                 '"backup-archive-start":"000000010000000000000004"'),
+        datetime(2026, 11, 22, 19, 50, 38, tzinfo=UTC)),
+    "full-missing-two-of-its-own-segments": (
+        lambda repo: [_edit_entry(repo, FULL, '"backup-archive-stop":"000000010000000000000004"',
+                                  '"backup-archive-stop":"000000010000000000000005"'),
+                      _drop_segment(repo, "000000010000000000000004"), _drop_segment(repo, "000000010000000000000005")],
+        datetime(2026, 11, 22, 19, 50, 38, tzinfo=UTC)),
+    "archive-emptied": (lambda repo: [p.unlink() for p in _segments(repo).glob("*")], None),
+    "no-start-lsn": (lambda repo: _edit_entry(repo, INCR, '"backup-lsn-start"', '"backup-lsn-begin"'), None),
+    "ten-segments-missing": (lambda repo: [_archive_segment(repo, "000000010000000000000014"),
+                                           _drop_segment(repo, "000000010000000000000009")], None),
+    "eleven-segments-missing": (lambda repo: [_archive_segment(repo, "000000010000000000000014"),
+                                              _drop_segment(repo, "000000010000000000000009"),
+                                              _drop_segment(repo, "00000001000000000000000A")], None),
     "latest": (lambda repo: None, None),
     "at-between-diff-and-incr": (lambda repo: None, datetime(2026, 11, 22, 19, 50, 41, tzinfo=UTC)),
     "at-before-any-backup": (lambda repo: None, datetime(2026, 11, 22, 19, 0, tzinfo=UTC)),

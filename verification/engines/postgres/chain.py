@@ -42,11 +42,11 @@ def plan(source: Source, stanza: Stanza, at: datetime | None, segment_size: int)
         when = f"finished before {at.isoformat()}" if at else "usable"
         problems.append(Problem(code="no-backup", message=f"stanza {stanza.name} has no backup {when}"))
         rules.append(RuleCheck("backup-available", False, problems[-1].message))
-        return RestorePlan("postgres", stanza.name, Chain(ChainStatus.BROKEN, [], problems, rules), at, None)
+        return RestorePlan("postgres", stanza.name, Chain(ChainStatus.BROKEN, [], problems, rules), at)
     rules.append(RuleCheck(
         "backup-available", True,
         f"{target.type} backup {target.label} finished {target.finish.isoformat()}"
-        + (f", before the target {at.isoformat()}" if at else ", the newest"),
+        + (f", at or before the target {at.isoformat()}" if at else ", the newest"),
     ))
 
     backups = _chain_backups(source, stanza, target, rules, problems)
