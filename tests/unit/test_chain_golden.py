@@ -221,6 +221,7 @@ PG_SCENARIOS: dict[str, tuple[Callable[[Path], None], datetime | None]] = {
                                   '"backup-archive-stop":"000000010000000000000005"'),
                       _drop_segment(repo, "000000010000000000000004"), _drop_segment(repo, "000000010000000000000005")],
         datetime(2026, 11, 22, 19, 50, 38, tzinfo=UTC)),
+    "archive-folder-gone": (lambda repo: __import__("shutil").rmtree(_segments(repo).parent), None),
     "archive-emptied": (lambda repo: [p.unlink() for p in _segments(repo).glob("*")], None),
     "no-start-lsn": (lambda repo: _edit_entry(repo, INCR, '"backup-lsn-start"', '"backup-lsn-begin"'), None),
     "ten-segments-missing": (lambda repo: [_archive_segment(repo, "000000010000000000000014"),
@@ -237,6 +238,8 @@ PG_SCENARIOS: dict[str, tuple[Callable[[Path], None], datetime | None]] = {
     "missing-manifest": (lambda repo: [p.unlink() for p in (repo / "backup" / "demo1").glob(
         "*I/backup.manifest*")], None),
     "newest-in-error": (lambda repo: _flag_error(repo, "20261122-195034F_20261122-195042I"), None),
+    "timeline-2-descends-in-the-middle-of-a-segment": (
+        lambda repo: _history(repo, "1\t0/9000100\tno recovery target specified\n"), None),
     "timeline-2-descends": (lambda repo: _history(repo, "1\t0/9000000\tno recovery target specified\n"), None),
     "timeline-2-before-backup": (lambda repo: _history(repo, "1\t0/1000000\tno recovery target specified\n"), None),
     "diff-in-error-under-the-incr": (lambda repo: _flag_error(repo, "20261122-195034F_20261122-195039D"), None),

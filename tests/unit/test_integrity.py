@@ -692,6 +692,7 @@ INTEGRITY_CASES = {
         parse_pg_checksums, lambda: 'pg_checksums: error: checksum verification failed in file "x", block 1\n', 1),
     "checksums-cannot-open": (parse_pg_checksums, lambda: 'pg_checksums: error: could not open file "x"\n', 1),
     "checksums-nothing": (parse_pg_checksums, lambda: "", 3),
+    "checksums-unknown-output": (parse_pg_checksums, lambda: "".join(f"line {n}\n" for n in range(1, 8)), 1),
 }
 
 

@@ -108,6 +108,7 @@ def test_a_point_in_time_recovery_is_proven_by_the_servers_stop_line():
                                       '2026-11-22 20:02:10.037546+00"; redo done at 0/AD52810 (in segment '
                                       '00000001000000000000000A); all 2 planned segments 000000010000000000000009 '
                                       'to 00000001000000000000000A restored')
+    assert proof.proofs[0].endswith("restored from the archive; no line ending recovery early")
 
 
 def test_a_point_in_time_recovery_without_the_stop_line_is_not_proven():

@@ -106,9 +106,11 @@ def test_only_indented_lines_right_after_a_pgbackrest_error_continue_it():
     text = ("    an indented line before any error\n"
             "ERROR: [042]: unable to get 00000001000000000000000D:\n"
             "            repo1: file missing\n"
+            "\t[RepoFileMissing]\n"
             "a line of something else\n"
             "            not a continuation\n"
             "2026-11-22 19:51:08.150 UTC [70] LOG:  starting PostgreSQL 15.18\n"
             "            nor this one\n")
     assert parse_server_log(text).archive_get_errors == [
-        "pgBackRest archive-get ERROR: [042]: unable to get 00000001000000000000000D: repo1: file missing"]
+        "pgBackRest archive-get ERROR: [042]: unable to get 00000001000000000000000D: repo1: file missing "
+        "[RepoFileMissing]"]

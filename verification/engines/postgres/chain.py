@@ -165,8 +165,9 @@ def _timeline_path(archive: WalArchive, backup_timeline: int, start_lsn: int | N
         rules.append(RuleCheck("timeline-history", False, problems[-1].message))
         return None
     index = ancestors[backup_timeline]
-    switch_out = history[index].switch_lsn if index < len(history) else None
-    if switch_out is not None and start_lsn is not None and switch_out <= start_lsn:
+    # The backup's timeline is not the newest (returned above), so the history records where it was left.
+    switch_out = history[index].switch_lsn
+    if start_lsn is not None and switch_out <= start_lsn:
         problems.append(Problem(
             code="timeline-not-descendant",
             message=f"timeline {newest} left timeline {backup_timeline} at {format_lsn(switch_out)}, "
