@@ -240,6 +240,10 @@ PG_SCENARIOS: dict[str, tuple[Callable[[Path], None], datetime | None]] = {
     "newest-in-error": (lambda repo: _flag_error(repo, "20261122-195034F_20261122-195042I"), None),
     "timeline-2-descends-in-the-middle-of-a-segment": (
         lambda repo: _history(repo, "1\t0/9000100\tno recovery target specified\n"), None),
+    # Timeline 2 began exactly where the backup began: the backup holds timeline 1's changes after
+    # that point, which timeline 2 never had, so it does not lead there.
+    "timeline-2-leaves-at-the-backup-start": (
+        lambda repo: _history(repo, "1\t0/8000028\tno recovery target specified\n"), None),
     "timeline-2-descends": (lambda repo: _history(repo, "1\t0/9000000\tno recovery target specified\n"), None),
     "timeline-2-before-backup": (lambda repo: _history(repo, "1\t0/1000000\tno recovery target specified\n"), None),
     "diff-in-error-under-the-incr": (lambda repo: _flag_error(repo, "20261122-195034F_20261122-195039D"), None),

@@ -76,4 +76,4 @@ def test_a_fork_before_the_backup_started_is_not_a_descendant(timeline_repo):
     result = make_plan(timeline_repo)
     problem = result.chain.problems[0]
     assert problem.code == "timeline-not-descendant"
-    assert "left timeline 1 at 0/5000000, before the backup started at 0/C000028" in problem.message
+    assert "left timeline 1 at 0/5000000, at or before the backup's start at 0/C000028" in problem.message

@@ -171,7 +171,7 @@ def _timeline_path(archive: WalArchive, backup_timeline: int, start_lsn: int | N
         problems.append(Problem(
             code="timeline-not-descendant",
             message=f"timeline {newest} left timeline {backup_timeline} at {format_lsn(switch_out)}, "
-                    f"before the backup started at {format_lsn(start_lsn)} (history {name})",
+                    f"at or before the backup's start at {format_lsn(start_lsn)} (history {name})",
             files=(name,)))
         rules.append(RuleCheck("timeline-history", False, problems[-1].message))
         return None
