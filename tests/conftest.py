@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-FIXTURES = Path(__file__).parent / "fixtures" / "postgres"
+TESTS = Path(__file__).resolve().parent
+FIXTURES = TESTS / "fixtures" / "postgres"
 STANZA = "demo1"
 LABELS = ["20261122-195034F", "20261122-195034F_20261122-195039D", "20261122-195034F_20261122-195042I"]
 

@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from tests.conftest import TESTS
 from tests.unit.factories import complete_plan, online_outcome, passed_check
 from verification import orchestration
 from verification.config import load_settings
@@ -94,9 +95,8 @@ def test_the_time_budget_stops_a_verification_before_it_starts(tmp_path):
 def test_a_restore_point_is_normalised_to_utc_and_a_naive_one_is_refused():
     import sys
     from datetime import UTC, datetime, timedelta, timezone
-    from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "plugins"))
+    sys.path.insert(0, str(TESTS.parent / "plugins"))
     from restoreproof_airflow.operators import utc_point
 
     assert utc_point("2026-11-22T01:30:00+01:00") == datetime(2026, 11, 22, 0, 30, tzinfo=UTC)
@@ -112,9 +112,8 @@ def test_a_restore_point_is_normalised_to_utc_and_a_naive_one_is_refused():
 
 def test_the_hook_loads_the_file_it_is_given_and_names_one_that_is_missing(tmp_path, monkeypatch):
     import sys
-    from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "plugins"))
+    sys.path.insert(0, str(TESTS.parent / "plugins"))
     from restoreproof_airflow.hooks import RestoreproofHook
 
     from verification.errors import ConfigError

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
-from tests.unit.test_reports_and_store import make_run
+from tests.unit.reports.test_json_report import make_run
 from verification.config import load_settings
 from verification.reports import write_reports
 from verification.reports.json_report import build_report

@@ -6,7 +6,7 @@ byte-range reader: at most HEAD_BYTES + TAIL_BYTES per file whatever its size, s
 can serve the same code. Every descriptor block's header checksum is verified.
 
 Layout facts (offsets, chunk tags) are those documented in docs and seen in real files written by
-SQL Server 2008 R2 and 2016; see tests/unit/test_mssql_mtf.py.
+SQL Server 2008 R2 and 2016; see tests/unit/engines/mssql/test_mtf.py.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import TESTS
 from verification.reports.charts import (
     CHART_KINDS,
     NONE,
@@ -23,7 +24,7 @@ from verification.reports.charts import (
 )
 from verification.reports.html_report import load_reports, render_html, render_index, write_index
 
-SAMPLE = Path(__file__).parents[1] / "fixtures" / "reports" / "report-1.3.json"
+SAMPLE = TESTS / "fixtures" / "reports" / "report-1.3.json"
 NEW_PHASE_FIELDS = ("predicted_seconds", "bound", "error_percent", "prediction")
 NEW_DATABASE_FIELDS = ("prediction", "objectives", "drift")
 PAGE_ORDER = ["objectives", "phases", "chain", "history", "throughput"]  # per database, top to bottom

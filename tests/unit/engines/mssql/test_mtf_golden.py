@@ -16,10 +16,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from tests.unit.mtf_edit import StrictBytes as Bytes  # refuses empty or out-of-range reads
+from tests.conftest import TESTS
+from tests.unit.engines.mssql.mtf_edit import StrictBytes as Bytes  # refuses empty or out-of-range reads
 from verification.engines.mssql.mtf import MtfError, NeedsServerHeaderOnly, read_backup_header, read_trailer_identity
 
-GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "golden"
+GOLDEN = TESTS / "fixtures" / "golden"
 
 
 def outcome(name: str, data: bytes) -> dict[str, Any]:

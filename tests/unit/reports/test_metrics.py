@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.conftest import TESTS
 from verification.config import MetricsSettings
 from verification.reports.metrics import METRICS, render_metrics, write_metrics
 
-SAMPLE = Path(__file__).parents[1] / "fixtures" / "reports" / "report-1.3.json"
+SAMPLE = TESTS / "fixtures" / "reports" / "report-1.3.json"
 LAST_SUCCESS = {"demo2": datetime(2026, 11, 20, 1, 0, 48, tzinfo=UTC)}
 FINISHED = datetime(2026, 11, 22, 1, 0, 48, tzinfo=UTC).timestamp()
 

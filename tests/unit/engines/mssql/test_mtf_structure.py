@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.mtf_edit import Backup, StrictBytes, resize_stream
+from tests.unit.engines.mssql.mtf_edit import Backup, StrictBytes, resize_stream
 from verification.engines.mssql.mtf import (
     BackupHeader,
     MtfError,

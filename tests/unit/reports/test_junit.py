@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 from junitparser import Error, Failure, JUnitXml, SystemOut, TestCase, TestSuite
 
+from tests.conftest import TESTS
 from verification.reports.junit import phase_table, render_junit
 
-SAMPLE = Path(__file__).parents[1] / "fixtures" / "reports" / "report-1.3.json"
+SAMPLE = TESTS / "fixtures" / "reports" / "report-1.3.json"
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_mssql_outputs import ERRORLOG_2013
+from tests.unit.engines.mssql.test_outputs import ERRORLOG_2013
 from verification.config import load_settings
 from verification.engines.base import Evidence
 from verification.engines.mssql.catalog import scan

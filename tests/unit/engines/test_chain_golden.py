@@ -4,7 +4,7 @@ The plans are made from real backups (the SQL Server corpus, copied and damaged 
 needs it; the captured pgBackRest repository) and compared, in full, with reviewed expectations in
 tests/fixtures/golden/. A rule that flips, a message that loses the LSN it must name, a backup
 taken or skipped differently: each changes the comparison. To accept an intended change, run
-`RESTOREPROOF_GOLDEN=write .venv/bin/pytest tests/unit/test_chain_golden.py` and review the diff.
+`RESTOREPROOF_GOLDEN=write .venv/bin/pytest tests/unit/engines/test_chain_golden.py` and review the diff.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from tests.unit.mtf_edit import Backup
+from tests.conftest import TESTS
+from tests.unit.engines.mssql.mtf_edit import Backup
 from verification.engines.mssql.catalog import scan
 from verification.engines.mssql.chain import plan as mssql_plan
 from verification.engines.postgres.chain import plan as pg_plan
@@ -26,7 +27,7 @@ from verification.engines.postgres.repository import discover
 from verification.model import RestorePlan
 from verification.sources import LocalSource
 
-GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "golden"
+GOLDEN = TESTS / "fixtures" / "golden"
 MB16 = 16 * 1024 * 1024
 
 
