@@ -117,15 +117,15 @@ with DAG(
     def reserve_target(database: str) -> dict[str, Any]:
         """Check that a target can be had for this database (image present, engine reachable)."""
         get_current_context()["database"] = database  # type: ignore[typeddict-unknown-key]
-        from verification.pipeline import make_provider
+        from verification.pipeline import open_source, select_engine
 
         settings = _settings()
         params = _params()
-        if params.engine != "mssql":  # SQL Server images are chosen per backup version, in verify
-            try:
-                make_provider(settings, params.target, "postgres", [])
-            except TargetError as exc:
-                raise RuntimeError(f"target not available: {exc}") from exc  # retried: infrastructure
+        engine = select_engine(settings, open_source(params.source), params.engine)
+        try:
+            engine.check_target(params.target)
+        except TargetError as exc:
+            raise RuntimeError(f"target not available: {exc}") from exc  # retried: infrastructure
         return {"database": database, "run_id": _run_id()}
 
     @task(pool=POOL, retries=0, execution_timeout=timedelta(hours=6), map_index_template="{{ database }}")

@@ -24,7 +24,6 @@ from verification.model import RunResult, Verdict
 from verification.pipeline import (
     RedactingEvidence,
     host_facts,
-    make_provider,
     plan_source,
     redact_result,
     verify_database,
@@ -105,7 +104,7 @@ def verify(settings: Settings, params: NightlyParams, run_id: str, database: str
     plan = next((p for p in planned.plans if p.database == database), None)
     if plan is None:
         raise RestoreproofError(f"{database} is no longer in {params.source}")
-    provider = make_provider(settings, params.target, engine.name, [plan]) if plan.chain.status == "complete" else None
+    provider = engine.target_provider(params.target, [plan]) if plan.chain.status == "complete" else None
     run_dir = settings.report_dir / run_id
     evidence = RedactingEvidence(run_dir / "evidence" / slug(database), Redactor(settings))
     context = PredictionContext.load_or_cold(settings, engine.name)

@@ -74,8 +74,7 @@ def select_engine(settings: Settings, source: Source, requested: str) -> Engine:
         if not engine.detect(source):
             # Let the engine's own discovery say precisely what is missing.
             engine.plan(source, None, None)
-            kind = {"postgres": "pgBackRest (PostgreSQL)", "mssql": "SQL Server"}.get(requested, requested)
-            raise SourceError(f"{source.describe()} holds no {kind} backups")
+            raise SourceError(f"{source.describe()} holds no {engine.display_name} backups")
         return engine
     for engine in available.values():
         if engine.detect(source):
@@ -91,27 +90,6 @@ def plan_source(settings: Settings, source_path: str | Path, engine_name: str = 
     return engine, source, engine.plan(source, at, point)
 
 
-def make_provider(settings: Settings, kind: str, engine: str = "postgres",
-                  plans: list[RestorePlan] | None = None) -> TargetProvider:
-    from verification.targets.docker import DockerTargetProvider, docker_available
-    from verification.targets.local import LocalTargetProvider
-
-    if engine == "mssql":
-        from verification.targets.mssql import MssqlTargetProvider
-
-        if kind == "local":
-            raise RestoreproofError("SQL Server backups restore only into a SQL Server container (--target docker)")
-        versions = [int(b.extra.get("database_version") or 0) for p in plans or [] for b in p.chain.backups]
-        return MssqlTargetProvider(settings.mssql, max(versions, default=0))
-
-    if kind == "auto":
-        kind = "docker" if docker_available() else "local"
-    if kind == "docker":
-        from verification.images import ensure_image
-
-        image = ensure_image(settings.docker.postgres_image)
-        return DockerTargetProvider(settings.docker, image)
-    return LocalTargetProvider(settings.postgres.bin_dir, settings.state_dir)
 
 
 def host_facts() -> dict[str, Any]:
@@ -128,29 +106,10 @@ class RedactingEvidence(Evidence):
         return super().write(name, self.redact(text))
 
 
-TOOL_VERSION_COMMANDS = {
-    "postgres": [["pgbackrest", "version"], ["postgres", "--version"], ["pg_amcheck", "--version"]],
-}
-
-
-def record_versions(engine: str, target: Target, evidence: Evidence) -> None:
+def record_versions(engine: Engine, target: Target, evidence: Evidence) -> None:
     """Tool and image versions for the evidence bundle, from inside the target."""
     versions: dict[str, Any] = {"restoreproof": __version__, "python": platform.python_version(),
-                                "target": target.describe()}
-    for argv in TOOL_VERSION_COMMANDS.get(engine, []):
-        try:
-            result = target.run(argv, timeout=60)
-            versions[argv[0]] = result.output.strip() if result.ok else f"(exit {result.exit_code})"
-        except TargetError as exc:
-            versions[argv[0]] = f"(not run: {exc})"
-    sql = getattr(target, "sql", None)
-    if engine == "mssql" and sql is not None:
-        # SQL Server names its build only through the server itself.
-        try:
-            result = sql("SET NOCOUNT ON; SELECT @@VERSION", 60)
-            versions["sqlserver"] = result.stdout.strip() if result.ok else f"(exit {result.exit_code})"
-        except TargetError as exc:
-            versions["sqlserver"] = f"(not run: {exc})"
+                                "target": target.describe(), **engine.tool_versions(target)}
     evidence.write("versions.json", json.dumps(versions, indent=2, default=str) + "\n")
 
 
@@ -204,7 +163,7 @@ def verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider 
                 progress(f"{plan.database}: predicting each phase")
                 result.prediction = predict_quietly(context, plan, target, source, provider, run_id,
                                                     repo_host_path, evidence, progress)
-                record_versions(engine.name, target, evidence)
+                record_versions(engine, target, evidence)
             progress(f"{plan.database}: restoring {plan.target_backup.label if plan.target_backup else '?'}")
             outcome = engine.restore_and_check(plan, target, evidence)
         except TargetError as exc:
@@ -288,7 +247,7 @@ def run_verification(settings: Settings, source_path: str | Path, *, engine_name
     provider, no_target = None, None
     if any(p.chain.status is ChainStatus.COMPLETE for p in plans):
         try:
-            provider = make_provider(settings, target_kind or settings.target, engine.name, plans)
+            provider = engine.target_provider(target_kind or settings.target, plans)
             run.target_kind = provider.kind
         except TargetError as exc:
             # Every database is still planned and reported: a broken or known-bad chain is "failed"

@@ -54,9 +54,13 @@ class MemoryProvider:
 
 class ExplodingEngine:
     name = "postgres"
+    display_name = "a stand-in engine"
 
     def __init__(self, exc: BaseException) -> None:
         self.exc = exc
+
+    def tool_versions(self, target: Any) -> dict[str, str]:
+        return {"tool": "1.0"}
 
     def detect(self, source: Any) -> bool:
         return True

@@ -10,7 +10,7 @@ from typing import Protocol
 from verification.model import CheckResult, PhaseTiming, RestorePlan, UnreadableFile, UnreadableKind
 from verification.restore_points import PointChoice
 from verification.sources.base import Source
-from verification.targets.base import Target
+from verification.targets.base import Target, TargetProvider
 
 
 @dataclass
@@ -60,6 +60,8 @@ class Evidence:
 
 class Engine(Protocol):
     name: str
+    # How reports and errors name the engine's backups ("pgBackRest (PostgreSQL)", "SQL Server").
+    display_name: str
 
     def detect(self, source: Source) -> bool:
         """Does the source look like this engine's backups?"""
@@ -74,4 +76,17 @@ class Engine(Protocol):
 
     def restore_and_check(self, plan: RestorePlan, target: Target, evidence: Evidence) -> RestoreOutcome:
         """Restore the planned chain into the target, bring it online, and run the integrity checks."""
+        ...
+
+    def target_provider(self, kind: str, plans: list[RestorePlan]) -> TargetProvider:
+        """The provider of the disposable servers these plans restore into (`kind`: auto, docker, local);
+        raises TargetError (or RestoreproofError for a kind the engine cannot use)."""
+        ...
+
+    def check_target(self, kind: str) -> None:
+        """Raise TargetError when no target of this kind can be had now (for a scheduler's retry)."""
+        ...
+
+    def tool_versions(self, target: Target) -> dict[str, str]:
+        """The versions of the tools that restored and checked, read inside the target, for the evidence."""
         ...

@@ -34,7 +34,7 @@ from verification.engines.mssql.outputs import (
     parse_sql_errors,
 )
 from verification.engines.mssql.restore_proof import last_restore_query, prove_point
-from verification.errors import TargetError
+from verification.errors import RestoreproofError, TargetError
 from verification.model import (
     BackupSet,
     CheckResult,
@@ -45,7 +45,7 @@ from verification.model import (
 )
 from verification.restore_points import PointChoice, choose
 from verification.sources.base import Source
-from verification.targets.base import ExecResult, Target
+from verification.targets.base import ExecResult, Target, TargetProvider
 
 DETECT_FILES = 200
 
@@ -75,9 +75,40 @@ def media_sets(backups: list[BackupSet]) -> list[list[BackupSet]]:
 
 class MssqlEngine:
     name = "mssql"
+    display_name = "SQL Server"
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+
+    # -- targets -----------------------------------------------------------------------------------
+
+    def target_provider(self, kind: str, plans: list[RestorePlan]) -> TargetProvider:
+        from verification.engines.mssql.target import MssqlTargetProvider
+
+        if kind == "local":
+            raise RestoreproofError("SQL Server backups restore only into a SQL Server container (--target docker)")
+        # The image follows the newest database version in the chains (a 2019 backup needs 2019 or newer).
+        versions = [int(b.extra.get("database_version") or 0) for p in plans for b in p.chain.backups]
+        return MssqlTargetProvider(self.settings.mssql, max(versions, default=0))
+
+    def check_target(self, kind: str) -> None:
+        from verification.targets.docker import docker_client
+
+        if kind == "local":
+            raise RestoreproofError("SQL Server backups restore only into a SQL Server container (--target docker)")
+        docker_client().close()  # the image is chosen per backup version when the database is verified
+
+    def tool_versions(self, target: Target) -> dict[str, str]:
+        sql = getattr(target, "sql", None)
+        if sql is None:
+            return {"sqlserver": "(not a SQL Server target)"}
+        try:  # SQL Server names its build only through the server itself
+            result = sql("SET NOCOUNT ON; SELECT @@VERSION", 60)
+            return {"sqlserver": result.stdout.strip() if result.ok else f"(exit {result.exit_code})"}
+        except TargetError as exc:
+            return {"sqlserver": f"(not run: {exc})"}
+
+    # -- discovery and planning ------------------------------------------------------------------
 
     def detect(self, source: Source) -> bool:
         for path in walk(source)[:DETECT_FILES]:

@@ -34,7 +34,7 @@ from verification.engines.postgres.repository import (
 )
 from verification.engines.postgres.serverlog import CONFIG_ERRORS, RecoveryLog, parse_server_log
 from verification.engines.postgres.verify_output import parse_pgbackrest_verify
-from verification.errors import SourceError
+from verification.errors import SourceError, TargetError
 from verification.model import (
     Chain,
     ChainStatus,
@@ -49,7 +49,7 @@ from verification.model import (
 )
 from verification.restore_points import PointChoice, choose
 from verification.sources.base import Source, excluded
-from verification.targets.base import ExecResult, Target
+from verification.targets.base import ExecResult, Target, TargetProvider
 
 # pgBackRest error codes that mean the repository's content is bad (format, checksum, missing file).
 DATA_ERROR_CODES = {"029", "039", "040", "041", "044", "045", "046", "055", "075"}
@@ -94,12 +94,43 @@ def unreadable_stanza(name: str, exc: RepositoryFileError) -> RestorePlan:
     return RestorePlan("postgres", name, chain)
 
 
+TOOL_VERSION_COMMANDS = [["pgbackrest", "version"], ["postgres", "--version"], ["pg_amcheck", "--version"]]
+
+
 class PostgresEngine:
     name = "postgres"
+    display_name = "pgBackRest (PostgreSQL)"
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.pg = settings.postgres
+
+    # -- targets -----------------------------------------------------------------------------------
+
+    def target_provider(self, kind: str, plans: list[RestorePlan]) -> TargetProvider:
+        from verification.targets.docker import DockerTargetProvider, docker_available
+        from verification.targets.local import LocalTargetProvider
+
+        if kind == "auto":
+            kind = "docker" if docker_available() else "local"
+        if kind == "docker":
+            from verification.images import ensure_image
+
+            return DockerTargetProvider(self.settings.docker, ensure_image(self.settings.docker.postgres_image))
+        return LocalTargetProvider(self.pg.bin_dir, self.settings.state_dir)
+
+    def check_target(self, kind: str) -> None:
+        self.target_provider(kind, [])
+
+    def tool_versions(self, target: Target) -> dict[str, str]:
+        versions: dict[str, str] = {}
+        for argv in TOOL_VERSION_COMMANDS:
+            try:
+                result = target.run(argv, timeout=60)
+                versions[argv[0]] = result.output.strip() if result.ok else f"(exit {result.exit_code})"
+            except TargetError as exc:
+                versions[argv[0]] = f"(not run: {exc})"
+        return versions
 
     # -- discovery and planning ------------------------------------------------------------------
 

@@ -1,8 +1,8 @@
 import pytest
 
 from verification.config import MssqlSettings
+from verification.engines.mssql.target import image_for, random_password
 from verification.errors import TargetError
-from verification.targets.mssql import image_for, random_password
 
 
 def test_the_first_image_at_least_as_new_as_the_backup():
