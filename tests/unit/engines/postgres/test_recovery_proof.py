@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import pytest
+
 from tests.conftest import fixture_text
 from tests.unit.factories import complete_plan
 from verification.engines.postgres.recovery_proof import prove_recovery
@@ -146,28 +148,27 @@ def _latest(before_redo_done: str = "", replace: tuple[str, str] = ("", "")) -> 
 LATEST = ("000000010000000000000008", "00000001000000000000000A")
 
 
-def test_the_segment_a_server_line_names_is_the_one_reported():
-    text = _latest("2026-11-22 19:51:08.600 UTC [70] LOG:  invalid magic number 0000 in log segment "
-                   "000000010000000000000009, offset 0")
-    proof = prove_recovery(parse_server_log(text), plan_for(*LATEST), MB16)
-    assert proof.failures == [
-        'recovery ended early at segment 000000010000000000000009: the server said "LOG: invalid magic number 0000 in '
-        'log segment 000000010000000000000009, offset 0"; redo done at 0/A000088 (in segment 00000001000000000000000A)']
+DONE_IN_A = "redo done at 0/A000088 (in segment 00000001000000000000000A)"
 
 
-def test_an_early_end_in_the_last_planned_segment_names_that_segment():
-    text = _latest("2026-11-22 19:51:08.600 UTC [70] LOG:  invalid record length at 0/A0000A0: wanted 24, got 0")
-    proof = prove_recovery(parse_server_log(text), plan_for(*LATEST), MB16)
-    assert proof.failures == [
-        'recovery ended early at segment 00000001000000000000000A: the server said "LOG: invalid record length at '
-        '0/A0000A0: wanted 24, got 0"; redo done at 0/A000088 (in segment 00000001000000000000000A)']
-
-
-def test_an_archive_error_naming_no_segment_is_still_a_failure():
-    text = _latest("ERROR: [103]: unable to find a valid repository")
-    proof = prove_recovery(parse_server_log(text), plan_for(*LATEST), MB16)
-    assert proof.failures == ["the WAL archive could not deliver a segment: pgBackRest archive-get ERROR: [103]: unable "
-                              "to find a valid repository; redo done at 0/A000088 (in segment 00000001000000000000000A)"]
+@pytest.mark.parametrize(("line", "failure"), [
+    # The segment a server line names is the one reported...
+    ("2026-11-22 19:51:08.600 UTC [70] LOG:  invalid magic number 0000 in log segment 000000010000000000000009, "
+     "offset 0",
+     'recovery ended early at segment 000000010000000000000009: the server said "LOG: invalid magic number 0000 in '
+     f'log segment 000000010000000000000009, offset 0"; {DONE_IN_A}'),
+    # ...and an early end that names none, in the last planned segment, names that segment.
+    ("2026-11-22 19:51:08.600 UTC [70] LOG:  invalid record length at 0/A0000A0: wanted 24, got 0",
+     'recovery ended early at segment 00000001000000000000000A: the server said "LOG: invalid record length at '
+     f'0/A0000A0: wanted 24, got 0"; {DONE_IN_A}'),
+    # An archive error naming no segment is still a failure.
+    ("ERROR: [103]: unable to find a valid repository",
+     "the WAL archive could not deliver a segment: pgBackRest archive-get ERROR: [103]: unable to find a valid "
+     f"repository; {DONE_IN_A}"),
+])
+def test_a_line_ending_recovery_early_is_quoted_with_its_segment(line: str, failure: str) -> None:
+    proof = prove_recovery(parse_server_log(_latest(line)), plan_for(*LATEST), MB16)
+    assert proof.failures == [failure]
 
 
 def test_the_segment_named_is_the_one_the_server_restored():
