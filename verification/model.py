@@ -286,3 +286,18 @@ def overall_verdict(verdicts: list[str], unreadable_kinds: list[str], unverified
     if any(kind not in set(UnreadableKind) for kind in unreadable_kinds):
         return Verdict.ERROR  # a kind this version does not know is not a pass
     return Verdict.PASSED
+
+
+@dataclass(frozen=True)
+class PhaseWork:
+    """What the plan says a phase will move, known before anything is restored."""
+
+    phase: str
+    bytes_read: int | None = None
+    bytes_written: int | None = None
+    compressed: bool = False
+    # Processes working in parallel (pgBackRest --process-max): multiplies per-process rates.
+    parallel: int = 1
+    # Files the phase creates: each costs a fixed time (open, fsync, metadata) whatever its size.
+    files: int | None = None
+    note: str = ""

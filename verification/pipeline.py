@@ -126,13 +126,13 @@ def redact_result(result: DatabaseResult, redact: Redactor) -> None:
     redact.in_place(result.restore_point, "detail")
 
 
-def predict_quietly(context: PredictionContext, plan: RestorePlan, target: Target, source: Source | None,
-                    provider: TargetProvider | None, run_id: str, repo_host_path: str, evidence: Evidence,
-                    progress: ProgressFn) -> Prediction | None:
+def predict_quietly(context: PredictionContext, engine: Engine, plan: RestorePlan, target: Target,
+                    source: Source | None, provider: TargetProvider | None, run_id: str, repo_host_path: str,
+                    evidence: Evidence, progress: ProgressFn) -> Prediction | None:
     """The prediction, or None: a probe or model that fails must not cost the verification itself.
     The failure is kept as evidence and the report shows no prediction rather than a made-up one."""
     try:
-        return context.predict(plan, target, source, provider, run_id, repo_host_path)
+        return context.predict(engine, plan, target, source, provider, run_id, repo_host_path)
     except KeyboardInterrupt:
         raise
     except Exception as exc:
@@ -161,7 +161,7 @@ def verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider 
             result.target = target.describe()
             if context is not None:
                 progress(f"{plan.database}: predicting each phase")
-                result.prediction = predict_quietly(context, plan, target, source, provider, run_id,
+                result.prediction = predict_quietly(context, engine, plan, target, source, provider, run_id,
                                                     repo_host_path, evidence, progress)
                 record_versions(engine, target, evidence)
             progress(f"{plan.database}: restoring {plan.target_backup.label if plan.target_backup else '?'}")

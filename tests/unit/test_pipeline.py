@@ -59,8 +59,13 @@ class ExplodingEngine:
     def __init__(self, exc: BaseException) -> None:
         self.exc = exc
 
+    probe_container_start = False
+
     def tool_versions(self, target: Any) -> dict[str, str]:
         return {"tool": "1.0"}
+
+    def phase_work(self, plan: Any) -> list[Any]:
+        return []
 
     def detect(self, source: Any) -> bool:
         return True

@@ -7,7 +7,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
-from verification.model import CheckResult, PhaseTiming, RestorePlan, UnreadableFile, UnreadableKind
+from verification.model import CheckResult, PhaseTiming, PhaseWork, RestorePlan, UnreadableFile, UnreadableKind
 from verification.restore_points import PointChoice
 from verification.sources.base import Source
 from verification.targets.base import Target, TargetProvider
@@ -62,6 +62,9 @@ class Engine(Protocol):
     name: str
     # How reports and errors name the engine's backups ("pgBackRest (PostgreSQL)", "SQL Server").
     display_name: str
+    # Whether prediction may time a throw-away start of its target (cheap for PostgreSQL; a SQL
+    # Server start costs tens of seconds, so its documented default stands in).
+    probe_container_start: bool
 
     def detect(self, source: Source) -> bool:
         """Does the source look like this engine's backups?"""
@@ -85,6 +88,10 @@ class Engine(Protocol):
 
     def check_target(self, kind: str) -> None:
         """Raise TargetError when no target of this kind can be had now (for a scheduler's retry)."""
+        ...
+
+    def phase_work(self, plan: RestorePlan) -> list[PhaseWork]:
+        """What each phase of restoring this plan will move, from the plan alone, for prediction."""
         ...
 
     def tool_versions(self, target: Target) -> dict[str, str]:

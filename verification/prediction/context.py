@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from verification.config import Settings
+from verification.engines.base import Engine
 from verification.model import DatabaseResult, PhaseStatus, RestorePlan, Verdict
 from verification.prediction import objectives
 from verification.prediction.calibration import Calibration, calibration_key
@@ -27,7 +28,6 @@ from verification.prediction.probes import (
     source_read_probe,
     target_write_probe,
 )
-from verification.prediction.work import plan_work
 from verification.sources.base import Source
 from verification.targets.base import Target, TargetProvider
 
@@ -98,16 +98,16 @@ class PredictionContext:
         mode = self.settings.prediction.probes
         return mode == "always" or (mode == "auto" and calibration.runs < self.settings.prediction.min_runs)
 
-    def predict(self, plan: RestorePlan, target: Target, source: Source | None, provider: TargetProvider | None,
-                run_id: str, repo_host_path: str) -> Prediction:
+    def predict(self, engine: Engine, plan: RestorePlan, target: Target, source: Source | None,
+                provider: TargetProvider | None, run_id: str, repo_host_path: str) -> Prediction:
         calibration = self.calibration(target)
         probes: list[Probe] = []
         if self.wants_probes(calibration):
-            probes = self.run_probes(plan, target, source, provider, run_id, repo_host_path)
-        return Predictor(calibration, probes).predict(plan.database, plan_work(plan, self.settings))
+            probes = self.run_probes(engine, plan, target, source, provider, run_id, repo_host_path)
+        return Predictor(calibration, probes).predict(plan.database, engine.phase_work(plan))
 
-    def run_probes(self, plan: RestorePlan, target: Target, source: Source | None, provider: TargetProvider | None,
-                   run_id: str, repo_host_path: str) -> list[Probe]:
+    def run_probes(self, engine: Engine, plan: RestorePlan, target: Target, source: Source | None,
+                   provider: TargetProvider | None, run_id: str, repo_host_path: str) -> list[Probe]:
         limit = self.settings.prediction.probe_megabytes * MB
         # The files the transfer reads (not the WAL): backup data, in order.
         data_files = [f for f in plan.files if not f.startswith("archive/") and not f.endswith((".info", ".copy"))]
@@ -118,8 +118,7 @@ class PredictionContext:
         probes.append(target_write_probe(target, limit))
         from verification.targets.docker import DockerTargetProvider
 
-        if isinstance(provider, DockerTargetProvider) and plan.engine != "mssql":
-            # A SQL Server start costs tens of seconds: its documented default stands in for it.
+        if isinstance(provider, DockerTargetProvider) and engine.probe_container_start:
             probes.append(container_start_probe(provider, run_id, plan.database, repo_host_path))
         return [p for p in probes if p is not None]
 

@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import Any
 
 from verification.model import RECOVERY_PHASES
+from verification.model import PhaseWork as PhaseWork  # defined with the domain types; engines state it
 
 MB = 1024 * 1024
 
@@ -72,21 +73,6 @@ DEFAULT_CONSTANTS: dict[str, Constant] = {
     "recovery_end": Constant(0.5, Provenance.DEFAULT, detail="documented default: 0.5 s to end recovery"),
     "data_checks": Constant(0.5, Provenance.DEFAULT, detail="documented default: 0.5 s of data checks"),
 }
-
-
-@dataclass(frozen=True)
-class PhaseWork:
-    """What the plan says a phase will move, known before anything is restored."""
-
-    phase: str
-    bytes_read: int | None = None
-    bytes_written: int | None = None
-    compressed: bool = False
-    # Processes working in parallel (pgBackRest --process-max): multiplies per-process rates.
-    parallel: int = 1
-    # Files the phase creates: each costs a fixed time (open, fsync, metadata) whatever its size.
-    files: int | None = None
-    note: str = ""
 
 
 @dataclass

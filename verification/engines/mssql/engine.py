@@ -21,7 +21,7 @@ from typing import Protocol
 
 from verification.config import Settings
 from verification.engines.base import Evidence, RestoreOutcome, SourcePlan
-from verification.engines.mssql import chain, tsql
+from verification.engines.mssql import chain, tsql, work
 from verification.engines.mssql.accounting import account
 from verification.engines.mssql.catalog import looks_like_backup, scan, walk
 from verification.engines.mssql.mtf import COMPRESSED_MAGIC
@@ -41,6 +41,7 @@ from verification.model import (
     CheckStatus,
     PhaseStatus,
     PhaseTiming,
+    PhaseWork,
     RestorePlan,
 )
 from verification.restore_points import PointChoice, choose
@@ -76,6 +77,7 @@ def media_sets(backups: list[BackupSet]) -> list[list[BackupSet]]:
 class MssqlEngine:
     name = "mssql"
     display_name = "SQL Server"
+    probe_container_start = False
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -97,6 +99,9 @@ class MssqlEngine:
         if kind == "local":
             raise RestoreproofError("SQL Server backups restore only into a SQL Server container (--target docker)")
         docker_client().close()  # the image is chosen per backup version when the database is verified
+
+    def phase_work(self, plan: RestorePlan) -> list[PhaseWork]:
+        return work.phase_work(plan)
 
     def tool_versions(self, target: Target) -> dict[str, str]:
         sql = getattr(target, "sql", None)

@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 from verification.config import Settings
 from verification.engines.base import Evidence, RestoreOutcome, SourcePlan, UnreadableFile
 from verification.engines.postgres import chain as chain_rules
+from verification.engines.postgres import work
 from verification.engines.postgres.footprint import backup_history, chain_files
 from verification.engines.postgres.integrity import parse_pg_amcheck, parse_pg_checksums
 from verification.engines.postgres.recovery_proof import prove_recovery
@@ -42,6 +43,7 @@ from verification.model import (
     CheckStatus,
     PhaseStatus,
     PhaseTiming,
+    PhaseWork,
     Problem,
     RestorePlan,
     RuleCheck,
@@ -100,6 +102,7 @@ TOOL_VERSION_COMMANDS = [["pgbackrest", "version"], ["postgres", "--version"], [
 class PostgresEngine:
     name = "postgres"
     display_name = "pgBackRest (PostgreSQL)"
+    probe_container_start = True
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -121,6 +124,9 @@ class PostgresEngine:
 
     def check_target(self, kind: str) -> None:
         self.target_provider(kind, [])
+
+    def phase_work(self, plan: RestorePlan) -> list[PhaseWork]:
+        return work.phase_work(plan, self.settings)
 
     def tool_versions(self, target: Target) -> dict[str, str]:
         versions: dict[str, str] = {}

@@ -209,15 +209,15 @@ def test_random_points_on_chains_without_logs_stay_complete(mssql_corpus):
 
 def test_plan_lists_the_files_it_reads_and_the_backups_secured_points(mssql_corpus):
     from verification.config import Settings
+    from verification.engines.mssql.engine import MssqlEngine
     from verification.prediction.objectives import rpo
-    from verification.prediction.work import plan_work
 
     result = plans(mssql_corpus / "RestoreTimeClean")["RestoreTimeClean"]
     assert [Path(f).name for f in result.files] == files(result)
     assert result.history is not None and len(result.history.points) >= len(result.chain.backups)
     newest = result.history.newest
     assert newest is not None and newest.at == max(b.finish for b in result.chain.backups)
-    works = {w.phase: w for w in plan_work(result, Settings())}
+    works = {w.phase: w for w in MssqlEngine(Settings()).phase_work(result)}
     logs = sum(b.size_bytes or 0 for b in result.chain.backups if b.type == "log")
     assert works["log_restore"].bytes_read == logs > 0
     assert works["transfer"].bytes_read == sum(b.size_bytes or 0 for b in result.chain.backups if b.type != "log")

@@ -1,21 +1,14 @@
-"""What each phase of a planned verification will move, from the plan alone (before any restore)."""
+"""What each phase of a PostgreSQL verification will move, from the plan alone (before any restore)."""
 
 from __future__ import annotations
 
 from verification.config import Settings
-from verification.model import BackupType, RestorePlan
-from verification.prediction.phase_model import PhaseWork
+from verification.model import BackupType, PhaseWork, RestorePlan
 
 COMPRESSED_SUFFIXES = (".gz", ".lz4", ".zst", ".bz2")
 
 
-def plan_work(plan: RestorePlan, settings: Settings) -> list[PhaseWork]:
-    if plan.engine == "mssql":
-        return _mssql(plan)
-    return _postgres(plan, settings)
-
-
-def _postgres(plan: RestorePlan, settings: Settings) -> list[PhaseWork]:
+def phase_work(plan: RestorePlan, settings: Settings) -> list[PhaseWork]:
     pg = settings.postgres
     target = plan.target_backup
     size = target.size_bytes if target else None
@@ -37,20 +30,4 @@ def _postgres(plan: RestorePlan, settings: Settings) -> list[PhaseWork]:
         works.append(PhaseWork("data_checks", note=f"{len(settings.checks.sql)} SQL checks"))
     if pg.repository_verify:
         works.append(PhaseWork("repository_verify"))
-    return works
-
-
-def _mssql(plan: RestorePlan) -> list[PhaseWork]:
-    backups = plan.chain.backups
-    data = sum(b.size_bytes or 0 for b in backups if b.type is not BackupType.LOG)
-    logs = sum(b.size_bytes or 0 for b in backups if b.type is BackupType.LOG)
-    full = sum(b.size_bytes or 0 for b in backups if b.type is BackupType.FULL)
-    works = [
-        PhaseWork("provision"),
-        PhaseWork("transfer", data, data, note="full and differential backup files read and written"),
-    ]
-    if logs:
-        works.append(PhaseWork("log_restore", logs, logs, note="log backup files read"))
-    works += [PhaseWork("redo", logs or None, logs or None, note="log bytes to replay"),
-              PhaseWork("recovery_end"), PhaseWork("integrity_check", full, full, note="the database's bytes checked")]
     return works
