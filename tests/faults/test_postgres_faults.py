@@ -136,8 +136,8 @@ def test_a_history_file_that_does_not_descend_from_the_backup_breaks_the_chain(p
     (folder.parent / "00000002.history").write_text("1\t0/1000000\tno recovery target specified\n")
     (folder / f"000000020000000000000002-{'0' * 40}.gz").write_bytes(gzip.compress(b"x"))
     run = restoreproof("verify", pg_repo, "-d", "demo1")
-    db = assert_failed_naming(run, "demo1", "00000002.history", "timeline 2 left timeline 1 at 0/1000000, before "
-                                                                 "the backup started")
+    db = assert_failed_naming(run, "demo1", "00000002.history", "timeline 2 left timeline 1 at 0/1000000, at or "
+                                                                 "before the backup's start")
     assert db["chain"]["status"] == "broken"
 
 
