@@ -10,13 +10,46 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, DateTime, Float, ForeignKey, Integer, String, Text, create_engine, select
-from sqlalchemy.engine import Engine
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    TypeDecorator,
+    create_engine,
+    select,
+)
+from sqlalchemy.engine import Dialect, Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship, selectinload
 
 from verification.model import DatabaseResult, RunResult
 
 SCHEMA_VERSION = 1
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """Timestamps stored and read as UTC, aware, whatever the database: SQLite keeps no zone and
+    returns naive values, PostgreSQL converts to the session's zone. A naive value is refused on the
+    way in, so nothing local-time can be stored by mistake."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"a timestamp without a zone cannot be stored: {value.isoformat()}")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 class Base(DeclarativeBase):
@@ -31,8 +64,8 @@ class RunRow(Base):
     source: Mapped[str] = mapped_column(Text)
     target_kind: Mapped[str | None] = mapped_column(String(32))
     verdict: Mapped[str] = mapped_column(String(16))
-    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    started_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     report_dir: Mapped[str | None] = mapped_column(Text)
     host: Mapped[dict[str, Any]] = mapped_column(default=dict)
     databases: Mapped[list[DatabaseRow]] = relationship(back_populates="run", cascade="all, delete-orphan")
@@ -46,7 +79,7 @@ class DatabaseRow(Base):
     verdict: Mapped[str] = mapped_column(String(16))
     reasons: Mapped[list[Any]] = mapped_column(default=list)
     restore_target: Mapped[str] = mapped_column(String(64))
-    restore_achieved: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    restore_achieved: Mapped[datetime | None] = mapped_column(UtcDateTime())
     recovery_seconds: Mapped[float | None] = mapped_column(Float)
     target: Mapped[dict[str, Any]] = mapped_column(default=dict)
     run: Mapped[RunRow] = relationship(back_populates="databases")
@@ -61,7 +94,7 @@ class ChainRow(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     database_pk: Mapped[int] = mapped_column(ForeignKey("databases.id", ondelete="CASCADE"), index=True)
     status: Mapped[str] = mapped_column(String(16))
-    stop_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    stop_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     backups: Mapped[list[Any]] = mapped_column(default=list)
     problems: Mapped[list[Any]] = mapped_column(default=list)
     rules: Mapped[list[Any]] = mapped_column(default=list)
@@ -105,11 +138,6 @@ class DatabaseReportRow(Base):
     run_pk: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
     database: Mapped[str] = mapped_column(String(256))
     report: Mapped[dict[str, Any]] = mapped_column(default=dict)
-
-
-def _utc(value: datetime) -> datetime:
-    # SQLite returns naive datetimes for timezone-aware columns; they were stored as UTC.
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
 
 
 class ResultStore:
@@ -213,7 +241,7 @@ class ResultStore:
                 query = query.where(RunRow.engine == engine)
             if database is not None:
                 query = query.where(DatabaseReportRow.database == database)
-            return [(run_id, _utc(started), report) for run_id, started, report in session.execute(query)]
+            return [(run_id, started, report) for run_id, started, report in session.execute(query)]
 
     def run(self, run_id: str) -> RunRow | None:
         with Session(self.engine, expire_on_commit=False) as session:

@@ -1,0 +1,36 @@
+"""The results store's column types, on a real SQLite database."""
+
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+from sqlalchemy import Column, Integer, MetaData, Table, create_engine, insert, select
+from sqlalchemy.exc import StatementError
+
+from verification.results.store import UtcDateTime
+
+
+@pytest.fixture()
+def table(tmp_path):  # type: ignore[no-untyped-def]
+    engine = create_engine(f"sqlite:///{tmp_path / 'store.db'}")
+    metadata = MetaData()
+    times = Table("times", metadata, Column("id", Integer, primary_key=True), Column("at", UtcDateTime()))
+    metadata.create_all(engine)
+    yield engine, times
+    engine.dispose()
+
+
+def test_timestamps_come_back_aware_and_in_utc(table):  # type: ignore[no-untyped-def]
+    engine, times = table
+    paris = datetime(2026, 11, 24, 3, 0, tzinfo=timezone(timedelta(hours=1)))
+    with engine.begin() as conn:
+        conn.execute(insert(times), [{"id": 1, "at": paris}, {"id": 2, "at": None}])
+        rows = dict(conn.execute(select(times.c.id, times.c.at)).all())
+    assert rows[1] == datetime(2026, 11, 24, 2, 0, tzinfo=UTC) and rows[1].tzinfo is UTC
+    assert rows[2] is None
+
+
+def test_a_timestamp_without_a_zone_is_refused(table):  # type: ignore[no-untyped-def]
+    engine, times = table
+    with pytest.raises(StatementError, match="a timestamp without a zone cannot be stored: 2026-11-24T03:00:00"), \
+            engine.begin() as conn:
+        conn.execute(insert(times), [{"id": 1, "at": datetime(2026, 11, 24, 3, 0)}])
