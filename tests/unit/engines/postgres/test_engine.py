@@ -1,0 +1,190 @@
+"""The PostgreSQL restore flow against recorded outputs: one real verification of the demo (PostgreSQL
+15.18, pgBackRest 2.45, restoreproof's own commands) replayed command by command.
+
+tests/fixtures/postgres/flow holds what that run's tools printed (its evidence folder) and the
+repository's info files and file names. A target that answers each command with the recorded
+output lets the flow be checked without Docker: the commands sent, the phases measured, the proof
+of the point reached, the checks and the verdict; then the same outputs with one fault each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import TESTS
+from verification.config import Settings
+from verification.engines.base import Evidence
+from verification.engines.postgres.chain import plan
+from verification.engines.postgres.engine import PostgresEngine
+from verification.engines.postgres.repository import discover
+from verification.model import CheckStatus, PhaseStatus, RestorePlan, Verdict
+from verification.sources import LocalSource
+from verification.targets.base import ExecResult
+from verification.verdict import decide
+
+FLOW = TESTS / "fixtures" / "postgres" / "flow"
+MB16 = 16 * 1024 * 1024
+INCR = "20261124-045834F_20261124-045847I"
+
+
+def recorded(name: str) -> str:
+    return (FLOW / name).read_text()
+
+
+@pytest.fixture()
+def demo_plan(tmp_path: Path) -> RestorePlan:
+    """The demo repository as the run saw it: its info files, a manifest per backup, its WAL names."""
+    backup, archive = tmp_path / "backup" / "demo1", tmp_path / "archive" / "demo1"
+    backup.mkdir(parents=True)
+    for name in ("backup.info", "backup.info.copy"):
+        (backup / name).write_text(recorded("backup.info"))
+    for label in recorded("backup-folders.txt").split():
+        if label.startswith("2026"):
+            (backup / label).mkdir()
+            (backup / label / "backup.manifest").write_text("[backrest]\n")
+    archive.mkdir(parents=True)
+    (archive / "archive.info").write_text(recorded("archive.info"))
+    for name in recorded("archive-files.txt").split():
+        (archive / name).parent.mkdir(parents=True, exist_ok=True)
+        (archive / name).write_bytes(b"")
+    source = LocalSource(tmp_path)
+    (stanza,) = discover(source, MB16)
+    return plan(source, stanza, None, MB16)
+
+
+class RecordedTarget:
+    """Answers each command with what the real run's tools printed; records what it was sent."""
+
+    kind, name, repo_path, work_dir, port, socket_dir = "recorded", "t", "/repo", "/var/lib/restoreproof", 5432, "/tmp"
+    provision_seconds = 0.4
+
+    def __init__(self, **replace: tuple[int, str]) -> None:
+        self.sent: list[list[str]] = []
+        self.env: list[dict[str, str]] = []
+        self.files: dict[str, str] = {}
+        self.answers: dict[str, tuple[int, str]] = {
+            "pgbackrest restore": (0, recorded("pgbackrest-restore.log")),
+            "pgbackrest verify": (0, recorded("pgbackrest-verify.out")),
+            "pg_amcheck": (0, recorded("pg_amcheck.out")),
+            "pg_checksums": (0, recorded("pg_checksums.out")),
+            "pg_ctl start": (0, "waiting for server to start.... done\nserver started\n"),
+            "pg_ctl stop": (0, "waiting for server to shut down.... done\nserver stopped\n"),
+            "server.log": (0, recorded("server.log")),
+            **replace,
+        }
+
+    def _key(self, argv: list[str]) -> str:
+        if argv[0] == "pgbackrest":
+            return f"pgbackrest {argv[-1]}"
+        if argv[0] == "pg_ctl":
+            return f"pg_ctl {argv[1]}"
+        return argv[0]
+
+    def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> ExecResult:
+        self.sent.append(argv)
+        self.env.append(env or {})
+        code, output = self.answers.get(self._key(argv), (0, ""))  # mkdir, bash (config, wait for online)
+        return ExecResult(argv, code, output, "", 0.1)
+
+    def write_text(self, path: str, text: str) -> None:
+        self.files[path] = text
+
+    def read_text(self, path: str) -> str:
+        assert path == f"{self.work_dir}/server.log"
+        code, text = self.answers["server.log"]
+        if code:
+            raise OSError(text)
+        return text
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind}
+
+    def close(self) -> None:
+        pass
+
+
+def verify(demo_plan: RestorePlan, tmp_path: Path, target: RecordedTarget,
+           settings: Callable[[Settings], None] | None = None) -> tuple[Any, Any]:
+    chosen = Settings()
+    if settings:
+        settings(chosen)
+    outcome = PostgresEngine(chosen).restore_and_check(demo_plan, target, Evidence(tmp_path / "evidence"))
+    return outcome, decide(demo_plan, outcome)
+
+
+def test_the_recorded_run_passes_for_the_reasons_it_passed(demo_plan: RestorePlan, tmp_path: Path) -> None:
+    target = RecordedTarget()
+    outcome, (verdict, reasons) = verify(demo_plan, tmp_path, target)
+    assert verdict is Verdict.PASSED
+    assert reasons[3:] == [
+        "server log: redo done at 0/DCB9AB0 (in segment 00000001000000000000000D), the plan's last segment is "
+        "00000001000000000000000D; all 2 planned segments 00000001000000000000000C to 00000001000000000000000D "
+        "restored from the archive; no line ending recovery early",
+        "pg_amcheck: 222 tables and 329 indexes in 2 databases: no corruption",
+        "pg_checksums: 16355 blocks in 966 files: 0 bad checksums",
+        "pgbackrest_verify: 3 backups and 1 WAL archive(s) valid"]
+    # The commands, in order, as restoreproof sends them.
+    assert [" ".join(argv[:2]) if argv[0] != "pgbackrest" else f"pgbackrest {argv[-1]}" for argv in target.sent] == [
+        "mkdir -p", "pgbackrest restore", "bash -c", "pg_ctl start", "bash -c", "pg_amcheck -h", "pg_ctl stop",
+        "pg_checksums --check", "pgbackrest verify"]
+    restore = target.sent[1]
+    assert f"--set={INCR}" in restore and "--archive-mode=off" in restore and "--stanza=demo1" in restore
+    assert not any(arg.startswith("--type=") for arg in restore)  # latest: no recovery target
+    phases = {p.name: p for p in outcome.phases}
+    assert phases["transfer"].details["files"] == 984 and phases["transfer"].status is PhaseStatus.MEASURED
+    assert phases["redo"].seconds == pytest.approx(0.13) and phases["redo"].details["segments_restored"] == 3
+    assert phases["zeroing"].status is PhaseStatus.ABSENT and phases["data_checks"].status is PhaseStatus.ABSENT
+    assert sorted((tmp_path / "evidence").iterdir()) == sorted(
+        tmp_path / "evidence" / name for name in ("pgbackrest-restore.log", "server.log", "pg_amcheck.out",
+                                                   "pg_checksums.out", "pgbackrest-verify.out"))
+    assert target.files["/var/lib/restoreproof/pg_hba.conf"] == "local all all trust\n"
+    settings = target.env[2]["RESTOREPROOF_TEXT"]  # appended to postgresql.auto.conf
+    assert "hot_standby = 'off'" in settings and "log_timezone = 'UTC'" in settings
+
+
+@pytest.mark.parametrize(("fault", "replace", "verdict", "reason"), [
+    ("restore refused by a corrupt file", {"pgbackrest restore": (82, recorded("pgbackrest-restore.log").replace(
+        "restore command end: completed successfully (663ms)",
+        "restore command end: aborted with exception [029]\nERROR: [029]: raised from local-1 protocol: zlib threw "
+        "error: [-3] data error"))},
+     Verdict.FAILED, "pgbackrest restore of backup 20261124-045834F_20261124-045847I failed: [029] raised from "
+                     "local-1 protocol: zlib threw error: [-3] data error"),
+    ("server log cut before the end of redo", {"server.log": (0, "\n".join(
+        recorded("server.log").splitlines()[:12]) + "\n")},
+     Verdict.ERROR, "the server came online but its log does not say where redo ended (no 'redo done at' line), "
+                    "so the point reached is unproven"),
+    ("pg_amcheck found corruption", {"pg_amcheck": (2, recorded("pg_amcheck.out") + 'heap table '
+                                                    '"postgres.public.pgbench_accounts", block 3:\n')},
+     Verdict.FAILED, "pg_amcheck failed: pg_amcheck found corruption (1 lines): heap table "
+                     '"postgres.public.pgbench_accounts", block 3:'),
+    ("pg_checksums printed nothing", {"pg_checksums": (0, "")},
+     Verdict.ERROR, "pg_checksums error: pg_checksums could not run (exit 0)"),
+    ("the server did not stop", {"pg_ctl stop": (1, "pg_ctl: server does not shut down\n")},
+     Verdict.ERROR, "the restored server did not stop cleanly: pg_ctl: server does not shut down"),
+    ("the server never came online", {"pg_ctl start": (1, "pg_ctl: could not start server\n"),
+                                      "server.log": (0, "")},
+     Verdict.FAILED, "the restored server did not come online: pg_ctl: could not start server"),
+])
+def test_each_recorded_output_with_one_fault(demo_plan: RestorePlan, tmp_path: Path, fault: str,
+                                             replace: dict[str, tuple[int, str]], verdict: Verdict,
+                                             reason: str) -> None:
+    _, (found, reasons) = verify(demo_plan, tmp_path, RecordedTarget(**replace))
+    assert (found, reasons[0]) == (verdict, reason), fault
+
+
+def test_checks_disabled_by_settings_are_said_skipped_never_passed(demo_plan: RestorePlan, tmp_path: Path) -> None:
+    def off(settings: Settings) -> None:
+        settings.postgres.checksums_check = False
+        settings.postgres.repository_verify = False
+
+    outcome, (verdict, reasons) = verify(demo_plan, tmp_path, RecordedTarget(), off)
+    skipped = {c.name: c.summary for c in outcome.checks if c.status is CheckStatus.SKIPPED}
+    assert skipped == {"pg_checksums": "not run: disabled by the setting postgres.checksums_check: false",
+                       "pgbackrest_verify": "not run: disabled by the setting postgres.repository_verify: false"}
+    assert verdict is Verdict.PASSED and reasons[-2:] == [
+        "pg_checksums skipped: not run: disabled by the setting postgres.checksums_check: false",
+        "pgbackrest_verify skipped: not run: disabled by the setting postgres.repository_verify: false"]
