@@ -21,6 +21,7 @@ from verification.config import DockerSettings, MssqlSettings
 from verification.errors import ImageMissingError, TargetError
 from verification.targets.base import ExecResult, timeout_argv
 from verification.targets.labels import labels, slug
+from verification.targets.polling import poll_until
 
 WORK_DIR = "/var/lib/restoreproof"
 REPO_PATH = "/repo"
@@ -188,16 +189,12 @@ class DockerTargetProvider:
             make_target=lambda container, volume: DockerTarget(self._client, container, volume, self.image, 0.0))
 
     def _wait_ready(self, target: DockerTarget) -> None:
-        deadline = time.monotonic() + self.settings.start_timeout
-        while True:
+        def ready() -> bool:
             target.container.reload()
-            if target.container.status == "running":
-                probe = target.run(["test", "-w", WORK_DIR], timeout=30)
-                if probe.ok:
-                    return
-            elif target.container.status in ("exited", "dead"):
+            if target.container.status in ("exited", "dead"):
                 logs = target.container.logs(tail=50).decode("utf-8", "replace")
                 raise TargetError(f"container {target.name} exited while starting: {logs.strip()}")
-            if time.monotonic() > deadline:
-                raise TargetError(f"container {target.name} not ready after {self.settings.start_timeout:.0f} s")
-            time.sleep(0.05)
+            return target.container.status == "running" and target.run(["test", "-w", WORK_DIR], timeout=30).ok
+
+        if not poll_until(ready, self.settings.start_timeout, 0.05):
+            raise TargetError(f"container {target.name} not ready after {self.settings.start_timeout:.0f} s")

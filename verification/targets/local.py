@@ -16,12 +16,14 @@ import signal
 import subprocess
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from verification.errors import TargetError
 from verification.targets.base import ExecResult
 from verification.targets.labels import slug
+from verification.targets.polling import poll_until
 
 OS_USER = "postgres"
 
@@ -159,6 +161,14 @@ def _postmaster_of(folder: Path) -> int | None:
     return pid if comm in ("postgres", "postmaster") and cwd == folder.resolve() else None
 
 
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
 def reap_local_folder(folder: Path) -> bool:
     """Stop any server running from a data folder under `folder`, remove `folder`; True when it is gone."""
     for pid_file in folder.glob("*/postmaster.pid"):
@@ -167,10 +177,8 @@ def reap_local_folder(folder: Path) -> bool:
             continue
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGQUIT)  # immediate shutdown: the data is thrown away anyway
-            for _ in range(100):
-                os.kill(pid, 0)
-                time.sleep(0.05)
-            os.kill(pid, signal.SIGKILL)
+            if not poll_until(partial(_gone, pid), 5.0, 0.05):
+                os.kill(pid, signal.SIGKILL)
     shutil.rmtree(folder, ignore_errors=True)
     return not folder.exists()
 

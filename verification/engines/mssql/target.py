@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import secrets
 import string
-import time
 
 import docker.errors
 from docker.models.containers import Container
@@ -24,6 +23,7 @@ from verification.errors import ImageMissingError, TargetError
 from verification.targets.base import ExecResult
 from verification.targets.docker import DockerTarget, docker_client, run_in_container, start_disposable
 from verification.targets.labels import labels, slug
+from verification.targets.polling import poll_until
 
 DATA_ROOT = "/var/opt/mssql"
 # tools18 needs -C to trust the container's self-signed certificate; older images have no tools18.
@@ -124,14 +124,14 @@ class MssqlTargetProvider:
             make_target=lambda container, volume: MssqlTarget(self._client, container, volume, self.image, password))
 
     def _wait_for_logins(self, target: MssqlTarget) -> None:
-        deadline = time.monotonic() + self.settings.start_timeout
-        while time.monotonic() < deadline:
+        def accepts_logins() -> bool:
             target.container.reload()
             if target.container.status in ("exited", "dead"):
                 raise TargetError(f"SQL Server container {target.name} exited while starting:\n"
                                   + target.errorlog()[-3000:])
-            if target.sql("SELECT 1", timeout=30).ok:
-                return
-            time.sleep(1.0)
+            return target.sql("SELECT 1", timeout=30).ok
+
+        if poll_until(accepts_logins, self.settings.start_timeout, 1.0):
+            return
         raise TargetError(f"SQL Server in {target.name} did not accept logins within "
                           f"{self.settings.start_timeout:.0f} s; its log ends:\n" + target.errorlog()[-3000:])
