@@ -295,3 +295,14 @@ def test_the_closing_copy_is_found_at_the_first_block_of_the_trailer(original: b
 def test_short_files_never_cause_an_empty_or_out_of_range_read(original: bytes, length: int) -> None:
     with pytest.raises(MtfError, match=rf"^{NAME}: "):
         read_backup_header(StrictBytes(NAME, original[:length]))
+
+
+def test_a_closing_block_whose_first_stream_lies_past_it_has_no_copy(backup: Backup) -> None:
+    # The closing block's first-stream offset points 7 KiB on, beyond the block: read as a block
+    # without streams, so no closing copy is found, and that is said.
+    size = len(backup.data)
+    backup.put(MSLS_TRAILER + 8, "<H", size - 22 - MSLS_TRAILER)
+    backup.fix_block(MSLS_TRAILER)
+    assert backup.error(NAME) == (
+        f"{NAME}: closing configuration copy at offset 0x13c00: expected an MSLS/MSCI block with MQCI before ESET, "
+        "found none")
