@@ -68,6 +68,13 @@ class BackupSet:
     first_lsn: str | None = None
     last_lsn: str | None = None
     family: str | None = None
+    checkpoint_lsn: str | None = None
+    database_backup_lsn: str | None = None  # a differential's base: its full's CheckpointLSN
+    media_set_guid: str | None = None  # the files (families) of one backup set share it
+    database_version: int | None = None  # the on-disk version: which SQL Server can restore it
+    software_version: str | None = None  # the SQL Server that wrote it, "major.minor"
+    server: str | None = None
+    has_checksums: bool | None = None  # taken WITH CHECKSUM: RESTORE ... WITH CHECKSUM verifies them
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
 

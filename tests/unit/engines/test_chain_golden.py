@@ -48,7 +48,10 @@ def summary(result: RestorePlan) -> dict[str, Any]:
         "problems": problems(chain.problems), "defects": problems(chain.defects),
         "rules": [[r.rule, r.passed, r.detail] for r in chain.rules],
         "files": list(result.files),
-        "extra": [dict(sorted(b.extra.items())) for b in chain.backups if result.engine == "mssql"],
+        "extra": [{"checkpoint_lsn": b.checkpoint_lsn, "database_backup_lsn": b.database_backup_lsn,
+                   "database_version": b.database_version, "has_checksums": b.has_checksums,
+                   "media_set_guid": b.media_set_guid, "server": b.server, "software_version": b.software_version}
+                  for b in chain.backups if result.engine == "mssql"],
         "history": None if result.history is None else [result.history.basis, len(result.history.points),
                                                          [p.name for p in result.history.points][:3]],
     }

@@ -49,10 +49,10 @@ def backup_sets(media: MediaSet) -> list[BackupSet]:
             start=media.start, finish=media.finish, size_bytes=header.size_bytes, path=header.path,
             first_lsn=str(h.first_lsn), last_lsn=str(h.last_lsn),
             family=f"{header.family_number}/{header.family_count}",
-            extra={"checkpoint_lsn": str(h.checkpoint_lsn), "database_backup_lsn": str(h.database_backup_lsn),
-                   "media_set_guid": h.media_set_guid, "database_version": h.database_version,
-                   "software_version": f"{h.software_version[0]}.{h.software_version[1]}",
-                   "server": h.server_name, "has_checksums": h.has_checksums},
+            checkpoint_lsn=str(h.checkpoint_lsn), database_backup_lsn=str(h.database_backup_lsn),
+            media_set_guid=h.media_set_guid, database_version=h.database_version,
+            software_version=f"{h.software_version[0]}.{h.software_version[1]}", server=h.server_name,
+            has_checksums=h.has_checksums,
         )
         for header in (media.families[n] for n in sorted(media.families))
     ]

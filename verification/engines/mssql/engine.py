@@ -65,8 +65,8 @@ def media_sets(backups: list[BackupSet]) -> list[list[BackupSet]]:
     """Consecutive files of one backup set (its families), in restore order."""
     groups: list[list[BackupSet]] = []
     for backup in backups:
-        key = (backup.extra.get("media_set_guid"), backup.first_lsn, backup.last_lsn, backup.type)
-        if groups and (groups[-1][0].extra.get("media_set_guid"), groups[-1][0].first_lsn,
+        key = (backup.media_set_guid, backup.first_lsn, backup.last_lsn, backup.type)
+        if groups and (groups[-1][0].media_set_guid, groups[-1][0].first_lsn,
                        groups[-1][0].last_lsn, groups[-1][0].type) == key:
             groups[-1].append(backup)
         else:
@@ -90,7 +90,7 @@ class MssqlEngine:
         if kind == "local":
             raise RestoreproofError("SQL Server backups restore only into a SQL Server container (--target docker)")
         # The image follows the newest database version in the chains (a 2019 backup needs 2019 or newer).
-        versions = [int(b.extra.get("database_version") or 0) for p in plans for b in p.chain.backups]
+        versions = [b.database_version or 0 for p in plans for b in p.chain.backups]
         return MssqlTargetProvider(self.settings.mssql, max(versions, default=0))
 
     def check_target(self, kind: str) -> None:
@@ -228,7 +228,7 @@ class _Restore:
         data_bytes = log_bytes = 0
         for index, group in enumerate(sets):
             paths = [b.path or "" for b in group]
-            checksum = bool(group[0].extra.get("has_checksums"))
+            checksum = bool(group[0].has_checksums)
             terminal = index == len(sets) - 1 and self.plan.stop_at is not None and group[0].type == "log"
             if group[0].type == "log":
                 statement = tsql.restore_log(self.database, paths, self.options, checksum,
