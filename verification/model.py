@@ -64,6 +64,8 @@ class BackupSet:
     stop_lsn: str | None = None
     path: str | None = None
     error: bool = False
+    # pgBackRest: the cluster's id in backup.info's history (names its WAL archive "<version>-<id>").
+    db_id: int | None = None
     # SQL Server: LSNs as decimal strings (they exceed 2**53), and this file's family as "k/n".
     first_lsn: str | None = None
     last_lsn: str | None = None

@@ -159,8 +159,8 @@ def _backup_from_info(stanza: str, label: str, data: dict[str, Any]) -> BackupSe
         stop_lsn=data.get("backup-lsn-stop"),
         path=f"backup/{stanza}/{label}",
         error=bool(data.get("backup-error", False)),
-        extra={
-            "db_id": data.get("db-id"),
+        db_id=int(data["db-id"]) if data.get("db-id") is not None else None,
+        extra={  # pgBackRest's own words, shown, never decided on
             "prior": data.get("backup-prior"),
             "delta_bytes": data.get("backup-info-size-delta"),
             "repo_delta_bytes": data.get("backup-info-repo-size-delta"),
@@ -209,10 +209,9 @@ def _archive_ids(source: Source, stanza: str, history: dict[str, dict[str, Any]]
 
 def archive_id_for(stanza: Stanza, backup: BackupSet) -> str:
     """The archive id ("<version>-<db id>") of the cluster the backup was taken from."""
-    db_id = backup.extra.get("db_id")
-    if db_id is None:
+    if backup.db_id is None:
         return ""
-    return f"{stanza.db_versions.get(int(db_id), stanza.db_version)}-{db_id}"
+    return f"{stanza.db_versions.get(backup.db_id, stanza.db_version)}-{backup.db_id}"
 
 
 def read_archive(source: Source, stanza: str, archive_id: str, segment_size: int) -> WalArchive:
