@@ -8,12 +8,13 @@ Precedence (highest first): explicit arguments (the CLI's flags), environment va
 from __future__ import annotations
 
 import os
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, YamlConfigSettingsSource
 
 from verification.errors import ConfigError
 
@@ -227,31 +228,28 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return init_settings, env_settings, _YamlSource(settings_cls)
+        file = _config_file.get() or (Path(named) if (named := os.environ.get(CONFIG_ENV)) else None)
+        if file is None:
+            return init_settings, env_settings
+        _check_config_file(file)
+        return init_settings, env_settings, YamlConfigSettingsSource(settings_cls, yaml_file=file)
 
 
-class _YamlSource(PydanticBaseSettingsSource):
-    """The YAML file named by RESTOREPROOF_CONFIG (set by `load_settings` for --config)."""
+# The file `load_settings` was given (--config, a DAG run's `config`), for this call only: set in a
+# context variable rather than the process environment, which other threads share.
+_config_file: ContextVar[Path | None] = ContextVar("restoreproof_config_file", default=None)
 
-    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
-        return None, field_name, False
 
-    def __call__(self) -> dict[str, Any]:
-        path = os.environ.get(CONFIG_ENV)
-        if not path:
-            return {}
-        file = Path(path)
-        try:
-            data = yaml.safe_load(file.read_text(encoding="utf-8"))
-        except FileNotFoundError as exc:
-            raise ConfigError(f"configuration file {file} does not exist") from exc
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"configuration file {file} is not valid YAML: {exc}") from exc
-        if data is None:
-            return {}
-        if not isinstance(data, dict):
-            raise ConfigError(f"configuration file {file} must hold a mapping at its top level")
-        return data
+def _check_config_file(file: Path) -> None:
+    """What pydantic-settings' YAML source would pass over or fail on obscurely, said with the file's name."""
+    try:
+        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ConfigError(f"configuration file {file} does not exist") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"configuration file {file} is not valid YAML: {exc}") from exc
+    if data is not None and not isinstance(data, dict):
+        raise ConfigError(f"configuration file {file} must hold a mapping at its top level")
 
 
 def describe_errors(exc: ValidationError) -> str:
@@ -265,17 +263,11 @@ def describe_errors(exc: ValidationError) -> str:
 
 def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
     """Settings from the file, the environment and explicit overrides (None values are ignored)."""
-    previous = os.environ.get(CONFIG_ENV)
-    if config_file is not None:
-        os.environ[CONFIG_ENV] = str(config_file)
+    token = _config_file.set(Path(config_file) if config_file is not None else None)
     try:
         return Settings(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:
-        where = f" in {config_file or previous or 'the environment'}"
+        where = f" in {config_file or os.environ.get(CONFIG_ENV) or 'the environment'}"
         raise ConfigError(f"invalid configuration{where}:\n{describe_errors(exc)}") from None
     finally:
-        if config_file is not None:
-            if previous is None:
-                os.environ.pop(CONFIG_ENV, None)
-            else:
-                os.environ[CONFIG_ENV] = previous
+        _config_file.reset(token)

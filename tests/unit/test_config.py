@@ -1,6 +1,6 @@
 import pytest
 
-from verification.config import load_settings
+from verification.config import DockerSettings, load_settings
 from verification.errors import ConfigError
 
 
@@ -69,3 +69,32 @@ def test_errors_never_echo_values(tmp_path, text):
         assert secret not in message
     assert "repo_cipher_pas" in message  # the field is named
     assert caught.value.__cause__ is None and caught.value.__suppress_context__
+
+
+def test_the_file_given_is_read_for_that_call_only_never_through_the_environment(monkeypatch, tmp_path):
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    monkeypatch.delenv("RESTOREPROOF_CONFIG", raising=False)
+    files = []
+    for cpus in (1.0, 1.5):  # neither the default (2.0)
+        (tmp_path / f"{cpus}.yaml").write_text(f"docker:\n  cpus: {cpus}\n")
+        files.append(tmp_path / f"{cpus}.yaml")
+    before = dict(os.environ)
+    with ThreadPoolExecutor(max_workers=4) as pool:  # DAG tasks and API handlers load settings in threads
+        found = list(pool.map(lambda file: load_settings(file).docker.cpus, files * 20))
+    assert found == [1.0, 1.5] * 20
+    assert dict(os.environ) == before
+    assert load_settings().docker.cpus == DockerSettings().cpus  # afterwards, no file is read at all
+
+
+def test_the_environment_names_a_file_when_none_is_given_and_an_empty_file_is_the_defaults(monkeypatch, tmp_path):
+    named = tmp_path / "named.yaml"
+    named.write_text("report_dir: /srv/reports\n")
+    monkeypatch.setenv("RESTOREPROOF_CONFIG", str(named))
+    assert str(load_settings().report_dir) == "/srv/reports"
+    (tmp_path / "empty.yaml").write_text("")
+    assert str(load_settings(tmp_path / "empty.yaml").report_dir) == "reports"
+    (tmp_path / "list.yaml").write_text("- a\n- b\n")
+    with pytest.raises(ConfigError, match=r"list\.yaml must hold a mapping at its top level$"):
+        load_settings(tmp_path / "list.yaml")
