@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from verification.config import Settings
-from verification.errors import RestoreproofError
+from verification.errors import RestoreproofError, SourceError
 from verification.model import RunResult, Verdict
 from verification.pipeline import (
     RedactingEvidence,
@@ -76,6 +76,10 @@ def discover(settings: Settings, params: NightlyParams, run_id: str, started: da
     engine, source, planned = plan_source(settings, params.source, params.engine, None, params.point_choice())
     names = [p.database for p in planned.plans]
     if params.include:
+        unknown = sorted(set(params.include) - set(names))
+        if unknown:  # as the CLI's --database: a misspelt name is never a database quietly not verified
+            raise SourceError(f"{', '.join(unknown)}: not a database of {source.describe()} "
+                              f"(it holds {', '.join(names) or 'none'})")
         names = [n for n in names if n in params.include]
     names = [n for n in names if n not in params.exclude]
     store = ResultStore(settings.results_database_url)

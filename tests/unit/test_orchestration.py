@@ -138,3 +138,14 @@ def test_reap_exits_non_zero_when_it_could_not_remove_or_even_look(tmp_path, mon
     result = CliRunner().invoke(app, ["reap"])
     assert result.exit_code == 2
     assert "not removed:" in result.stderr and "no Docker engine reachable" in result.stderr
+
+
+def test_a_database_asked_for_that_the_source_does_not_hold_stops_the_run_naming_it(captured_repo, tmp_path):
+    from verification.errors import SourceError
+
+    settings = load_settings(None, state_dir=tmp_path, results_url=f"sqlite:///{tmp_path / 'r.db'}")
+    params = orchestration.NightlyParams(source=str(captured_repo), engine="postgres", include=["demo1", "demo2x"])
+    with pytest.raises(SourceError, match=r"^demo2x: not a database of .* \(it holds demo1\)$"):
+        orchestration.discover(settings, params, "r1", datetime.now(UTC))
+    assert orchestration.discover(settings, orchestration.NightlyParams(
+        source=str(captured_repo), engine="postgres", include=["demo1"]), "r2", datetime.now(UTC)) == ["demo1"]

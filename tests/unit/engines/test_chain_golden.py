@@ -85,6 +85,10 @@ def _damage(root: Path, relative: str, how: str) -> None:
         backup = Backup(path.read_bytes())
         backup.in_both_copies(b"SCIN", 0x2A, "<IIH", 25, 132, 1)  # RestoreTimeClean.bak's LastLSN
         path.write_bytes(bytes(backup.data))
+    elif how == "second-family-missing":  # a set striped over two files, the second one gone
+        backup = Backup(path.read_bytes())
+        backup.put(backup.streams(b"RAID")[0] + 22 + 20, "<H", 2)
+        path.write_bytes(bytes(backup.data))
     else:
         raise AssertionError(how)
 
@@ -107,6 +111,11 @@ MSSQL_SCENARIOS: dict[str, tuple[str, list[tuple[str, str]], datetime | None]] =
                                      ("history/sql2016-stripe/Stripe2/restoretime2a.bak", "delete")], None),
     "rtc-at-before-the-diff": ("RestoreTimeClean", [], datetime(2017, 6, 1, 13, 5, tzinfo=UTC)),
     "rtc-at-the-end-of-a-log": ("RestoreTimeClean", [], datetime(2017, 6, 1, 13, 24, 13, tzinfo=UTC)),
+    "rtc-diff-missing-a-family-logs-go-past-it": (
+        "RestoreTimeClean", [("RestoreTimeClean/RestoreTimeClean2.bak", "second-family-missing")], None),
+    "rtc-diff-missing-a-family-nothing-reaches-it": (
+        "RestoreTimeClean", [("RestoreTimeClean/RestoreTimeClean2.bak", "second-family-missing"),
+                             *((f"RestoreTimeClean/RestoreTimeClean2_{n}.trn", "delete") for n in (1, 2, 3))], None),
     "rtc-no-full": ("RestoreTimeClean", [("RestoreTimeClean/RestoreTimeClean.bak", "delete")], None),
     "rtc-a-log-copied": ("RestoreTimeClean", [("RestoreTimeClean/RestoreTimeClean2_2.trn", "copy")], None),
     "rtc-two-logs-ending-at-one-lsn": ("RestoreTimeClean", [("RestoreTimeClean/RestoreTimeClean2_2.trn", "restamp"),

@@ -160,10 +160,13 @@ def scan(source: Source, exclude: list[str] | None = None) -> Catalog:
         magic = reader.read(0, FIRST_BYTES)
         if not (magic.startswith(b"TAPE") or magic.startswith(COMPRESSED_MAGIC)):
             found = describe_bytes(magic)
-            if looks_like_backup(path):
+            # Names are not trusted: a file whose trailer still holds a backup set's closing copy is a
+            # damaged backup whatever its extension or folder.
+            identity = read_trailer_identity(reader)
+            if looks_like_backup(path) or identity is not None:
                 reason = (f"{path}: media header at offset 0x0: expected 'TAPE' (Microsoft Tape Format) or "
                           f"'MSSQLBAK' (natively compressed), found {found}: a damaged backup file")
-                unreadable.append(Unreadable(path, reason, "corrupt", read_trailer_identity(reader)))
+                unreadable.append(Unreadable(path, reason, "corrupt", identity))
             else:
                 not_backups.append(path)
                 unreadable.append(Unreadable(path, f"{path}: not a SQL Server backup: starts with {found}",

@@ -212,6 +212,17 @@ def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
             break
     if superseded:
         rules.append(RuleCheck("superseded-logs-skipped", True, "; ".join(superseded)))
+    # A differential that cannot be restored (a family missing) secured a point: unless what is
+    # restored reaches beyond it, that point is lost, and that must not pass unsaid.
+    for media in db.of_type("diff"):
+        if (not media.complete and (at is None or media.finish <= at) and media.header.last_lsn > reached
+                and media.header.database_backup_lsn == full.header.checkpoint_lsn):
+            defects.append(Problem(
+                code="newer-diff-incomplete",
+                message=f"the differential {_listed(media.files)} (LastLSN {media.header.last_lsn}) cannot be "
+                        f"restored: family {_listed(media.missing_families)} of {media.family_count} is missing "
+                        f"(media set {media.media_set_guid}); what is restored ends at LSN {reached}",
+                files=tuple(media.files), expected_lsn=str(media.header.last_lsn), found_lsn=str(reached)))
     log_count = sum(1 for media in chosen if media.header.backup_type == "log")
     rules.append(RuleCheck("log-continuity", True,
                            f"{log_count} log backup(s) continue the chain from LSN {base_lsn} to {reached}"))

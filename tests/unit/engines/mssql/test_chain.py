@@ -224,3 +224,22 @@ def test_plan_lists_the_files_it_reads_and_the_backups_secured_points(mssql_corp
     # Restored to the end of the last log: nothing behind the newest backup; the worst gap is between two sets.
     achieved = rpo(86400.0, result.history, newest.at, newest.at)
     assert achieved["behind_newest_seconds"] == 0.0 and achieved["worst_log_gap_seconds"] > 0
+
+
+def test_a_damaged_backup_is_known_by_its_trailer_whatever_its_name(mssql_copy):
+    # The newest log, its head zeroed and renamed to an extension nobody lists: still the
+    # database's damaged log backup (its closing copy says whose), never "not a backup".
+    root = mssql_copy("RestoreTimeClean")
+    newest = root / "RestoreTimeClean/RestoreTimeClean2_3.trn"
+    data = bytearray(newest.read_bytes())
+    data[0:4] = bytes(4)
+    newest.unlink()
+    (root / "RestoreTimeClean/RestoreTimeClean2_3.tlog").write_bytes(bytes(data))
+    result = runner.invoke(app, ["plan", str(root), "--engine", "mssql", "--json"])
+    assert result.exit_code == 1
+    out = json.loads(result.stdout)
+    (entry,) = out["unreadable"]
+    assert (entry["path"], entry["kind"], entry["database"]) == (
+        "RestoreTimeClean/RestoreTimeClean2_3.tlog", "corrupt", "RestoreTimeClean")
+    (db,) = out["databases"]
+    assert [d["code"] for d in db["chain"]["defects"]] == ["unreadable-backup"]
