@@ -85,6 +85,10 @@ def _damage(root: Path, relative: str, how: str) -> None:
         backup = Backup(path.read_bytes())
         backup.in_both_copies(b"SCIN", 0x2A, "<IIH", 25, 132, 1)  # RestoreTimeClean.bak's LastLSN
         path.write_bytes(bytes(backup.data))
+    elif how == "log-ends-where-the-diff-ends":  # LastLSN set to RestoreTimeClean2.bak's
+        backup = Backup(path.read_bytes())
+        backup.in_both_copies(b"SCIN", 0x2A, "<IIH", 25, 190, 1)
+        path.write_bytes(bytes(backup.data))
     elif how == "second-family-missing":  # a set striped over two files, the second one gone
         backup = Backup(path.read_bytes())
         backup.put(backup.streams(b"RAID")[0] + 22 + 20, "<H", 2)
@@ -116,6 +120,14 @@ MSSQL_SCENARIOS: dict[str, tuple[str, list[tuple[str, str]], datetime | None]] =
     "rtc-diff-missing-a-family-nothing-reaches-it": (
         "RestoreTimeClean", [("RestoreTimeClean/RestoreTimeClean2.bak", "second-family-missing"),
                              *((f"RestoreTimeClean/RestoreTimeClean2_{n}.trn", "delete") for n in (1, 2, 3))], None),
+    "rtc-diff-missing-a-family-nothing-reaches-it-at-its-finish": (
+        "RestoreTimeClean", [("RestoreTimeClean/RestoreTimeClean2.bak", "second-family-missing"),
+                             *((f"RestoreTimeClean/RestoreTimeClean2_{n}.trn", "delete") for n in (1, 2, 3))],
+        datetime(2017, 6, 1, 13, 14, 13, tzinfo=UTC)),
+    "rtc-diff-missing-a-family-a-log-reaches-exactly-its-end": (
+        "RestoreTimeClean", [("RestoreTimeClean/RestoreTimeClean2.bak", "second-family-missing"),
+                             ("RestoreTimeClean/RestoreTimeClean2_1.trn", "log-ends-where-the-diff-ends"),
+                             *((f"RestoreTimeClean/RestoreTimeClean2_{n}.trn", "delete") for n in (2, 3))], None),
     "rtc-no-full": ("RestoreTimeClean", [("RestoreTimeClean/RestoreTimeClean.bak", "delete")], None),
     "rtc-a-log-copied": ("RestoreTimeClean", [("RestoreTimeClean/RestoreTimeClean2_2.trn", "copy")], None),
     "rtc-two-logs-ending-at-one-lsn": ("RestoreTimeClean", [("RestoreTimeClean/RestoreTimeClean2_2.trn", "restamp"),
