@@ -25,6 +25,7 @@ from pathlib import Path
 from verification.config import load_settings
 from verification.demo.source import make_demo
 from verification.pipeline import run_verification
+from verification.reports.json_report import report_data
 from verification.targets.docker import WORK_DIR
 
 STANZA = "demo1"
@@ -81,7 +82,7 @@ def pipeline_run(repo: Path, report_dir: Path) -> dict[str, float]:
     started = time.monotonic()
     result = run_verification(settings, repo, databases=[STANZA])
     wall = time.monotonic() - started
-    (db,) = result.report["databases"]
+    (db,) = report_data(result.report)["databases"]
     if db["verdict"] != "passed":
         sys.exit(f"restoreproof did not pass the bench repository: {db['reasons']}")
     seconds = {p["name"]: p["seconds"] for p in db["phases"] if p["seconds"] is not None}

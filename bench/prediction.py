@@ -17,7 +17,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 from verification.config import load_settings
 from verification.demo.source import make_demo
@@ -26,40 +25,44 @@ from verification.pipeline import run_verification
 from verification.prediction.calibration import Calibration
 from verification.prediction.phase_model import PhaseWork
 from verification.prediction.predictor import Predictor
+from verification.report_model import DatabaseEntry, PhaseEntry
 from verification.results import ResultStore
 
 TARGET_PERCENT = 15.0
 
 
-def work_of(phase: dict[str, Any]) -> PhaseWork:
-    planned = phase.get("prediction") or {}
-    return PhaseWork(phase["name"], planned.get("bytes_read"), planned.get("bytes_written"),
-                     bool(planned.get("compressed")), int(planned.get("parallel") or 1), planned.get("files"))
+def work_of(phase: PhaseEntry) -> PhaseWork:
+    planned = phase.prediction
+    if planned is None:
+        return PhaseWork(phase.name)
+    return PhaseWork(phase.name, planned.bytes_read, planned.bytes_written, planned.compressed, planned.parallel,
+                     planned.files)
 
 
-def held_out_errors(entries: list[dict[str, Any]], min_runs: int) -> tuple[dict[str, list[float]], int]:
+def held_out_errors(entries: list[DatabaseEntry], min_runs: int) -> tuple[dict[str, list[float]], int]:
     """Per phase (and "total"), the absolute percentage errors of leave-one-out predictions."""
     errors: dict[str, list[float]] = {}
     for index, entry in enumerate(entries):
         others = entries[:index] + entries[index + 1:]
-        key = entry["prediction"]["key"]
-        predictor = Predictor(Calibration(key, others, min_runs=min_runs, recent_runs=len(others)))
+        if entry.prediction is None:
+            continue
+        predictor = Predictor(Calibration(entry.prediction.key, others, min_runs=min_runs, recent_runs=len(others)))
         total_predicted, complete = 0.0, True
-        for phase in entry["phases"]:
-            if phase["status"] != "measured" or not phase.get("seconds"):
+        for phase in entry.phases:
+            if phase.status != "measured" or not phase.seconds:
                 continue
-            predicted = predictor.predict_phase(entry["database"], work_of(phase))
+            predicted = predictor.predict_phase(entry.database, work_of(phase))
             if predicted is None:
-                complete = complete and phase["name"] not in RECOVERY_PHASES
+                complete = complete and phase.name not in RECOVERY_PHASES
                 continue
             if not predicted.calibrated:
-                complete = complete and phase["name"] not in RECOVERY_PHASES
-            error = abs(predicted.seconds - phase["seconds"]) / phase["seconds"] * 100
-            errors.setdefault(phase["name"], []).append(error)
-            if phase["name"] in RECOVERY_PHASES:
+                complete = complete and phase.name not in RECOVERY_PHASES
+            error = abs(predicted.seconds - phase.seconds) / phase.seconds * 100
+            errors.setdefault(phase.name, []).append(error)
+            if phase.name in RECOVERY_PHASES:
                 total_predicted += predicted.seconds
-        if complete and entry.get("recovery_seconds"):
-            measured = entry["recovery_seconds"]
+        if complete and entry.recovery_seconds:
+            measured = entry.recovery_seconds
             errors.setdefault("total", []).append(abs(total_predicted - measured) / measured * 100)
     return errors, len(entries)
 
@@ -96,15 +99,16 @@ def main() -> None:
         entries = [entry for _, _, entry in rows]
         print(f"\n{'scale':<7}{'database':<10}{'written MB':>11}{'read MB':>9}{'transfer s (each run)':>40}")
         for scale in args.scales:
-            for database in sorted({e["database"] for e in entries}):
-                mine = [e for run_id, _, e in rows if scale_of.get(run_id) == scale and e["database"] == database]
-                transfers = [p for e in mine for p in e["phases"] if p["name"] == "transfer"]
+            for database in sorted({e.database for e in entries}):
+                mine = [e for run_id, _, e in rows if scale_of.get(run_id) == scale and e.database == database]
+                transfers = [p for e in mine for p in e.phases if p.name == "transfer"]
                 if not transfers:
                     continue
-                planned = transfers[0]["prediction"] or {}
-                seconds = " ".join(f"{p['seconds']:.2f}" for p in transfers)
-                print(f"{scale:<7}{database:<10}{(planned.get('bytes_written') or 0) / 2**20:>11.1f}"
-                      f"{(planned.get('bytes_read') or 0) / 2**20:>9.1f}{seconds:>40}")
+                planned = transfers[0].prediction
+                seconds = " ".join(f"{p.seconds or 0:.2f}" for p in transfers)
+                written = (planned.bytes_written or 0) if planned else 0
+                read = (planned.bytes_read or 0) if planned else 0
+                print(f"{scale:<7}{database:<10}{written / 2**20:>11.1f}{read / 2**20:>9.1f}{seconds:>40}")
         errors, runs = held_out_errors(entries, settings.prediction.min_runs)
         print(f"\n{runs} measured database runs at scales {args.scales} in {time.monotonic() - started:.0f} s; "
               "each predicted from all the others (leave one out)\n")

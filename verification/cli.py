@@ -24,8 +24,10 @@ from verification.config import Settings, load_settings
 from verification.errors import RestoreproofError
 from verification.model import BLOCKING_UNREADABLE, ChainStatus, RestorePlan, Verdict, overall_verdict
 from verification.redaction import Redactor
-from verification.reports.json_report import chain_json
+from verification.report_model import RunReport
+from verification.reports.json_report import chain_entry, dumps, schema_text
 from verification.restore_points import PointChoice, PointStrategy
+from verification.results.store import unreadable_json
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Prove that backups restore: restore each chain in a disposable server, time every "
@@ -90,7 +92,7 @@ def settings_from(config: Path | None) -> Settings:
 
 def plan_json(plan: RestorePlan) -> dict[str, Any]:
     return {"database": plan.database, "stop_at": plan.stop_at.isoformat() if plan.stop_at else None,
-            "chain": chain_json(plan.chain)}
+            "chain": chain_entry(plan.chain).model_dump(mode="json")}
 
 
 class Progress:
@@ -142,7 +144,7 @@ def plan(
     if as_json:
         typer.echo(json.dumps({"source": source, "engine": chosen.name,
                                "databases": [plan_json(p) for p in plans],
-                               "unreadable": [u.as_json() for u in planned.unreadable]}, indent=2))
+                               "unreadable": unreadable_json(planned.unreadable)}, indent=2))
     else:
         for p in plans:
             style = "green" if p.chain.status is ChainStatus.COMPLETE and not p.chain.defects else "red"
@@ -186,7 +188,7 @@ def _run_and_report(settings: Settings, source: str, *, engine: str, at: datetim
         if isinstance(progress, Progress):
             progress.stop()
     if as_json:
-        typer.echo(json.dumps(result.report, indent=2))
+        typer.echo(dumps(result.report), nl=False)
     else:
         for db in result.run.databases:
             style = {"passed": "green", "failed": "red"}.get(db.verdict, "yellow")
@@ -286,11 +288,22 @@ def nightly(
     reports = sorted(settings.report_dir.glob("restore_verification-*/report.json"), key=lambda p: p.stat().st_mtime)
     err.print(f"DAG run {dag_run.run_id}: {dag_run.state} in {wall:.1f} s", highlight=False)
     if reports:
-        report = json.loads(reports[-1].read_text())
-        for db in report["databases"]:
-            err.print(f"  {db['database']}: {db['verdict']} ({db['recovery_seconds']} s to online)", highlight=False)
+        report = RunReport.model_validate_json(reports[-1].read_bytes())
+        for db in report.databases:
+            err.print(f"  {db.database}: {db.verdict} ({db.recovery_seconds} s to online)", highlight=False)
         err.print(f"report: {reports[-1].with_name('report.html').resolve()}", highlight=False)
     raise typer.Exit(0 if str(dag_run.state) == "success" else 1)
+
+
+@app.command()
+def schema(
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write it here instead of printing it.")] = None,
+) -> None:
+    """The JSON schema of report.json, generated from the typed report model."""
+    if output is None:
+        typer.echo(schema_text(), nl=False)
+    else:
+        output.write_text(schema_text(), encoding="utf-8")
 
 
 @app.command()

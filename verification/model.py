@@ -11,6 +11,12 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from pydantic import ConfigDict
+
+# The frozen value types below appear in report.json as they are (report_model): pydantic reads them
+# with this configuration, so an unknown field in a stored report is refused, not dropped.
+_REPORTED = ConfigDict(extra="forbid")
+
 
 class BackupType(StrEnum):
     FULL = "full"
@@ -35,6 +41,32 @@ class CheckStatus(StrEnum):
     FAILED = "failed"
     ERROR = "error"
     SKIPPED = "skipped"
+
+
+class PhaseName(StrEnum):
+    """Every phase a verification times, in pipeline order."""
+
+    PROVISION = "provision"
+    ZEROING = "zeroing"
+    TRANSFER = "transfer"
+    LOG_RESTORE = "log_restore"
+    SERVER_START = "server_start"
+    REDO = "redo"
+    RECOVERY_END = "recovery_end"
+    LOG_ZERO_WAIT = "log_zero_wait"
+    DATA_CHECKS = "data_checks"
+    INTEGRITY_CHECK = "integrity_check"
+    REPOSITORY_VERIFY = "repository_verify"
+
+
+class CheckName(StrEnum):
+    """The built-in checks; a user's data check is named "sql:<its name>"."""
+
+    PG_AMCHECK = "pg_amcheck"
+    PG_CHECKSUMS = "pg_checksums"
+    REPOSITORY_VERIFY = "repository_verify"
+    DBCC_CHECKDB = "dbcc_checkdb"
+    BACKUP_HASHES = "backup_hashes"
 
 
 class PhaseStatus(StrEnum):
@@ -84,6 +116,8 @@ class BackupSet:
 class Problem:
     """Something that stops a chain from restoring, named precisely."""
 
+    __pydantic_config__ = _REPORTED
+
     code: str
     message: str
     files: tuple[str, ...] = ()
@@ -95,6 +129,8 @@ class Problem:
 class RuleCheck:
     """One chain rule that was checked, with its outcome, kept for the evidence."""
 
+    __pydantic_config__ = _REPORTED
+
     rule: str
     passed: bool
     detail: str
@@ -102,6 +138,8 @@ class RuleCheck:
 
 @dataclass(frozen=True)
 class WalRange:
+    __pydantic_config__ = _REPORTED
+
     timeline: int
     first: str
     last: str
@@ -165,6 +203,8 @@ BLOCKING_UNREADABLE = (UnreadableKind.CORRUPT, UnreadableKind.NEEDS_SERVER)
 class UnreadableFile:
     """A file of the source that was not read as a backup; never silently skipped."""
 
+    __pydantic_config__ = _REPORTED
+
     path: str
     kind: UnreadableKind
     reason: str
@@ -174,9 +214,6 @@ class UnreadableFile:
     def describe(self) -> str:
         """'path: reason', without the path twice when the reason already starts with it."""
         return self.reason if self.reason.startswith(self.path) else f"{self.path}: {self.reason}"
-
-    def as_json(self) -> dict[str, str | None]:
-        return {"path": self.path, "kind": str(self.kind), "reason": self.reason, "database": self.database}
 
 
 @dataclass
@@ -258,7 +295,8 @@ class DatabaseResult:
 
 
 # Phases that together take a database from "asked for" to "online"; checks come after.
-RECOVERY_PHASES = ("provision", "zeroing", "transfer", "log_restore", "server_start", "redo", "recovery_end")
+RECOVERY_PHASES = (PhaseName.PROVISION, PhaseName.ZEROING, PhaseName.TRANSFER, PhaseName.LOG_RESTORE,
+                   PhaseName.SERVER_START, PhaseName.REDO, PhaseName.RECOVERY_END)
 
 
 @dataclass

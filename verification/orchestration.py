@@ -30,10 +30,12 @@ from verification.pipeline import (
 )
 from verification.prediction.context import PredictionContext
 from verification.redaction import Redactor
+from verification.report_model import NotVerified
 from verification.reports import write_reports
-from verification.reports.json_report import database_json, report_envelope
+from verification.reports.json_report import database_entry, run_report
 from verification.restore_points import PointChoice, PointStrategy
 from verification.results import ResultStore
+from verification.results.store import unreadable_json, unreadable_of
 from verification.targets.labels import slug
 from verification.targets.local import reap_local
 from verification.targets.reaper import ReapReport, reap_docker
@@ -85,9 +87,9 @@ def discover(settings: Settings, params: NightlyParams, run_id: str, started: da
     store = ResultStore(settings.results_database_url)
     try:
         last = store.last_verified()
+        host = {**host_facts(), "due": names, "unreadable": unreadable_json(planned.unreadable)}
         store.start_run(RunResult(run_id=run_id, engine=engine.name, source=source.describe(), started_at=started,
-                                  target_kind=params.target, host={**host_facts(), "due": names, "unreadable": [
-                                      u.as_json() for u in planned.unreadable]}))
+                                  target_kind=params.target, host=host))
     finally:
         store.close()
     never = datetime.min.replace(tzinfo=UTC)
@@ -116,18 +118,18 @@ def verify(settings: Settings, params: NightlyParams, run_id: str, database: str
                              source=source)
     redact = Redactor(settings)
     redact_result(result, redact)
-    data = database_json(result)
+    entry = database_entry(result)
     store = ResultStore(settings.results_database_url)
     try:
         run = store.run(run_id)
         started = _aware(run.started_at) if run is not None else None
-        context.annotate_quietly(data, result, run_id, started or datetime.now(UTC))
-        data = redact.data(data)
-        store.record_database(run_id, result, data)
+        context.annotate_quietly(entry, result, run_id, started or datetime.now(UTC))
+        entry = redact.model(entry)
+        store.record_database(run_id, entry)
     finally:
         store.close()
     return {"database": database, "verdict": str(result.verdict), "reasons": result.reasons,
-            "recovery_seconds": data["recovery_seconds"]}
+            "recovery_seconds": entry.recovery_seconds}
 
 
 def remove(settings: Settings, run_id: str, database: str | None = None) -> ReapReport:
@@ -141,30 +143,30 @@ def publish(settings: Settings, run_id: str) -> dict[str, Any]:
     store = ResultStore(settings.results_database_url)
     try:
         run, entries = store.run_with_reports(run_id)
-        unreadable = run.host.get("unreadable", [])
-        recorded = {entry["database"] for entry in entries}
+        unreadable = unreadable_of(run.host)
+        recorded = {entry.database for entry in entries}
         # A database that was due but has no result must show, and keep the run from passing.
-        not_verified = [{"database": name, "reason": "no result recorded: the time budget ran out before it "
-                                                     "started, or its verification died (see the task log)"}
+        not_verified = [NotVerified(database=name, reason="no result recorded: the time budget ran out before it "
+                                                          "started, or its verification died (see the task log)")
                         for name in run.host.get("due", []) if name not in recorded]
         finished = datetime.now(UTC)
         host = {k: v for k, v in run.host.items() if k not in ("unreadable", "due")}
-        report = Redactor(settings).data(report_envelope(
+        report = Redactor(settings).model(run_report(
             run_id=run.run_id, engine=run.engine, source=run.source, target_kind=run.target_kind,
-            started_at=_aware(run.started_at), finished_at=finished, host=host, databases=entries,
+            started_at=_aware(run.started_at) or finished, finished_at=finished, host=host, databases=entries,
             unreadable=unreadable, not_verified=not_verified))
         run_dir = settings.report_dir / run_id
-        store.finish_run(run_id, finished, report["verdict"], run_dir, unreadable)
+        store.finish_run(run_id, finished, str(report.verdict), run_dir, unreadable)
         outputs = write_reports(report, run_dir, settings, store.last_passed())
     finally:
         store.close()
-    return {"run_id": run_id, "verdict": report["verdict"], "summary": report["summary"],
+    return {"run_id": run_id, "verdict": str(report.verdict), "summary": report.summary,
             "report_json": str(outputs.json_path), "report_html": str(outputs.html_path),
             "junit_xml": str(outputs.junit_path), "metrics": str(outputs.metrics_path),
             "evidence_manifest": str(outputs.manifest_path),
             "warnings": [Redactor(settings)(w) for w in outputs.warnings],
-            "failed": [d["database"] for d in entries if d["verdict"] != Verdict.PASSED]
-            + [n["database"] for n in not_verified]}
+            "failed": [d.database for d in entries if d.verdict is not Verdict.PASSED]
+            + [n.database for n in not_verified]}
 
 
 def report_path(settings: Settings, run_id: str) -> Path:
@@ -190,12 +192,13 @@ def drift(settings: Settings, now: datetime | None = None) -> list[dict[str, Any
         rto = settings.rto.for_database(name)
         found = database_drift(name, points, rto, now, horizon_days=settings.rto.horizon_days,
                                tolerance_percent=settings.prediction.tolerance_percent)
-        measured = [p for p in found["series"] if p["recovery_seconds"] is not None]
-        trend = found["trend"]
+        measured = [p for p in found.series if p.recovery_seconds is not None]
+        trend = found.trend
         results.append({"database": name, "runs": len(measured), "rto_seconds": rto,
-                        "last_seconds": measured[-1]["recovery_seconds"] if measured else None,
-                        "slope_seconds_per_day": trend["slope_seconds_per_day"] if trend else None,
-                        "crossing": found["crossing"], "model_error_percent": found["model_error_percent"],
-                        "alerts": [a["message"] for a in found["alerts"]],
-                        "notes": [found["attribution_note"]] if found["attribution_note"] else []})
+                        "last_seconds": measured[-1].recovery_seconds if measured else None,
+                        "slope_seconds_per_day": trend.slope_seconds_per_day if trend else None,
+                        "crossing": found.crossing.model_dump(mode="json") if found.crossing else None,
+                        "model_error_percent": found.model_error_percent,
+                        "alerts": [a.message for a in found.alerts],
+                        "notes": [found.attribution_note] if found.attribution_note else []})
     return results

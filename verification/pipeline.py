@@ -35,8 +35,9 @@ from verification.model import (
 from verification.prediction.context import PredictionContext
 from verification.prediction.phase_model import Prediction
 from verification.redaction import Redactor
+from verification.report_model import RunReport
 from verification.reports import build_report, write_reports
-from verification.reports.json_report import database_json
+from verification.reports.json_report import database_entry
 from verification.restore_points import PointChoice
 from verification.results import ResultStore
 from verification.sources import LocalSource
@@ -213,7 +214,7 @@ def verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider 
 @dataclass
 class VerificationRun:
     run: RunResult
-    report: dict[str, Any]
+    report: RunReport
     run_dir: Path
     json_path: Path
     html_path: Path
@@ -262,12 +263,12 @@ def run_verification(settings: Settings, source_path: str | Path, *, engine_name
                                  context=context, source=source, no_target=no_target)
         redact_result(result, redact)
         run.databases.append(result)
-        entry = database_json(result)
+        entry = database_entry(result)
         context.annotate_quietly(entry, result, run_id, started, progress)
-        entries.append(redact.data(entry))
+        entries.append(redact.model(entry))
         progress(f"{plan.database}: {result.verdict}")
     run.finished_at = datetime.now(UTC)
-    report = redact.data(build_report(run, entries))
+    report = redact.model(build_report(run, entries))
     store = ResultStore(settings.results_database_url)
     try:
         store.record(run, run_dir, report)

@@ -24,6 +24,7 @@ MASK = "********"
 MIN_SECRET_LENGTH = 4
 
 T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
 
 
 def _url_password(value: str) -> str | None:
@@ -91,6 +92,12 @@ class Redactor:
         if isinstance(value, tuple):
             return tuple(self._data(v) for v in value)
         return value
+
+    def model(self, value: M) -> M:
+        """A copy of a typed report model with every string redacted."""
+        if not self.secrets:
+            return value
+        return type(value).model_validate(self._data(value.model_dump(mode="python")))
 
     def in_place(self, obj: Any, *names: str) -> None:
         """Redact the named attributes of a dataclass (strings, lists, dicts, and nested dataclasses)."""

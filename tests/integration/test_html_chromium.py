@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.factories import typed_report
 from verification.reports.html_report import render_html, write_index
 
 CHROMIUM = "/usr/bin/chromium"
@@ -105,7 +106,7 @@ def test_report_charts_draw_offline_in_chromium(tmp_path, browser_home):
     run_dir = tmp_path / "reports" / "20261122T010000Z-abc123"
     run_dir.mkdir(parents=True)
     page = run_dir / "report.html"
-    page.write_text(render_html(json.loads(SAMPLE.read_text())))
+    page.write_text(render_html(typed_report(json.loads(SAMPLE.read_text()))))
     ARTIFACTS.mkdir(exist_ok=True)
     assert_drew(browser_home, page, ARTIFACTS / "report-screenshot.png")
 

@@ -14,6 +14,7 @@ import pytest
 
 from tests.integration.conftest import leftovers
 from verification.pipeline import run_verification
+from verification.reports.json_report import report_data
 
 pytestmark = [pytest.mark.integration, pytest.mark.mssql]
 
@@ -40,7 +41,7 @@ def sql_server_image() -> str:
 
 def test_latest_chain_restores_and_checkdb_passes(sql_server_image, mssql_corpus, settings):
     result = run_verification(settings, mssql_corpus / "RestoreTimeClean", engine_name="mssql")
-    (db,) = result.report["databases"]
+    (db,) = report_data(result.report)["databases"]
     assert db["verdict"] == "passed", db["reasons"]
     phases = {p["name"]: p for p in db["phases"]}
     assert phases["transfer"]["bytes"] > 0 and phases["log_restore"]["seconds"] is not None
@@ -51,8 +52,8 @@ def test_latest_chain_restores_and_checkdb_passes(sql_server_image, mssql_corpus
 def test_striped_set_and_point_in_time(sql_server_image, mssql_corpus, settings):
     at = datetime(2020, 5, 12, 13, 31, 0, tzinfo=UTC)
     result = run_verification(settings, mssql_corpus / "sql2008-backups/StopAt", engine_name="mssql", at=at)
-    (db,) = result.report["databases"]
+    (db,) = report_data(result.report)["databases"]
     assert db["verdict"] == "passed", db["reasons"]
     assert db["chain"]["backups"][-1]["path"].endswith("StopAt_21.trn")
     stripe = run_verification(settings, mssql_corpus / "history/sql2016-stripe", engine_name="mssql")
-    assert [d["verdict"] for d in stripe.report["databases"]] == ["passed"]
+    assert [d["verdict"] for d in report_data(stripe.report)["databases"]] == ["passed"]

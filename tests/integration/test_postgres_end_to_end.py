@@ -16,7 +16,7 @@ from tests.integration.conftest import leftovers
 from verification.config import SqlCheck
 from verification.engines.postgres.serverlog import parse_pg_timestamp
 from verification.pipeline import plan_source, run_verification
-from verification.reports.json_report import validate_report
+from verification.reports.json_report import report_data, validate_report
 
 pytestmark = pytest.mark.integration
 
@@ -27,7 +27,7 @@ def phase(db: dict, name: str) -> dict:  # type: ignore[type-arg]
 
 def test_demo_repository_passes_with_every_phase_timed(demo, settings):
     result = run_verification(settings, demo.repository)
-    report = result.report
+    report = report_data(result.report)
     validate_report(report)
     assert [d["database"] for d in report["databases"]] == ["demo1", "demo2"]
     assert [d["verdict"] for d in report["databases"]] == ["passed", "passed"], report["databases"][0]["reasons"]
@@ -64,7 +64,7 @@ def test_point_in_time_between_two_backups_reaches_exactly_that_point(demo, sett
                  expect="0"),
     ]
     result = run_verification(settings, demo.repository, at=at, databases=["demo1"])
-    (db,) = result.report["databases"]
+    (db,) = report_data(result.report)["databases"]
     assert db["verdict"] == "passed", db["reasons"]
     assert db["restore_point"]["target"] == at.isoformat()
     achieved = datetime.fromisoformat(db["restore_point"]["achieved"])
@@ -84,7 +84,7 @@ def test_a_flipped_byte_in_a_backed_up_file_fails_and_names_the_file(repo_copy, 
     relative = victim.relative_to(repo_copy).as_posix()
 
     result = run_verification(settings, repo_copy, databases=[stanza])
-    (db,) = result.report["databases"]
+    (db,) = report_data(result.report)["databases"]
     assert db["verdict"] == "failed"
     assert any(relative in reason for reason in db["reasons"]), db["reasons"]
     assert any(reason.startswith("pgbackrest restore of backup") for reason in db["reasons"])
@@ -101,7 +101,7 @@ def test_a_missing_wal_segment_breaks_the_chain_and_nothing_passes(repo_copy, se
     victim.unlink()
 
     result = run_verification(settings, repo_copy, databases=["demo1"])
-    (db,) = result.report["databases"]
+    (db,) = report_data(result.report)["databases"]
     assert db["verdict"] == "failed"
     assert db["chain"]["status"] == "broken"
     assert db["chain"]["problems"][0]["files"] == [segment]
@@ -137,8 +137,8 @@ def test_local_process_target_does_the_same_job(shared_repo, settings):
     if not Path(settings.postgres.bin_dir, "pg_ctl").exists():
         pytest.skip(f"PostgreSQL 15 is not installed on the host ({settings.postgres.bin_dir})")
     result = run_verification(settings, shared_repo, target_kind="local", databases=["demo1"])
-    (db,) = result.report["databases"]
-    assert result.report["target_kind"] == "local"
+    (db,) = report_data(result.report)["databases"]
+    assert report_data(result.report)["target_kind"] == "local"
     assert db["verdict"] == "passed", db["reasons"]
     assert phase(db, "redo")["bytes"] > 0
     folder = Path(db["target"]["folder"])
@@ -152,7 +152,7 @@ def test_local_target_that_cannot_read_the_repository_is_a_clear_error(demo, set
         pytest.skip("needs root (commands then run as the postgres OS user) and PostgreSQL 15 on the host")
     # pytest's temporary folders are private to root: the postgres user cannot reach the demo there.
     result = run_verification(settings, demo.repository, target_kind="local", databases=["demo1"])
-    (db,) = result.report["databases"]
+    (db,) = report_data(result.report)["databases"]
     assert db["verdict"] == "error"
     assert db["reasons"] == [f"target: local target: the OS user 'postgres' cannot read the repository "
                              f"{demo.repository} (every folder above it must be searchable, its files readable)"]
@@ -162,7 +162,7 @@ def test_a_target_that_cannot_be_created_is_an_error_and_leaves_nothing(demo, se
     # Docker refuses a memory limit under 6 MB when the container is created, after the volume exists.
     settings.docker.memory = "4m"
     result = run_verification(settings, demo.repository, databases=["demo1"])
-    (db,) = result.report["databases"]
+    (db,) = report_data(result.report)["databases"]
     assert db["verdict"] == "error"
     assert db["reasons"][0].startswith("target: cannot start a container from restoreproof/postgres:15")
     assert "memory" in db["reasons"][0].lower()
@@ -193,7 +193,7 @@ def test_checks_disabled_by_configuration_show_as_skipped_with_their_settings(de
     settings.postgres.checksums_check = False
     settings.evidence.hash_backups = False
     result = run_verification(settings, demo.repository, databases=["demo2"])
-    (db,) = result.report["databases"]
+    (db,) = report_data(result.report)["databases"]
     assert db["verdict"] == "passed", db["reasons"]  # pg_amcheck still proves the data
     skipped = {c["name"]: c["summary"] for c in db["checks"] if c["status"] == "skipped"}
     assert skipped == {

@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.integration.conftest import leftovers
 from verification.evidence.backup_hashes import parse_sha256sums
 from verification.pipeline import run_verification
-from verification.reports.json_report import validate_report
+from verification.reports.json_report import report_data, validate_report
 
 pytestmark = pytest.mark.integration
 
@@ -26,10 +26,10 @@ def phase(db: dict, name: str) -> dict:  # type: ignore[type-arg]
 
 def test_cold_then_calibrated_with_every_output(demo, settings):
     results = [run_verification(settings, demo.repository, databases=["demo1"]) for _ in range(4)]
-    first, last = (r.report["databases"][0] for r in (results[0], results[-1]))
+    first, last = (report_data(r.report)["databases"][0] for r in (results[0], results[-1]))
     for result in results:
-        validate_report(result.report)
-        assert result.report["verdict"] == "passed"
+        validate_report(report_data(result.report))
+        assert report_data(result.report)["verdict"] == "passed"
         assert leftovers(result.run.run_id) == []
 
     # Run 1: no history; the rates are this run's probes, and the report says so.

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.unit.factories import typed_report
 from verification.config import MetricsSettings
 from verification.reports.metrics import write_metrics
 
@@ -123,7 +124,7 @@ def pushed(gateway: Gateway) -> dict[str, list[tuple[dict[str, str], float]]]:
 def test_push_reaches_the_gateway(gateway: Gateway, report: dict[str, Any], tmp_path: Path) -> None:
     settings = MetricsSettings(pushgateway_url=f"http://{gateway.address}", job=JOB)
 
-    assert write_metrics(report, tmp_path / "run", {}, settings) == []
+    assert write_metrics(typed_report(report), tmp_path / "run", {}, settings) == []
 
     served = pushed(gateway)
     group = {"job": JOB, "instance": "ci-runner-1"}
@@ -143,7 +144,7 @@ def test_credentials_in_the_url_are_sent_as_basic_auth(guarded_gateway: Gateway,
                                                       tmp_path: Path) -> None:
     settings = MetricsSettings(pushgateway_url=f"http://{USER}:{PASSWORD}@{guarded_gateway.address}", job=JOB)
 
-    assert write_metrics(report, tmp_path / "run", {}, settings) == []
+    assert write_metrics(typed_report(report), tmp_path / "run", {}, settings) == []
     assert "restoreproof_recovery_seconds" in pushed(guarded_gateway)
 
 
@@ -151,7 +152,7 @@ def test_wrong_credentials_are_a_warning_without_them(guarded_gateway: Gateway, 
                                                      tmp_path: Path) -> None:
     settings = MetricsSettings(pushgateway_url=f"http://{USER}:wrong-secret@{guarded_gateway.address}", job=JOB)
 
-    [warning] = write_metrics(report, tmp_path / "run", {}, settings)
+    [warning] = write_metrics(typed_report(report), tmp_path / "run", {}, settings)
 
     assert guarded_gateway.address in warning and "401" in warning
     assert "wrong-secret" not in warning and USER not in warning
@@ -162,7 +163,7 @@ def test_unreachable_gateway_is_a_warning(report: dict[str, Any], tmp_path: Path
     port = free_port()  # bound and closed again: nothing listens there
     settings = MetricsSettings(pushgateway_url=f"http://127.0.0.1:{port}", job=JOB)
 
-    [warning] = write_metrics(report, tmp_path / "run", {}, settings)
+    [warning] = write_metrics(typed_report(report), tmp_path / "run", {}, settings)
 
     assert f"127.0.0.1:{port}" in warning
     assert (tmp_path / "run" / "metrics.prom").exists()

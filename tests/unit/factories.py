@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from verification.engines.base import RestoreOutcome
 from verification.model import (
@@ -19,6 +20,7 @@ from verification.model import (
     RuleCheck,
     WalRange,
 )
+from verification.report_model import DatabaseEntry, RunReport
 
 T0 = datetime(2026, 11, 22, 1, 0, tzinfo=UTC)
 
@@ -54,3 +56,25 @@ def online_outcome(*checks: CheckResult) -> RestoreOutcome:
                 PhaseTiming("transfer", PhaseStatus.MEASURED, seconds=2.0, bytes=1000)],
         checks=list(checks), achieved=T0, online=True,
         proofs=["redo done at 0/3000088, in 000000010000000000000003, the last planned segment"])
+
+
+def typed_report(data: dict[str, Any]) -> RunReport:
+    """A report.json's data as the typed report every reader takes (validated as a reader would)."""
+    return RunReport.model_validate(data)
+
+
+def typed_database(data: dict[str, Any]) -> DatabaseEntry:
+    return DatabaseEntry.model_validate(data)
+
+
+def history_entry(database: str, key: dict[str, str], phases: list[dict[str, Any]]) -> DatabaseEntry:
+    """An earlier run's entry as calibration reads it: its key, its measured phases and what each moved;
+    the rest filled with what any passed entry holds."""
+    prediction = {"mode": "cold", "runs": 0, "key": key, "recovery_seconds": 0.0, "probes": []}
+    planned = {"inputs": "", "rates": {}, "calibrated": False, "runs": 0, "bytes_read": None, "bytes_written": None}
+    return DatabaseEntry.model_validate({
+        "database": database, "verdict": "passed", "reasons": ["passed"],
+        "restore_point": {"target": "latest", "achieved": None},
+        "chain": {"status": "complete", "backups": [], "problems": []}, "checks": [], "prediction": prediction,
+        "phases": [{"bytes": None, **p, **({"prediction": {**planned, **p["prediction"]}} if "prediction" in p else {})}
+                   for p in phases]})

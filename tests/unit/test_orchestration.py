@@ -11,7 +11,7 @@ from tests.unit.factories import complete_plan, online_outcome, passed_check
 from verification import orchestration
 from verification.config import load_settings
 from verification.model import DatabaseResult, PhaseStatus, PhaseTiming, RestorePoint, RunResult, Verdict
-from verification.reports.json_report import database_json
+from verification.reports.json_report import database_entry
 from verification.results import ResultStore
 
 
@@ -24,7 +24,7 @@ def stored_run(store: ResultStore, run_id: str, when: datetime, seconds: dict[st
         outcome = online_outcome(passed_check())
         phases = [PhaseTiming("transfer", PhaseStatus.MEASURED, seconds=value)]
         result = DatabaseResult(name, verdict, ["r"], plan, RestorePoint("latest", when), phases, outcome.checks)
-        store.record_database(run_id, result, database_json(result))
+        store.record_database(run_id, database_entry(result))
     store.finish_run(run_id, when + timedelta(minutes=5), str(verdict), None, [])
 
 
@@ -72,7 +72,7 @@ def test_a_due_database_without_a_result_keeps_the_run_from_passing(tmp_path, mo
     outcome = online_outcome(passed_check())
     result = DatabaseResult("demo1", Verdict.PASSED, ["ok"], plan, RestorePoint("latest", start), outcome.phases,
                             outcome.checks)
-    store.record_database("r1", result, database_json(result))
+    store.record_database("r1", database_entry(result))
     store.close()
     published = orchestration.publish(settings, "r1")
     import json

@@ -38,3 +38,23 @@ def test_text_and_nested_data_are_masked():
             "n": 3, "cipher-Pass-1": None}
     assert redact.data(data) == {"reasons": [f"could not connect: {MASK}"], "checks": [{"findings": (MASK,)}],
                                  "n": 3, MASK: None}
+
+
+def test_a_typed_report_entry_is_masked_everywhere_and_stays_typed() -> None:
+    from tests.unit.factories import complete_plan, online_outcome, passed_check
+    from verification.model import DatabaseResult, RestorePoint, Verdict
+    from verification.reports.json_report import database_entry
+
+    secret = "hunter2-secret"
+    outcome = online_outcome(passed_check())
+    outcome.checks[0].findings.append(f"password={secret}")
+    result = DatabaseResult("demo1", Verdict.FAILED, [f"login failed for {secret}"], complete_plan(),
+                            RestorePoint("latest", detail=f"dsn postgresql://u:{secret}@h/db"), outcome.phases,
+                            outcome.checks, target={secret: secret})
+    entry = database_entry(result)
+    masked = Redactor(secrets=[secret]).model(entry)
+    assert type(masked) is type(entry) and masked.chain == entry.chain
+    assert secret not in masked.model_dump_json() and secret in entry.model_dump_json()
+    assert masked.reasons == [f"login failed for {MASK}"]
+    assert masked.checks[0].findings == [f"password={MASK}"] and masked.target == {MASK: MASK}
+    assert Redactor(secrets=[]).model(entry) is entry

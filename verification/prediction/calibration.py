@@ -9,15 +9,18 @@ a rate measured on another machine says nothing about this one.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from verification.model import PhaseStatus
 from verification.prediction.estimators import LineFit, robust_constant, theil_sen
+from verification.report_model import CalibrationKey, DatabaseEntry
 
 
-def calibration_key(engine: str, target: dict[str, Any], host: str) -> dict[str, str]:
+def calibration_key(engine: str, target: dict[str, Any], host: str) -> CalibrationKey:
     image = target.get("image_id") or target.get("image") or f"{target.get('kind', '?')}:{target.get('bin_dir', '')}"
-    return {"engine": engine, "image": str(image), "host": host}
+    return CalibrationKey(engine=engine, image=str(image), host=host)
 
 
 @dataclass(frozen=True)
@@ -31,13 +34,13 @@ class Sample:
 class Calibration:
     """Robust per-phase figures from the history of one calibration key."""
 
-    def __init__(self, key: dict[str, str], entries: list[dict[str, Any]], *, min_runs: int = 3,
+    def __init__(self, key: CalibrationKey, entries: Sequence[DatabaseEntry], *, min_runs: int = 3,
                  recent_runs: int = 20) -> None:
         self.key = key
         self.min_runs = min_runs
         self.recent_runs = recent_runs
         # Newest first, as the store returns them.
-        self.entries = [e for e in entries if (e.get("prediction") or {}).get("key") == key]
+        self.entries = [e for e in entries if e.prediction is not None and e.prediction.key == key]
 
     @property
     def runs(self) -> int:
@@ -46,14 +49,14 @@ class Calibration:
     def samples(self, phase: str, database: str | None = None) -> list[Sample]:
         found = []
         for entry in self.entries:
-            if database is not None and entry.get("database") != database:
+            if database is not None and entry.database != database:
                 continue
-            for item in entry.get("phases", []):
-                if item.get("name") != phase or item.get("status") != "measured" or item.get("seconds") is None:
+            for item in entry.phases:
+                if item.name != phase or item.status is not PhaseStatus.MEASURED or item.seconds is None:
                     continue
-                planned = item.get("prediction") or {}
-                found.append(Sample(entry.get("database", ""), float(item["seconds"]), planned.get("bytes_read"),
-                                    planned.get("bytes_written")))
+                planned = item.prediction
+                found.append(Sample(entry.database, item.seconds, planned.bytes_read if planned else None,
+                                    planned.bytes_written if planned else None))
             if len(found) >= self.recent_runs:
                 break
         return found

@@ -12,11 +12,10 @@ import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 from verification.config import Settings
 from verification.engines.base import Engine
-from verification.model import DatabaseResult, PhaseStatus, RestorePlan, Verdict
+from verification.model import DatabaseResult, PhaseName, PhaseStatus, RestorePlan, Verdict
 from verification.prediction import objectives
 from verification.prediction.calibration import Calibration, calibration_key
 from verification.prediction.drift import database_drift
@@ -28,6 +27,7 @@ from verification.prediction.probes import (
     source_read_probe,
     target_write_probe,
 )
+from verification.report_model import DatabaseEntry, Objectives, SeriesPoint
 from verification.sources.base import Source
 from verification.targets.base import Target, TargetProvider
 
@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 class HistoryEntry:
     run_id: str
     started_at: datetime
-    entry: dict[str, Any]
+    entry: DatabaseEntry
 
 
 @dataclass
@@ -71,21 +71,19 @@ class PredictionContext:
             (progress or log.warning)(f"calibration history not read, predictions will be cold: {exc}")
             return cls(settings, engine)
 
-    def annotate_quietly(self, entry: dict[str, Any], result: DatabaseResult, run_id: str, started_at: datetime,
+    def annotate_quietly(self, entry: DatabaseEntry, result: DatabaseResult, run_id: str, started_at: datetime,
                          progress: Callable[[str], None] | None = None) -> None:
-        """`annotate_entry`, or null fields and the reason: the verdict and the measurements are the
-        run's result; the figures derived from them must not cost it."""
+        """`annotate_entry`, or none of its fields and the reason: the verdict and the measurements are
+        the run's result; the figures derived from them must not cost it."""
         try:
             self.annotate_entry(entry, result, run_id, started_at)
         except Exception as exc:
             (progress or log.warning)(f"{result.database}: predictions, objectives and drift not reported: {exc}")
-            for phase_entry in entry["phases"]:
-                for key in ("predicted_seconds", "bound", "error_percent", "prediction"):
-                    phase_entry[key] = None
-            entry["prediction"] = None
-            entry.pop("objectives", None)
-            entry.pop("drift", None)
-            entry["annotation_error"] = f"{type(exc).__name__}: {exc}"
+            for phase_entry in entry.phases:
+                phase_entry.predicted_seconds = phase_entry.bound = phase_entry.error_percent = None
+                phase_entry.prediction = None
+            entry.prediction = entry.objectives = entry.drift = None
+            entry.annotation_error = f"{type(exc).__name__}: {exc}"
 
     # before the restore ----------------------------------------------------------------------------
 
@@ -124,49 +122,49 @@ class PredictionContext:
 
     # after the restore -----------------------------------------------------------------------------
 
-    def annotate_entry(self, entry: dict[str, Any], result: DatabaseResult, run_id: str, started_at: datetime,
+    def annotate_entry(self, entry: DatabaseEntry, result: DatabaseResult, run_id: str, started_at: datetime,
                        now: datetime | None = None) -> None:
         """Add the schema 1.3 fields: per-phase prediction, prediction, objectives, drift."""
         now = now or datetime.now(UTC)
         prediction: Prediction | None = result.prediction
         measured = result.recovery_seconds
-        for phase_entry, phase in zip(entry["phases"], result.phases, strict=True):
+        for phase_entry, phase in zip(entry.phases, result.phases, strict=True):
             predicted = prediction.phase(phase.name) if prediction else None
             seconds = phase.seconds if phase.status is PhaseStatus.MEASURED else None
-            phase_entry["predicted_seconds"] = round(predicted.seconds, 3) if predicted else None
-            phase_entry["bound"] = str(predicted.bound) if predicted else None
-            phase_entry["error_percent"] = (round(100 * (predicted.seconds - seconds) / seconds, 1)
-                                            if predicted and seconds else None)
-            phase_entry["prediction"] = predicted.json() if predicted else None
-        entry["prediction"] = prediction.json(measured) if prediction else None
+            phase_entry.predicted_seconds = round(predicted.seconds, 3) if predicted else None
+            phase_entry.bound = predicted.bound if predicted else None
+            phase_entry.error_percent = (round(100 * (predicted.seconds - seconds) / seconds, 1)
+                                         if predicted and seconds else None)
+            phase_entry.prediction = predicted.entry() if predicted else None
+        entry.prediction = prediction.entry(measured) if prediction else None
         settings = self.settings
         name = result.database
-        entry["objectives"] = {
-            "rto": objectives.rto(settings.rto.for_database(name), measured, result.phases,
-                                  prediction.recovery_seconds if prediction else None, settings.rto.count_checks,
-                                  verified=result.verdict is Verdict.PASSED,
-                                  target_source="configured" if name in settings.rto.databases else "default"),
-            "rpo": objectives.rpo(settings.rpo.for_database(name), result.plan.history,
-                                  result.restore_point.achieved if result.verdict is Verdict.PASSED else None, now,
-                                  target_source="configured" if name in settings.rpo.databases else "default"),
-        }
+        entry.objectives = Objectives(
+            rto=objectives.rto(settings.rto.for_database(name), measured, result.phases,
+                               prediction.recovery_seconds if prediction else None, settings.rto.count_checks,
+                               verified=result.verdict is Verdict.PASSED,
+                               target_source="configured" if name in settings.rto.databases else "default"),
+            rpo=objectives.rpo(settings.rpo.for_database(name), result.plan.history,
+                               result.restore_point.achieved if result.verdict is Verdict.PASSED else None, now,
+                               target_source="configured" if name in settings.rpo.databases else "default"))
         points = [series_point(h.entry, h.run_id, h.started_at) for h in self.history
-                  if h.entry.get("database") == result.database and h.run_id != run_id][:200]
+                  if h.entry.database == result.database and h.run_id != run_id][:200]
         points.append(series_point(entry, run_id, started_at))
-        entry["drift"] = database_drift(result.database, points, settings.rto.for_database(result.database), now,
-                                        horizon_days=settings.rto.horizon_days,
-                                        tolerance_percent=settings.prediction.tolerance_percent)
+        entry.drift = database_drift(result.database, points, settings.rto.for_database(result.database), now,
+                                     horizon_days=settings.rto.horizon_days,
+                                     tolerance_percent=settings.prediction.tolerance_percent)
 
 
-def series_point(entry: dict[str, Any], run_id: str, at: datetime) -> dict[str, Any]:
-    transfer = next((p for p in entry.get("phases", []) if p.get("name") == "transfer"
-                     and p.get("status") == "measured"), None)
-    transfer_bytes = transfer.get("bytes") if transfer else None
-    seconds = transfer.get("seconds") if transfer else None
-    at = at if at.tzinfo else at.replace(tzinfo=UTC)
-    return {"run_id": run_id, "at": at.isoformat(), "verdict": entry.get("verdict"),
-            "recovery_seconds": entry.get("recovery_seconds"),
-            "predicted_seconds": (entry.get("prediction") or {}).get("recovery_seconds"),
-            "prediction_mode": (entry.get("prediction") or {}).get("mode"),
-            "transfer_bytes": transfer_bytes,
-            "transfer_bytes_per_second": round(transfer_bytes / seconds, 1) if transfer_bytes and seconds else None}
+def series_point(entry: DatabaseEntry, run_id: str, at: datetime) -> SeriesPoint:
+    """A database entry as one point of its history (the drift series and the history charts)."""
+    transfer = next((p for p in entry.phases if p.name is PhaseName.TRANSFER and p.status is PhaseStatus.MEASURED),
+                    None)
+    transfer_bytes = transfer.bytes if transfer else None
+    seconds = transfer.seconds if transfer else None
+    prediction = entry.prediction
+    return SeriesPoint(run_id=run_id, at=at if at.tzinfo else at.replace(tzinfo=UTC), verdict=entry.verdict,
+                       recovery_seconds=entry.recovery_seconds,
+                       predicted_seconds=prediction.recovery_seconds if prediction else None,
+                       prediction_mode=prediction.mode if prediction else None, transfer_bytes=transfer_bytes,
+                       transfer_bytes_per_second=round(transfer_bytes / seconds, 1)
+                       if transfer_bytes and seconds else None)

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from itertools import pairwise
-from typing import Any
+from typing import Literal
 
 from verification.model import RECOVERY_PHASES, BackupHistory, PhaseStatus, PhaseTiming
+from verification.report_model import LogGap, RpoObjective, RtoObjective
+
+TargetSource = Literal["configured", "default"]
 
 CHECK_PHASES = ("data_checks", "integrity_check")
 
@@ -24,7 +27,7 @@ def checks_seconds(phases: list[PhaseTiming]) -> float | None:
 
 def rto(target_seconds: float, recovery_seconds: float | None, phases: list[PhaseTiming],
         predicted_seconds: float | None, count_checks: bool, *, verified: bool = True,
-        target_source: str = "configured") -> dict[str, Any]:
+        target_source: TargetSource = "configured") -> RtoObjective:
     """`met` only on evidence: the database passed (a corrupt restore recovered nothing), it came
     online, and every phase counted was measured."""
     checks = checks_seconds(phases)
@@ -33,26 +36,25 @@ def rto(target_seconds: float, recovery_seconds: float | None, phases: list[Phas
         unmeasured = [p for p in phases if p.name in CHECK_PHASES and p.status is PhaseStatus.NOT_REACHED]
         measured = None if unmeasured else measured + (checks or 0.0)
     known = measured is not None and verified
-    return {"target_seconds": target_seconds, "target_source": target_source, "measured_seconds": _round(measured),
-            "predicted_seconds": _round(predicted_seconds), "counts_checks": count_checks,
-            "checks_seconds": _round(checks),
-            "margin_seconds": _round(target_seconds - measured) if measured is not None else None,
-            "met": (measured <= target_seconds) if known and measured is not None else None,
-            "recovery_phases": list(RECOVERY_PHASES)}
+    return RtoObjective(target_seconds=target_seconds, target_source=target_source,
+                        measured_seconds=_round(measured), predicted_seconds=_round(predicted_seconds),
+                        counts_checks=count_checks, checks_seconds=_round(checks),
+                        margin_seconds=_round(target_seconds - measured) if measured is not None else None,
+                        met=(measured <= target_seconds) if known and measured is not None else None,
+                        recovery_phases=list(RECOVERY_PHASES))
 
 
-def worst_gap(history: BackupHistory) -> tuple[float, dict[str, str]] | None:
+def worst_gap(history: BackupHistory) -> tuple[float, LogGap] | None:
     points = sorted(history.points, key=lambda p: p.at)
     gaps = [(b.at - a.at, a, b) for a, b in pairwise(points)]
     if not gaps:
         return None
     gap, first, second = max(gaps, key=lambda g: g[0])
-    return gap / timedelta(seconds=1), {"from": first.name, "to": second.name, "start": first.at.isoformat(),
-                                         "end": second.at.isoformat()}
+    return gap / timedelta(seconds=1), LogGap(from_=first.name, to=second.name, start=first.at, end=second.at)
 
 
 def rpo(target_seconds: float, history: BackupHistory | None, achieved: datetime | None,
-        now: datetime, *, target_source: str = "configured") -> dict[str, Any]:
+        now: datetime, *, target_source: TargetSource = "configured") -> RpoObjective:
     """`met` needs the restore point reached, the gaps and the newest backup's age; all three count:
     backups that stopped days ago lose days of data, however regular they were."""
     newest = history.newest if history else None
@@ -63,18 +65,14 @@ def rpo(target_seconds: float, history: BackupHistory | None, achieved: datetime
     age = (now - newest.at) / timedelta(seconds=1) if newest is not None else None
     parts = [behind, gap[0] if gap else None, age]
     known = all(v is not None for v in parts)
-    return {"target_seconds": target_seconds, "target_source": target_source,
-            "restore_point": achieved.isoformat() if achieved else None,
-            "newest_backup": newest.at.isoformat() if newest else None,
-            "newest_backup_name": newest.name if newest else None,
-            "behind_newest_seconds": _round(behind),
-            "worst_log_gap_seconds": _round(gap[0]) if gap else None,
-            "worst_log_gap": gap[1] if gap else None,
-            "newest_backup_age_seconds": _round(age),
-            "stale": age is not None and age > target_seconds,
-            "points": len(history.points) if history else 0,
-            "basis": history.basis if history else "no backup times known",
-            "met": (max(v for v in parts if v is not None) <= target_seconds) if known else None}
+    return RpoObjective(target_seconds=target_seconds, target_source=target_source, restore_point=achieved,
+                        newest_backup=newest.at if newest else None, newest_backup_name=newest.name if newest else None,
+                        behind_newest_seconds=_round(behind), worst_log_gap_seconds=_round(gap[0]) if gap else None,
+                        worst_log_gap=gap[1] if gap else None, newest_backup_age_seconds=_round(age),
+                        stale=age is not None and age > target_seconds,
+                        points=len(history.points) if history else 0,
+                        basis=history.basis if history else "no backup times known",
+                        met=(max(v for v in parts if v is not None) <= target_seconds) if known else None)
 
 
 def _round(value: float | None) -> float | None:

@@ -9,28 +9,23 @@ documented defaults; each rate says which.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import Any
 
 from verification.model import RECOVERY_PHASES
 from verification.model import PhaseWork as PhaseWork  # defined with the domain types; engines state it
+from verification.report_model import (
+    Bound,
+    CalibrationKey,
+    PhasePredictionEntry,
+    PredictionEntry,
+    PredictionMode,
+    ProbeEntry,
+    Provenance,
+    RateEntry,
+)
+
+__all__ = ["Bound", "PhaseWork", "Prediction", "Provenance"]
 
 MB = 1024 * 1024
-
-
-class Bound(StrEnum):
-    SOURCE_READ = "source read"
-    TARGET_WRITE = "target write"
-    DECOMPRESSION = "decompression"
-    REDO_RATE = "redo rate"
-    CHECK_RATE = "check rate"
-    CONSTANT = "constant"
-
-
-class Provenance(StrEnum):
-    CALIBRATED = "calibrated"
-    PROBE = "probe"
-    DEFAULT = "default"
 
 
 @dataclass(frozen=True)
@@ -40,9 +35,9 @@ class Rate:
     runs: int = 0
     detail: str = ""
 
-    def json(self) -> dict[str, Any]:
-        return {"bytes_per_second": round(self.bytes_per_second, 1), "provenance": str(self.provenance),
-                "runs": self.runs, "detail": self.detail}
+    def entry(self) -> RateEntry:
+        return RateEntry(bytes_per_second=round(self.bytes_per_second, 1), provenance=self.provenance,
+                         runs=self.runs, detail=self.detail)
 
 
 @dataclass(frozen=True)
@@ -91,13 +86,14 @@ class PhasePrediction:
         used = [r.provenance for r in self.rates.values()] + ([self.constant.provenance] if self.constant else [])
         return bool(used) and all(p is Provenance.CALIBRATED for p in used)
 
-    def json(self) -> dict[str, Any]:
-        return {"bytes_read": self.work.bytes_read, "bytes_written": self.work.bytes_written,
-                "compressed": self.work.compressed, "parallel": self.work.parallel, "files": self.work.files,
-                "inputs": self.inputs, "rates": {name: rate.json() for name, rate in self.rates.items()},
-                "constant_seconds": round(self.constant.seconds, 3) if self.constant else None,
-                "constant_provenance": str(self.constant.provenance) if self.constant else None,
-                "calibrated": self.calibrated, "runs": self.runs}
+    def entry(self) -> PhasePredictionEntry:
+        return PhasePredictionEntry(
+            bytes_read=self.work.bytes_read, bytes_written=self.work.bytes_written, compressed=self.work.compressed,
+            parallel=self.work.parallel, files=self.work.files, inputs=self.inputs,
+            rates={name: rate.entry() for name, rate in self.rates.items()},
+            constant_seconds=round(self.constant.seconds, 3) if self.constant else None,
+            constant_provenance=self.constant.provenance if self.constant else None,
+            calibrated=self.calibrated, runs=self.runs)
 
 
 @dataclass(frozen=True)
@@ -113,16 +109,16 @@ class Probe:
     def bytes_per_second(self) -> float | None:
         return self.bytes / self.seconds if self.bytes and self.seconds > 0 else None
 
-    def json(self) -> dict[str, Any]:
+    def entry(self) -> ProbeEntry:
         rate = self.bytes_per_second
-        return {"name": self.name, "bytes": self.bytes, "seconds": round(self.seconds, 4),
-                "bytes_per_second": round(rate, 1) if rate else None, "detail": self.detail}
+        return ProbeEntry(name=self.name, bytes=self.bytes, seconds=round(self.seconds, 4),
+                          bytes_per_second=round(rate, 1) if rate else None, detail=self.detail)
 
 
 @dataclass
 class Prediction:
     phases: list[PhasePrediction]
-    key: dict[str, str]
+    key: CalibrationKey
     probes: list[Probe] = field(default_factory=list)
     history_runs: int = 0
 
@@ -138,12 +134,12 @@ class Prediction:
         return sum(p.seconds for p in self.phases if p.phase not in RECOVERY_PHASES)
 
     @property
-    def mode(self) -> str:
+    def mode(self) -> PredictionMode:
         """cold (no measured history behind any rate), calibrated (behind every one), or partly."""
         flags = [p.calibrated for p in self.phases if p.phase in RECOVERY_PHASES]
         if flags and all(flags):
-            return "calibrated"
-        return "partly calibrated" if any(flags) else "cold"
+            return PredictionMode.CALIBRATED
+        return PredictionMode.PARTLY_CALIBRATED if any(flags) else PredictionMode.COLD
 
     @property
     def runs(self) -> int:
@@ -151,12 +147,12 @@ class Prediction:
         counts = [p.runs for p in self.phases if p.phase in RECOVERY_PHASES and p.calibrated]
         return min(counts) if counts else 0
 
-    def json(self, measured_recovery: float | None = None) -> dict[str, Any]:
+    def entry(self, measured_recovery: float | None = None) -> PredictionEntry:
         total = self.recovery_seconds
         error = None if not measured_recovery else round(100 * (total - measured_recovery) / measured_recovery, 1)
-        return {"mode": self.mode, "runs": self.runs, "key": self.key, "recovery_seconds": round(total, 3),
-                "checks_seconds": round(self.checks_seconds, 3), "error_percent": error,
-                "probes": [probe.json() for probe in self.probes]}
+        return PredictionEntry(mode=self.mode, runs=self.runs, key=self.key, recovery_seconds=round(total, 3),
+                               checks_seconds=round(self.checks_seconds, 3), error_percent=error,
+                               probes=[probe.entry() for probe in self.probes])
 
 
 def mb(value: float | int | None) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from verification.reports.html_report import render_html, write_index
 from verification.reports.json_report import build_report, dumps
@@ -22,6 +22,7 @@ from verification.reports.metrics import write_metrics
 
 if TYPE_CHECKING:
     from verification.config import Settings
+    from verification.report_model import RunReport
 
 
 @dataclass
@@ -35,7 +36,7 @@ class ReportOutputs:
     warnings: list[str] = field(default_factory=list)
 
 
-def write_reports(report: dict[str, Any], run_dir: Path, settings: Settings | None = None,
+def write_reports(report: RunReport, run_dir: Path, settings: Settings | None = None,
                   last_success: dict[str, datetime] | None = None) -> ReportOutputs:
     """Write every output of a run; with `settings`, also the index, extra metrics targets and the
     signed evidence manifest (which must come last: it hashes everything else)."""
@@ -53,7 +54,7 @@ def write_reports(report: dict[str, Any], run_dir: Path, settings: Settings | No
         from verification.evidence.bundle import write_bundle
 
         outputs.index_path = write_index(run_dir.parent)
-        outputs.manifest_path = write_bundle(run_dir, settings, extra={"host": report.get("host", {})}).manifest
+        outputs.manifest_path = write_bundle(run_dir, settings, extra={"host": report.host}).manifest
     return outputs
 
 

@@ -1,12 +1,12 @@
 """Plotly figures for report.html and index.html, and the unit-stating text the pages share with them.
 
-Every figure is built from the report dict alone (plotly.graph_objects, no pandas) and rendered as a
+Every figure is built from the typed report alone (plotly.graph_objects, no pandas) and rendered as a
 fragment without plotly.js: the page embeds plotly.js once, so the file opens offline.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from functools import cache
 from html import escape
@@ -16,6 +16,9 @@ import plotly.graph_objects as go
 import plotly.offline
 from markupsafe import Markup
 from plotly.subplots import make_subplots
+
+from verification.model import PhaseStatus
+from verification.report_model import BackupEntry, DatabaseEntry, RunReport
 
 # The data-chart values tests and readers can rely on.
 CHART_KINDS = ("phases", "chain", "objectives", "history", "throughput")
@@ -77,20 +80,26 @@ def percent_text(value: Any) -> str:
 
 
 def utc(value: Any) -> datetime | None:
-    """An ISO 8601 time as a naive UTC datetime: plotly.js date axes ignore offsets, so convert first."""
-    if not isinstance(value, str) or not value:
+    """A time (or ISO 8601 text) as a naive UTC datetime: plotly.js date axes ignore offsets, so convert first."""
+    if isinstance(value, str) and value:
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            return None
+    if not isinstance(value, datetime):
         return None
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return parsed.astimezone(UTC).replace(tzinfo=None) if parsed.tzinfo else parsed
+    return value.astimezone(UTC).replace(tzinfo=None) if value.tzinfo else value
+
+
+def iso_text(value: datetime | None) -> str:
+    """A report time as report.json writes it (ISO 8601 with its offset)."""
+    return NONE if value is None else value.isoformat()
 
 
 def when_text(value: Any) -> str:
     moment = utc(value)
     if moment is None:
-        return NONE if value is None or not isinstance(value, str) else value
+        return value if isinstance(value, str) and value else NONE
     return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
@@ -125,35 +134,22 @@ def _figure(height: int, *, x_title: str = "", y_title: str = "") -> go.Figure:
     return fig
 
 
-def _by_time(rows: Iterable[Mapping[str, Any]], key: str) -> list[tuple[datetime, Mapping[str, Any]]]:
-    timed = [(moment, row) for row in rows if isinstance(row, Mapping) and (moment := utc(row.get(key)))]
-    return sorted(timed, key=lambda pair: pair[0])
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def _plain(value: Any) -> str:
     """Report text for plotly labels, which read <b>, <br> and entities as markup: show it as written."""
     return escape(str(value), quote=False)
 
 
-def _rows(value: Any) -> list[Mapping[str, Any]]:
-    return [row for row in value if isinstance(row, Mapping)] if isinstance(value, list) else []
-
-
 # ---- per database ---------------------------------------------------------------------------------------------
 
 
-def phases_figure(database: Mapping[str, Any]) -> go.Figure | None:
+def phases_figure(database: DatabaseEntry) -> go.Figure | None:
     """Predicted vs measured seconds per phase; absent phases left out, not_reached ones noted on their row."""
-    rows = [p for p in _rows(database.get("phases")) if p.get("status") != "absent"]
-    measured = [number(p.get("seconds")) if p.get("status") == "measured" else None for p in rows]
-    predicted = [number(p.get("predicted_seconds")) for p in rows]
+    rows = [p for p in database.phases if p.status is not PhaseStatus.ABSENT]
+    measured = [p.seconds if p.status is PhaseStatus.MEASURED else None for p in rows]
+    predicted = [p.predicted_seconds for p in rows]
     if not any(v is not None for v in measured + predicted):
         return None
-    names = [_plain(p.get("name")) for p in rows]
+    names = [_plain(p.name) for p in rows]
     fig = _figure(90 + 44 * len(rows), x_title="seconds (s)")
     for label, values, color in (("measured", measured, MEASURED), ("predicted", predicted, PREDICTED)):
         if any(v is not None for v in values):
@@ -161,7 +157,7 @@ def phases_figure(database: Mapping[str, Any]) -> go.Figure | None:
                         text=[seconds_text(v) if v is not None else "" for v in values], textposition="outside",
                         cliponaxis=False, hovertemplate=f"%{{y}}: %{{x:.3f}} s {label}<extra></extra>")
     for name, phase in zip(names, rows, strict=True):
-        if phase.get("status") == "not_reached":
+        if phase.status is PhaseStatus.NOT_REACHED:
             # In the measured bar's slot (the upper one of the pair), where the bar would be.
             fig.add_annotation(x=0, y=name, text="<i>not reached</i>", showarrow=False, xanchor="left", xshift=4,
                                yshift=9, font={"color": "#4b5563", "size": 11})
@@ -182,40 +178,36 @@ class _Span(NamedTuple):
     references: list[str]
 
 
-def _backup_span(start: datetime, backup: Mapping[str, Any]) -> _Span:
-    finish = max(start, utc(backup.get("finish")) or start)
-    label = _plain(backup.get("label") or backup.get("path") or "?")
-    hover = (f"<b>{label}</b><br>{_plain(backup.get('type'))} backup<br>{when_text(backup.get('start'))} to "
-             f"{when_text(backup.get('finish'))} ({seconds_text((finish - start).total_seconds())})<br>"
-             f"size {mb_text(backup.get('size_bytes'))}, in repository {mb_text(backup.get('repo_size_bytes'))}")
-    refs = backup.get("references")
-    return _Span(start, finish, str(backup.get("type")), label, hover,
-                 [_plain(r) for r in refs] if isinstance(refs, list) else [])
+def _backup_span(start: datetime, backup: BackupEntry) -> _Span:
+    finish = max(start, utc(backup.finish) or start)
+    label = _plain(backup.label or backup.path or "?")
+    hover = (f"<b>{label}</b><br>{_plain(backup.type)} backup<br>{when_text(backup.start)} to "
+             f"{when_text(backup.finish)} ({seconds_text((finish - start).total_seconds())})<br>"
+             f"size {mb_text(backup.size_bytes)}, in repository {mb_text(backup.repo_size_bytes)}")
+    return _Span(start, finish, str(backup.type), label, hover, [_plain(r) for r in backup.references])
 
 
-def chain_figure(database: Mapping[str, Any]) -> go.Figure | None:
+def chain_figure(database: DatabaseEntry) -> go.Figure | None:
     """The chain on a time axis: a bar per backup from start to finish, the WAL replayed, the restore point."""
-    chain = _mapping(database.get("chain"))
-    backups = _by_time(_rows(chain.get("backups")), "start")
+    chain = database.chain
+    backups = sorted(((moment, b) for b in chain.backups if (moment := utc(b.start))), key=lambda pair: pair[0])
     if not backups:
         return None
-    rpo = _mapping(_mapping(database.get("objectives")).get("rpo"))
-    achieved = utc(_mapping(database.get("restore_point")).get("achieved"))
-    newest = utc(rpo.get("newest_backup"))
-    gap = _mapping(rpo.get("worst_log_gap"))
-    gap_start, gap_end = utc(gap.get("start")), utc(gap.get("end"))
+    rpo = database.objectives.rpo if database.objectives else None
+    achieved = utc(database.restore_point.achieved)
+    newest = utc(rpo.newest_backup) if rpo else None
+    gap = rpo.worst_log_gap if rpo else None
+    gap_start, gap_end = (utc(gap.start), utc(gap.end)) if gap else (None, None)
 
     spans = [_backup_span(start, b) for start, b in backups]
-    wal = _mapping(chain.get("wal"))
+    wal = chain.wal
     if wal:
         # Replay starts at the backup whose WAL starts the range (else the newest) and ends at the restore point.
-        first = next((s for s, b in backups if b.get("start_wal") and b.get("start_wal") == wal.get("first")),
-                     backups[-1][0])
+        first = next((s for s, b in backups if b.start_wal and b.start_wal == wal.first), backups[-1][0])
         end = max(first, achieved or newest or max(s.finish for s in spans))
-        label = _plain(f"WAL {wal.get('first')} to {wal.get('last')}: {wal.get('segments')} segments")
+        label = _plain(f"WAL {wal.first} to {wal.last}: {wal.segments} segments")
         spans.append(_Span(first, end, "WAL", label,
-                           f"<b>{label}</b><br>" + _plain(f"timeline {wal.get('timeline')}; bound: {wal.get('bound')}"),
-                           []))
+                           f"<b>{label}</b><br>" + _plain(f"timeline {wal.timeline}; bound: {wal.bound}"), []))
 
     moments = [m for s in spans for m in (s.start, s.finish)]
     moments += [m for m in (achieved, newest, gap_start, gap_end) if m]
@@ -249,7 +241,7 @@ def chain_figure(database: Mapping[str, Any]) -> go.Figure | None:
         marks.append((newest, newest, f"newest backup {newest:%Y-%m-%d %H:%M:%S}", TREND, "dash"))
     if gap_start and gap_end:
         fig.add_vrect(x0=gap_start, x1=gap_end, fillcolor=TARGET, opacity=0.12, line_width=0)
-        marks.append((gap_start, gap_end, f"worst log gap {seconds_text(rpo.get('worst_log_gap_seconds'))}, "
+        marks.append((gap_start, gap_end, f"worst log gap {seconds_text(rpo.worst_log_gap_seconds if rpo else None)}, "
                       f"{gap_start:%H:%M:%S} to {gap_end:%H:%M:%S}", TARGET, ""))
     # The marks sit minutes apart on an axis of days: their labels stack above the plot, each ending at its
     # line, instead of piling up on the bars.
@@ -268,21 +260,17 @@ def chain_figure(database: Mapping[str, Any]) -> go.Figure | None:
     return fig
 
 
-def objectives_figure(database: Mapping[str, Any]) -> go.Figure | None:
+def objectives_figure(database: DatabaseEntry) -> go.Figure | None:
     """RTO and RPO as bullet bars: what was measured (and predicted) against the target tick."""
-    objectives = _mapping(database.get("objectives"))
-    rto, rpo = _mapping(objectives.get("rto")), _mapping(objectives.get("rpo"))
-    panels = []
-    if rto:
-        panels.append(("RTO", [("measured recovery", rto.get("measured_seconds"), MEASURED),
-                               ("predicted recovery", rto.get("predicted_seconds"), PREDICTED)],
-                       number(rto.get("target_seconds"))))
-    if rpo:
-        panels.append(("RPO", [("worst log gap", rpo.get("worst_log_gap_seconds"), MEASURED),
-                               ("restore point behind newest backup", rpo.get("behind_newest_seconds"), PREDICTED)],
-                       number(rpo.get("target_seconds"))))
-    if not panels:
+    objectives = database.objectives
+    if objectives is None:
         return None
+    rto, rpo = objectives.rto, objectives.rpo
+    panels = [("RTO", [("measured recovery", rto.measured_seconds, MEASURED),
+                       ("predicted recovery", rto.predicted_seconds, PREDICTED)], rto.target_seconds),
+              ("RPO", [("worst log gap", rpo.worst_log_gap_seconds, MEASURED),
+                       ("restore point behind newest backup", rpo.behind_newest_seconds, PREDICTED)],
+               rpo.target_seconds)]
     fig = make_subplots(rows=len(panels), cols=1, vertical_spacing=0.35 / len(panels),
                         subplot_titles=[_panel_title(name, bars, target) for name, bars, target in panels])
     fig.update_layout(template="plotly_white", height=90 + 120 * len(panels), showlegend=False,
@@ -317,40 +305,40 @@ def _panel_title(name: str, bars: Sequence[tuple[str, Any, str]], target: float 
     return f"{name} in seconds{scale}: {goal}"
 
 
-def history_figure(database: Mapping[str, Any]) -> go.Figure | None:
+def history_figure(database: DatabaseEntry) -> go.Figure | None:
     """drift.series: measured recovery (markers), predicted (line), the trend to its RTO crossing, the RTO."""
-    drift = _mapping(database.get("drift"))
-    series = _by_time(_rows(drift.get("series")), "at")
-    if not series:
+    drift = database.drift
+    if drift is None or not drift.series:
         return None
+    series = sorted(((utc(p.at) or datetime.min, p) for p in drift.series), key=lambda pair: pair[0])
     times = [at for at, _ in series]
-    measured = [number(p.get("recovery_seconds")) for _, p in series]
-    predicted = [number(p.get("predicted_seconds")) for _, p in series]
+    measured = [p.recovery_seconds for _, p in series]
+    predicted = [p.predicted_seconds for _, p in series]
     fig = _figure(360, x_title="run time (UTC)", y_title="recovery (s)")
     fig.add_scatter(x=times, y=measured, mode="markers", name="measured recovery",
-                    marker={"size": 9, "color": [VERDICT_COLORS.get(str(p.get("verdict")), TREND) for _, p in series]},
-                    customdata=[[_plain(p.get("run_id")), _plain(p.get("verdict"))] for _, p in series],
+                    marker={"size": 9, "color": [VERDICT_COLORS.get(str(p.verdict), TREND) for _, p in series]},
+                    customdata=[[_plain(p.run_id), _plain(p.verdict)] for _, p in series],
                     hovertemplate="%{customdata[0]} (%{customdata[1]})<br>%{y:.2f} s measured<extra></extra>")
     lost = [(at, p) for (at, p), seconds in zip(series, measured, strict=True) if seconds is None]
     if lost:  # a run that never came online has no recovery time, but must not vanish from the history
         fig.add_scatter(x=[at for at, _ in lost], y=[0] * len(lost), mode="markers", name="never online",
                         marker={"symbol": "x", "size": 11, "color": TARGET}, cliponaxis=False,
-                        customdata=[_plain(p.get("run_id")) for _, p in lost],
+                        customdata=[_plain(p.run_id) for _, p in lost],
                         hovertemplate="%{customdata}: never came online<extra></extra>")
     if any(v is not None for v in predicted):
         fig.add_scatter(x=times, y=predicted, mode="lines", name="predicted", line={"color": PREDICTED, "width": 2},
                         hovertemplate="%{y:.2f} s predicted<extra></extra>")
-    trend, crossing = _mapping(drift.get("trend")), _mapping(drift.get("crossing"))
-    crossing_at = utc(crossing.get("at"))
+    trend = drift.trend
+    crossing_at = utc(drift.crossing.at) if drift.crossing else None
     end = max(times[-1], crossing_at or times[-1])
-    trend_start, slope, intercept = (utc(trend.get("start")), number(trend.get("slope_seconds_per_day")),
-                                     number(trend.get("intercept_seconds")))
-    if trend_start and slope is not None and intercept is not None:
+    trend_start = utc(trend.start) if trend else None
+    if trend is not None and trend_start is not None:
+        slope, intercept = trend.slope_seconds_per_day, trend.intercept_seconds
         ends = [trend_start, end]
         fig.add_scatter(x=ends, y=[intercept + slope * (t - trend_start) / timedelta(days=1) for t in ends],
                         mode="lines", name=f"trend ({slope:+.3f} s/day)", line={"color": TREND, "dash": "dot"},
                         hovertemplate="trend %{y:.2f} s on %{x}<extra></extra>")
-    rto = number(_mapping(_mapping(database.get("objectives")).get("rto")).get("target_seconds"))
+    rto = database.objectives.rto.target_seconds if database.objectives else None
     values = [v for v in measured + predicted if v is not None]
     _target_line(fig, rto, [min(times[0], trend_start or times[0]), end], values, force=crossing_at is not None)
     if crossing_at and rto is not None:
@@ -381,18 +369,18 @@ def _margin_note(fig: go.Figure, text: str) -> None:
                        showarrow=False, text=text, font={"color": TARGET, "size": 11})
 
 
-def throughput_figure(database: Mapping[str, Any]) -> go.Figure | None:
+def throughput_figure(database: DatabaseEntry) -> go.Figure | None:
     """Transfer throughput per run (MB/s): a slower source or target shows here before it shows in the RTO."""
-    points = [(at, number(p.get("transfer_bytes_per_second")), p)
-              for at, p in _by_time(_rows(_mapping(database.get("drift")).get("series")), "at")]
-    points = [(at, rate / MB, p) for at, rate, p in points if rate is not None]
+    series = database.drift.series if database.drift else []
+    points = sorted(((utc(p.at) or datetime.min, p.transfer_bytes_per_second / MB, p) for p in series
+                     if p.transfer_bytes_per_second is not None), key=lambda row: row[0])
     if not points:
         return None
     fig = _figure(260, x_title="run time (UTC)", y_title="transfer (MB/s)")
     fig.update_layout(margin_t=20)  # no legend to make room for
     fig.add_scatter(x=[at for at, _, _ in points], y=[rate for _, rate, _ in points], mode="lines+markers",
                     name="transfer MB/s", line={"color": "#2e9e5b"}, showlegend=False,
-                    customdata=[[_plain(p.get("run_id")), mb_text(p.get("transfer_bytes"))] for _, _, p in points],
+                    customdata=[[_plain(p.run_id), mb_text(p.transfer_bytes)] for _, _, p in points],
                     hovertemplate="%{customdata[0]}<br>%{y:.1f} MB/s (%{customdata[1]})<extra></extra>")
     fig.update_yaxes(rangemode="tozero")
     return fig
@@ -402,7 +390,7 @@ FIGURES = {"objectives": objectives_figure, "phases": phases_figure, "chain": ch
            "history": history_figure, "throughput": throughput_figure}
 
 
-def database_charts(database: Mapping[str, Any], index: int) -> dict[str, Markup | None]:
+def database_charts(database: DatabaseEntry, index: int) -> dict[str, Markup | None]:
     """Every chart of one database, by kind; None where the report has nothing to draw."""
     charts: dict[str, Markup | None] = {}
     for kind, build in FIGURES.items():
@@ -414,17 +402,17 @@ def database_charts(database: Mapping[str, Any], index: int) -> dict[str, Markup
 # ---- across runs ----------------------------------------------------------------------------------------------
 
 
-def runs_history_figure(reports: Sequence[Mapping[str, Any]]) -> go.Figure | None:
+def runs_history_figure(reports: Sequence[RunReport]) -> go.Figure | None:
     """Recovery seconds per database across the runs in the report folder, each with its RTO line."""
     by_database: dict[str, list[tuple[datetime, float | None, float | None, str]]] = {}
     for report in reports:
-        started = utc(report.get("started_at"))
+        started = utc(report.started_at)
         if started is None:
             continue
-        for d in _rows(report.get("databases")):
-            rto = number(_mapping(_mapping(d.get("objectives")).get("rto")).get("target_seconds"))
-            by_database.setdefault(_plain(d.get("database")), []).append(
-                (started, number(d.get("recovery_seconds")), rto, _plain(report.get("run_id"))))
+        for d in report.databases:
+            rto = d.objectives.rto.target_seconds if d.objectives else None
+            by_database.setdefault(_plain(d.database), []).append(
+                (started, d.recovery_seconds, rto, _plain(report.run_id)))
     if not any(seconds is not None for rows in by_database.values() for _, seconds, _, _ in rows):
         return None
     fig = _figure(380, x_title="run started (UTC)", y_title="recovery (s)")

@@ -6,61 +6,49 @@ page, so it opens offline, from an e-mail attachment or an audit archive, years 
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
-from jinja2 import ChainableUndefined, Environment, PackageLoader, select_autoescape
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from pydantic import ValidationError
 
+from verification.report_model import RunReport
 from verification.reports.charts import (
     chart_div,
     database_charts,
+    iso_text,
     mb_text,
     mbps_text,
     percent_text,
     plotly_js,
     runs_history_figure,
     seconds_text,
-    utc,
     when_text,
 )
 
-# ChainableUndefined: reports from older schemas (1.2 has no prediction, objectives or drift) and
-# databases that never came online lack whole branches; d.objectives.rto.met must then read as empty.
+# StrictUndefined: the templates read the typed report, so a misspelt field fails (a test renders every
+# branch) instead of showing as nothing. Sections an older report lacks are None, tested for explicitly.
 _env = Environment(loader=PackageLoader("verification.reports", "templates"),
                    autoescape=select_autoescape(["html", "j2"]), trim_blocks=True, lstrip_blocks=True,
-                   undefined=ChainableUndefined)
-_env.filters.update(seconds=seconds_text, mb=mb_text, mbps=mbps_text, pct=percent_text, when=when_text)
+                   undefined=StrictUndefined)
+_env.filters.update(iso=iso_text, seconds=seconds_text, mb=mb_text, mbps=mbps_text, pct=percent_text, when=when_text)
 
 
-def _databases(report: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    databases = report.get("databases")
-    return [d for d in databases if isinstance(d, Mapping)] if isinstance(databases, list) else []
-
-
-def _alerts(database: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    drift = database.get("drift")
-    alerts = drift.get("alerts") if isinstance(drift, Mapping) else None
-    return [a for a in alerts if isinstance(a, Mapping)] if isinstance(alerts, list) else []
-
-
-def render_html(report: dict[str, Any]) -> str:
-    databases = _databases(report)
-    views = [{"d": d, "charts": database_charts(d, index), "alerts": _alerts(d)}
-             for index, d in enumerate(databases, start=1)]
-    alerts = [(d.get("database"), alert) for d in databases for alert in _alerts(d)]
+def render_html(report: RunReport) -> str:
+    views = [{"d": d, "charts": database_charts(d, index), "alerts": d.alerts}
+             for index, d in enumerate(report.databases, start=1)]
+    alerts = [(d.database, alert) for d in report.databases for alert in d.alerts]
     return _env.get_template("report.html.j2").render(r=report, views=views, alerts=alerts, plotly_js=plotly_js())
 
 
-def _newest_first(report: Mapping[str, Any]) -> tuple[datetime, str]:
-    return utc(report.get("started_at")) or datetime.min, str(report.get("run_id") or "")
+def _newest_first(report: RunReport) -> tuple[datetime, str]:
+    return report.started_at, report.run_id
 
 
-def render_index(reports: list[dict[str, Any]], skipped: Sequence[tuple[str, str]] = ()) -> str:
+def render_index(reports: list[RunReport], skipped: Sequence[tuple[str, str]] = ()) -> str:
     """The runs, newest first, with a recovery-over-time chart; skipped = (file, why) for reports not read."""
     runs = sorted(reports, key=_newest_first, reverse=True)
     fig = runs_history_figure(runs)
@@ -69,22 +57,32 @@ def render_index(reports: list[dict[str, Any]], skipped: Sequence[tuple[str, str
                                                      plotly_js=plotly_js())
 
 
-def load_reports(report_dir: Path) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
-    """Every report_dir/*/report.json that parses, and (file, why) for each that does not."""
-    reports: list[dict[str, Any]] = []
+def load_reports(report_dir: Path) -> tuple[list[RunReport], list[tuple[str, str]]]:
+    """Every report_dir/*/report.json that reads as a report, and (file, why) for each that does not."""
+    reports: list[RunReport] = []
     skipped: list[tuple[str, str]] = []
     for path in sorted(report_dir.glob("*/report.json")):
         name = path.relative_to(report_dir).as_posix()
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:  # ValueError covers bad JSON and bad UTF-8
+            reports.append(RunReport.model_validate_json(path.read_bytes()))
+        except ValidationError as exc:  # bad JSON, not an object, or not a report of a known version
+            skipped.append((name, _why_not_a_report(exc)))
+        except OSError as exc:
             skipped.append((name, f"{type(exc).__name__}: {exc}"))
-            continue
-        if isinstance(data, dict):
-            reports.append(data)
-        else:
-            skipped.append((name, f"not a report: the JSON is a {type(data).__name__}, not an object"))
     return reports, skipped
+
+
+def _why_not_a_report(exc: ValidationError) -> str:
+    """The first thing wrong, where it is, and how many more there are."""
+    errors = exc.errors()
+    first = errors[0]
+    if first["type"] == "json_invalid":
+        return f"not JSON: {first['msg']}"
+    if first["type"] == "model_type":
+        return f"not a report: the JSON is a {type(first['input']).__name__}, not an object"
+    where = ".".join(str(part) for part in first["loc"])
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"not a report: {where}: {first['msg']}{more}"
 
 
 def write_index(report_dir: Path) -> Path:

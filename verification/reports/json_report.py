@@ -1,8 +1,13 @@
-"""report.json: the run as data. The schema is versioned (docs/report-schema.md, report.schema.json)."""
+"""report.json: the run as data, made from the domain results into the typed report (report_model).
+
+This module alone turns results into report entries and entries into JSON; the schema is generated
+from the models (`restoreproof schema`, docs/report-schema.md).
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import datetime
 from importlib import resources
 from typing import Any
@@ -13,122 +18,123 @@ from verification.model import (
     CheckResult,
     DatabaseResult,
     PhaseTiming,
-    Problem,
     RunResult,
+    UnreadableFile,
+    Verdict,
     overall_verdict,
 )
+from verification.report_model import (
+    SCHEMA_VERSION,
+    BackupEntry,
+    ChainEntry,
+    CheckEntry,
+    DatabaseEntry,
+    NotVerified,
+    PhaseEntry,
+    RestorePointEntry,
+    RunReport,
+)
 
-SCHEMA_VERSION = "1.4"
+__all__ = ["SCHEMA_VERSION", "build_report", "database_entry", "dumps", "generated_schema", "run_report"]
 
-
-def _time(value: datetime | None) -> str | None:
-    return value.isoformat() if value else None
-
-
-def backup_json(backup: BackupSet) -> dict[str, Any]:
-    return {
-        "label": backup.label, "path": backup.path, "type": str(backup.type),
-        "start": _time(backup.start), "finish": _time(backup.finish),
-        "size_bytes": backup.size_bytes, "repo_size_bytes": backup.repo_size_bytes,
-        "references": list(backup.references),
-        "start_wal": backup.start_wal, "stop_wal": backup.stop_wal,
-        "start_lsn": backup.start_lsn, "stop_lsn": backup.stop_lsn,
-        "first_lsn": backup.first_lsn, "last_lsn": backup.last_lsn, "family": backup.family,
-    }
-
-
-def phase_json(phase: PhaseTiming) -> dict[str, Any]:
-    return {"name": phase.name, "status": str(phase.status),
-            "seconds": round(phase.seconds, 3) if phase.seconds is not None else None,
-            "bytes": phase.bytes, "started_at": _time(phase.started_at), "details": phase.details}
+SCHEMA_ID = "https://restoreproof.invalid/report.schema.json"
+SCHEMA_DESCRIPTION = (
+    "One verification run. Version 1.5 (1.0 plus the optional unreadable and not_verified lists in 1.1/1.2, "
+    "per-phase predictions, prediction, objectives and drift in 1.3, chain defects and unread-file kinds "
+    "not-a-backup/excluded in 1.4, a schema generated from the typed report model in 1.5); see "
+    "docs/report-schema.md for the meaning of every field and the versioning rules.")
 
 
-def check_json(check: CheckResult) -> dict[str, Any]:
-    return {"name": check.name, "status": str(check.status), "required": check.required, "summary": check.summary,
-            "findings": check.findings, "details": check.details, "evidence": check.evidence}
+def backup_entry(backup: BackupSet) -> BackupEntry:
+    return BackupEntry(
+        label=backup.label, path=backup.path, type=backup.type, start=backup.start, finish=backup.finish,
+        size_bytes=backup.size_bytes, repo_size_bytes=backup.repo_size_bytes, references=list(backup.references),
+        start_wal=backup.start_wal, stop_wal=backup.stop_wal, start_lsn=backup.start_lsn, stop_lsn=backup.stop_lsn,
+        first_lsn=backup.first_lsn, last_lsn=backup.last_lsn, family=backup.family)
 
 
-def problem_json(problem: Problem) -> dict[str, Any]:
-    return {"code": problem.code, "message": problem.message, "files": list(problem.files),
-            "expected_lsn": problem.expected_lsn, "found_lsn": problem.found_lsn}
+def phase_entry(phase: PhaseTiming) -> PhaseEntry:
+    return PhaseEntry(name=phase.name, status=phase.status,
+                      seconds=round(phase.seconds, 3) if phase.seconds is not None else None,
+                      bytes=phase.bytes, started_at=phase.started_at, details=phase.details)
 
 
-def chain_json(chain: Chain) -> dict[str, Any]:
-    return {
-        "status": str(chain.status),
-        "backups": [backup_json(b) for b in chain.backups],
-        "wal": None if chain.wal is None else {
-            "timeline": chain.wal.timeline, "first": chain.wal.first, "last": chain.wal.last,
-            "segments": chain.wal.segments, "bound": chain.wal.bound},
-        "problems": [problem_json(p) for p in chain.problems],
-        "rules": [{"rule": r.rule, "passed": r.passed, "detail": r.detail} for r in chain.rules],
-        "defects": [problem_json(p) for p in chain.defects],
-    }
+def check_entry(check: CheckResult) -> CheckEntry:
+    return CheckEntry(name=check.name, status=check.status, required=check.required, summary=check.summary,
+                      findings=check.findings, details=check.details, evidence=check.evidence)
 
 
-def database_json(result: DatabaseResult) -> dict[str, Any]:
-    return {
-        "database": result.database,
-        "verdict": str(result.verdict),
-        "reasons": result.reasons,
-        "restore_point": {"target": result.restore_point.target,
-                          "achieved": _time(result.restore_point.achieved),
-                          "detail": result.restore_point.detail},
-        "recovery_seconds": round(result.recovery_seconds, 3) if result.recovery_seconds is not None else None,
-        "chain": chain_json(result.plan.chain),
-        "phases": [phase_json(p) for p in result.phases],
-        "checks": [check_json(c) for c in result.checks],
-        "target": result.target,
-        "evidence": result.evidence,
-    }
+def chain_entry(chain: Chain) -> ChainEntry:
+    return ChainEntry(status=chain.status, backups=[backup_entry(b) for b in chain.backups], wal=chain.wal,
+                      problems=chain.problems, rules=chain.rules, defects=chain.defects)
 
 
-def report_envelope(*, run_id: str, engine: str, source: str, target_kind: str | None, started_at: datetime | None,
-                    finished_at: datetime | None, host: dict[str, Any], databases: list[dict[str, Any]],
-                    unreadable: list[dict[str, str | None]], not_verified: list[dict[str, str]] | None = None
-                    ) -> dict[str, Any]:
-    """The run-level report around the databases' entries."""
-    verdicts = [d["verdict"] for d in databases]
-    not_verified = not_verified or []
-    verdict = str(overall_verdict(verdicts, [str(u["kind"]) for u in unreadable], bool(not_verified)))
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "run_id": run_id,
-        "engine": engine,
-        "source": source,
-        "target_kind": target_kind,
-        "started_at": _time(started_at),
-        "finished_at": _time(finished_at),
-        "verdict": verdict,
-        "summary": {v: verdicts.count(v) for v in ("passed", "failed", "error")},
-        "host": host,
-        "databases": databases,
-        "unreadable": unreadable,
-        "not_verified": not_verified,
-    }
+def database_entry(result: DatabaseResult) -> DatabaseEntry:
+    """A database's entry without prediction, objectives and drift (prediction adds those)."""
+    recovery = result.recovery_seconds
+    return DatabaseEntry(
+        database=result.database, verdict=result.verdict, reasons=result.reasons,
+        restore_point=RestorePointEntry(target=result.restore_point.target, achieved=result.restore_point.achieved,
+                                        detail=result.restore_point.detail),
+        recovery_seconds=round(recovery, 3) if recovery is not None else None,
+        chain=chain_entry(result.plan.chain), phases=[phase_entry(p) for p in result.phases],
+        checks=[check_entry(c) for c in result.checks], target=result.target, evidence=result.evidence)
 
 
-def build_report(run: RunResult, entries: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def run_report(*, run_id: str, engine: str, source: str, target_kind: str | None, started_at: datetime,
+               finished_at: datetime | None, host: dict[str, Any], databases: Sequence[DatabaseEntry],
+               unreadable: Sequence[UnreadableFile], not_verified: Sequence[NotVerified] = ()) -> RunReport:
+    """The run-level report around the databases' entries; its verdict follows from theirs."""
+    verdicts = [d.verdict for d in databases]
+    verdict = overall_verdict([str(v) for v in verdicts], [str(u.kind) for u in unreadable], bool(not_verified))
+    return RunReport(run_id=run_id, engine=engine, source=source, target_kind=target_kind, started_at=started_at,
+                     finished_at=finished_at, verdict=verdict,
+                     summary={str(v): verdicts.count(v) for v in Verdict}, host=host,
+                     databases=list(databases), unreadable=list(unreadable), not_verified=list(not_verified))
+
+
+def build_report(run: RunResult, entries: Sequence[DatabaseEntry] | None = None) -> RunReport:
     """The run's report; `entries` are the databases' entries when already made (and annotated with
     predictions, objectives and drift), else they are made here without those."""
-    return report_envelope(
+    return run_report(
         run_id=run.run_id, engine=run.engine, source=run.source, target_kind=run.target_kind,
         started_at=run.started_at, finished_at=run.finished_at, host=run.host,
-        databases=entries if entries is not None else [database_json(d) for d in run.databases],
-        unreadable=[u.as_json() for u in run.unreadable])
+        databases=entries if entries is not None else [database_entry(d) for d in run.databases],
+        unreadable=run.unreadable)
+
+
+def report_data(report: RunReport) -> dict[str, Any]:
+    """The report as JSON data (what report.json holds)."""
+    return report.model_dump(mode="json")
+
+
+def dumps(report: RunReport) -> str:
+    # json.dumps over the JSON data, not pydantic's writer: the same bytes as every earlier version
+    # (ASCII escapes, float spelling), so reports compare across versions.
+    return json.dumps(report_data(report), indent=2, sort_keys=False) + "\n"
+
+
+def generated_schema() -> dict[str, Any]:
+    """report.schema.json as the models define it (draft 2020-12)."""
+    schema = RunReport.model_json_schema()
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": SCHEMA_ID,
+            **{k: v for k, v in schema.items() if k != "description"}, "description": SCHEMA_DESCRIPTION}
+
+
+def schema_text() -> str:
+    return json.dumps(generated_schema(), indent=2) + "\n"
 
 
 def report_schema() -> dict[str, Any]:
+    """The checked-in report.schema.json (kept equal to `generated_schema` by a test)."""
     text = resources.files("verification.reports").joinpath("report.schema.json").read_text(encoding="utf-8")
     return json.loads(text)  # type: ignore[no-any-return]
 
 
-def validate_report(report: dict[str, Any]) -> None:
-    """Raise jsonschema.ValidationError when the report does not match its schema."""
+def validate_report(report: dict[str, Any]) -> RunReport:
+    """The report read back as the typed model, after checking it against the published schema;
+    raises jsonschema.ValidationError or pydantic.ValidationError."""
     import jsonschema
 
     jsonschema.validate(report, report_schema())
-
-
-def dumps(report: dict[str, Any]) -> str:
-    return json.dumps(report, indent=2, sort_keys=False) + "\n"
+    return RunReport.model_validate(report)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
-from typing import Any
+
+from verification.model import BLOCKING_UNREADABLE, UnreadableKind, Verdict
+from verification.report_model import DatabaseEntry, PhaseEntry, RunReport
 
 # XML 1.0 cannot carry most control characters, and ElementTree writes them through unescaped, which makes
 # the whole file unparseable. Reasons can quote server logs, so such characters are dropped, not trusted.
@@ -20,10 +22,6 @@ def _seconds(value: float | None) -> str:
     return f"{value or 0:.3f}"
 
 
-def _parse(value: str | None) -> datetime | None:
-    return datetime.fromisoformat(value) if value else None
-
-
 def _timestamp(value: datetime) -> str:
     # The JUnit schema's timestamp has no zone designator, so it is written in UTC.
     utc = value.astimezone(UTC) if value.tzinfo else value
@@ -34,11 +32,11 @@ def _number(value: float | None, unit: str, digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}{unit}"
 
 
-def phase_table(phases: list[dict[str, Any]]) -> str:
+def phase_table(phases: list[PhaseEntry]) -> str:
     """The phases as plain text: what was measured next to what the model predicted."""
     rows = [("phase", "status", "measured", "predicted", "error")]
-    rows += [(str(p["name"]), str(p["status"]), _number(p.get("seconds"), " s"),
-              _number(p.get("predicted_seconds"), " s"), _number(p.get("error_percent"), " %", 1)) for p in phases]
+    rows += [(str(p.name), str(p.status), _number(p.seconds, " s"), _number(p.predicted_seconds, " s"),
+              _number(p.error_percent, " %", 1)) for p in phases]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     # Names left-aligned, numbers right-aligned so the decimal points line up.
     aligned = (
@@ -47,13 +45,12 @@ def phase_table(phases: list[dict[str, Any]]) -> str:
     return "\n".join("  ".join(cells).rstrip() for cells in aligned)
 
 
-def _database_out(database: dict[str, Any]) -> str:
-    lines = [f"{database['database']}: {database['verdict']}", *(f"- {r}" for r in database.get("reasons") or [])]
-    if database.get("phases"):
-        lines += ["", phase_table(database["phases"])]
-    alerts = (database.get("drift") or {}).get("alerts") or []
-    if alerts:
-        lines += ["", "drift alerts:", *(f"- {a.get('message', a)}" for a in alerts)]
+def _database_out(database: DatabaseEntry) -> str:
+    lines = [f"{database.database}: {database.verdict}", *(f"- {r}" for r in database.reasons)]
+    if database.phases:
+        lines += ["", phase_table(database.phases)]
+    if database.alerts:
+        lines += ["", "drift alerts:", *(f"- {a.message}" for a in database.alerts)]
     return "\n".join(lines)
 
 
@@ -68,66 +65,65 @@ def _case(suite: ET.Element, classname: str, name: str, seconds: float | None) -
     return ET.SubElement(suite, "testcase", classname=classname, name=_clean(name), time=_seconds(seconds))
 
 
-def render_junit(report: dict[str, Any]) -> str:
+def render_junit(report: RunReport) -> str:
     """One <testsuite> for the run, one <testcase> per database, not-verified database and corrupt file."""
-    engine, source = str(report.get("engine", "")), str(report.get("source", ""))
+    engine, source = report.engine, report.source
     classname = f"restoreproof.{engine}"
     root = ET.Element("testsuites")
     suite = ET.SubElement(root, "testsuite", name=_clean(f"restoreproof {engine} {source}"))
-    hostname = (report.get("host") or {}).get("hostname")
+    hostname = report.host.get("hostname")
     if hostname:
         suite.set("hostname", _clean(hostname))
     properties = ET.SubElement(suite, "properties")
-    for key in ("run_id", "engine", "source"):
-        ET.SubElement(properties, "property", name=key, value=_clean(report.get(key, "")))
+    for key, value in (("run_id", report.run_id), ("engine", engine), ("source", source)):
+        ET.SubElement(properties, "property", name=key, value=_clean(value))
 
     failures = errors = 0
     case_seconds = 0.0
-    for database in report.get("databases") or []:
-        seconds = database.get("recovery_seconds")
+    for database in report.databases:
+        seconds = database.recovery_seconds
         case_seconds += seconds or 0
-        case = _case(suite, classname, database["database"], seconds)
-        reasons = [str(r) for r in database.get("reasons") or []]
-        if database["verdict"] == "failed":
+        case = _case(suite, classname, database.database, seconds)
+        if database.verdict is Verdict.FAILED:
             failures += 1
-            _problem(case, "failure", "restore-failed", reasons)
-        elif database["verdict"] == "error":
+            _problem(case, "failure", "restore-failed", database.reasons)
+        elif database.verdict is Verdict.ERROR:
             errors += 1
-            _problem(case, "error", "restore-error", reasons)
+            _problem(case, "error", "restore-error", database.reasons)
         ET.SubElement(case, "system-out").text = _clean(_database_out(database))
 
-    for skipped in report.get("not_verified") or []:
+    for skipped in report.not_verified:
         errors += 1
-        case = _case(suite, classname, skipped["database"], None)
-        _problem(case, "error", "not-verified", [str(skipped["reason"])])
+        case = _case(suite, classname, skipped.database, None)
+        _problem(case, "error", "not-verified", [skipped.reason])
 
     # Every backup file that went unread is a case of its own: corrupt ones fail (the backup is
     # bad), unread ones error (restoreproof could not read them), so CI never shows green over them.
     # Files that are not backups, or were excluded on purpose, are listed only.
     listed = []
-    for unread in report.get("unreadable") or []:
-        kind = str(unread.get("kind"))
-        if kind in ("not-a-backup", "excluded"):
-            listed.append(f"- {unread['path']} ({kind}): {unread['reason']}")
+    for unread in report.unreadable:
+        kind = unread.kind
+        if kind not in BLOCKING_UNREADABLE:
+            listed.append(f"- {unread.path} ({kind}): {unread.reason}")
             continue
-        case = _case(suite, classname, unread["path"], None)
-        if kind == "corrupt":
+        case = _case(suite, classname, unread.path, None)
+        if kind is UnreadableKind.CORRUPT:
             failures += 1
-            _problem(case, "failure", "corrupt-file", [str(unread["reason"])])
+            _problem(case, "failure", "corrupt-file", [unread.reason])
         else:
             errors += 1
-            _problem(case, "error", f"unread-file ({kind})", [str(unread["reason"])])
+            _problem(case, "error", f"unread-file ({kind})", [unread.reason])
     if listed:
         ET.SubElement(suite, "system-out").text = _clean("\n".join(["files not read as backups:", *listed]))
 
-    if not report.get("databases") and not report.get("not_verified"):
+    if not report.databases and not report.not_verified:
         errors += 1
         case = _case(suite, classname, "(no database)", None)
         _problem(case, "error", "nothing-verified",
                  ["the run verified no database: the source held none that could be planned, or all were "
                   "left out by the selection; an empty run proves nothing"])
 
-    started, finished = _parse(report.get("started_at")), _parse(report.get("finished_at"))
+    started, finished = report.started_at, report.finished_at
     duration = (finished - started).total_seconds() if started and finished else case_seconds
     if started:
         suite.set("timestamp", _timestamp(started))

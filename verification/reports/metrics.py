@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 from urllib.error import HTTPError, URLError
 from urllib.parse import unquote, urlsplit
 
@@ -16,8 +15,9 @@ from prometheus_client.exposition import write_to_textfile as _write_to_textfile
 from prometheus_client.registry import Collector
 
 from verification.config import MetricsSettings
+from verification.model import PhaseStatus, Verdict
+from verification.report_model import DatabaseEntry, RunReport
 
-VERDICTS = ("passed", "failed", "error")
 TEXTFILE_NAME = "restoreproof.prom"
 # A Pushgateway that does not answer must not hold the run up for the library's default 30 s.
 PUSH_TIMEOUT_SECONDS = 10.0
@@ -61,10 +61,6 @@ METRICS: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 
-def _time(value: str | None) -> datetime | None:
-    return _aware(datetime.fromisoformat(value)) if value else None
-
-
 def _aware(value: datetime) -> datetime:
     # The store keeps UTC; a naive time would otherwise be read as local time by .timestamp().
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value
@@ -83,66 +79,67 @@ class _Families:
         family = self._families[name]
         family.add_metric([labels[label] for label in METRICS[name][1]], float(value))
 
-    def state_set(self, name: str, current: str | None, **labels: str) -> None:
+    def state_set(self, name: str, current: Verdict | None, **labels: str) -> None:
         if current is None:
             return
-        for verdict in VERDICTS:
-            self.add(name, 1.0 if verdict == current else 0.0, verdict=verdict, **labels)
+        for verdict in Verdict:
+            self.add(name, 1.0 if verdict is current else 0.0, verdict=verdict, **labels)
 
     def with_samples(self) -> list[Metric]:
         # A family without samples says nothing, and a Pushgateway is stricter about them than a scrape.
         return [family for family in self._families.values() if family.samples]
 
 
-def _database(families: _Families, database: dict[str, Any], engine: str) -> None:
-    labels = {"database": str(database["database"]), "engine": engine}
-    for phase in database.get("phases") or []:
-        if phase.get("status") == "measured":
-            families.add("restoreproof_restore_phase_seconds", phase.get("seconds"), phase=phase["name"], **labels)
-        families.add("restoreproof_restore_phase_predicted_seconds", phase.get("predicted_seconds"),
-                     phase=phase["name"], **labels)
-    objectives = database.get("objectives") or {}
-    rto, rpo = objectives.get("rto") or {}, objectives.get("rpo") or {}
-    predicted = (database.get("prediction") or {}).get("recovery_seconds", rto.get("predicted_seconds"))
-    families.add("restoreproof_recovery_seconds", database.get("recovery_seconds"), **labels)
+def _database(families: _Families, database: DatabaseEntry, engine: str) -> None:
+    labels = {"database": database.database, "engine": engine}
+    for phase in database.phases:
+        if phase.status is PhaseStatus.MEASURED:
+            families.add("restoreproof_restore_phase_seconds", phase.seconds, phase=phase.name, **labels)
+        families.add("restoreproof_restore_phase_predicted_seconds", phase.predicted_seconds, phase=phase.name,
+                     **labels)
+    objectives = database.objectives
+    rto, rpo = (objectives.rto, objectives.rpo) if objectives else (None, None)
+    predicted = (database.prediction.recovery_seconds if database.prediction
+                 else rto.predicted_seconds if rto else None)
+    families.add("restoreproof_recovery_seconds", database.recovery_seconds, **labels)
     families.add("restoreproof_recovery_predicted_seconds", predicted, **labels)
-    families.state_set("restoreproof_verdict", database.get("verdict"), **labels)
-    families.add("restoreproof_rto_target_seconds", rto.get("target_seconds"), **labels)
-    families.add("restoreproof_rto_margin_seconds", rto.get("margin_seconds"), **labels)
-    families.add("restoreproof_rpo_target_seconds", rpo.get("target_seconds"), **labels)
-    families.add("restoreproof_rpo_achieved_seconds", rpo.get("behind_newest_seconds"), **labels)
-    families.add("restoreproof_rpo_worst_log_gap_seconds", rpo.get("worst_log_gap_seconds"), **labels)
-    drift = database.get("drift")
+    families.state_set("restoreproof_verdict", database.verdict, **labels)
+    if rto is not None:
+        families.add("restoreproof_rto_target_seconds", rto.target_seconds, **labels)
+        families.add("restoreproof_rto_margin_seconds", rto.margin_seconds, **labels)
+    if rpo is not None:
+        families.add("restoreproof_rpo_target_seconds", rpo.target_seconds, **labels)
+        families.add("restoreproof_rpo_achieved_seconds", rpo.behind_newest_seconds, **labels)
+        families.add("restoreproof_rpo_worst_log_gap_seconds", rpo.worst_log_gap_seconds, **labels)
     # No drift section means drift was not analysed: unknown, so no sample (0 would claim "no alerts").
-    if isinstance(drift, dict):
-        families.add("restoreproof_drift_alerts", len(drift.get("alerts") or []), **labels)
+    if database.drift is not None:
+        families.add("restoreproof_drift_alerts", len(database.drift.alerts), **labels)
 
 
-def report_metrics(report: dict[str, Any], last_success: dict[str, datetime]) -> list[Metric]:
+def report_metrics(report: RunReport, last_success: dict[str, datetime]) -> list[Metric]:
     """The gauge families for one report; `last_success` is each database's last passing run, from the store."""
     families = _Families()
-    engine = str(report.get("engine", ""))
-    started, finished = _time(report.get("started_at")), _time(report.get("finished_at"))
+    engine = report.engine
+    started, finished = _aware(report.started_at), report.finished_at and _aware(report.finished_at)
     successes = {name: _aware(when) for name, when in last_success.items()}
-    for database in report.get("databases") or []:
+    for database in report.databases:
         _database(families, database, engine)
         # A database that passed in this run succeeded no earlier than the run's end, whether or not
         # the store has been updated yet.
-        if database.get("verdict") == "passed" and finished is not None:
-            name = str(database["database"])
-            successes[name] = max(successes.get(name, finished), finished)
+        if database.verdict is Verdict.PASSED and finished is not None:
+            successes[database.database] = max(successes.get(database.database, finished), finished)
     for name, when in sorted(successes.items()):
         families.add("restoreproof_last_success_timestamp_seconds", when.timestamp(), database=name, engine=engine)
 
     run_time = finished or started
-    families.add("restoreproof_run_timestamp_seconds", run_time.timestamp() if run_time else None, engine=engine)
+    families.add("restoreproof_run_timestamp_seconds", run_time.timestamp(), engine=engine)
     families.add("restoreproof_run_duration_seconds",
-                 (finished - started).total_seconds() if started and finished else None, engine=engine)
-    families.state_set("restoreproof_run_verdict", report.get("verdict"), engine=engine)
-    verdicts = [d.get("verdict") for d in report.get("databases") or []]
-    for verdict in VERDICTS:
+                 (finished - started).total_seconds() if finished else None, engine=engine)
+    families.state_set("restoreproof_run_verdict", report.verdict, engine=engine)
+    verdicts = [d.verdict for d in report.databases]
+    for verdict in Verdict:
         families.add("restoreproof_databases", verdicts.count(verdict), engine=engine, verdict=verdict)
-    families.add("restoreproof_not_verified", len(report.get("not_verified") or []), engine=engine)
+    families.add("restoreproof_not_verified", len(report.not_verified), engine=engine)
     return families.with_samples()
 
 
@@ -154,14 +151,14 @@ class _ReportCollector(Collector):
         return iter(self._metrics)
 
 
-def build_registry(report: dict[str, Any], last_success: dict[str, datetime]) -> CollectorRegistry:
+def build_registry(report: RunReport, last_success: dict[str, datetime]) -> CollectorRegistry:
     """A registry of its own (not the process-wide default) holding only this report's metrics."""
     registry = CollectorRegistry(auto_describe=True)
     registry.register(_ReportCollector(report_metrics(report, last_success)))
     return registry
 
 
-def render_metrics(report: dict[str, Any], last_success: dict[str, datetime]) -> str:
+def render_metrics(report: RunReport, last_success: dict[str, datetime]) -> str:
     """The report's metrics in the Prometheus text exposition format."""
     return generate_latest(build_registry(report, last_success)).decode("utf-8")
 
@@ -213,7 +210,7 @@ def push_metrics(registry: CollectorRegistry, url: str, job: str, instance: str)
     return None
 
 
-def write_metrics(report: dict[str, Any], run_dir: Path, last_success: dict[str, datetime],
+def write_metrics(report: RunReport, run_dir: Path, last_success: dict[str, datetime],
                   settings: MetricsSettings) -> list[str]:
     """Write run_dir/metrics.prom, and the textfile and Pushgateway copies when configured; returns warnings."""
     registry = build_registry(report, last_success)
@@ -229,7 +226,7 @@ def write_metrics(report: dict[str, Any], run_dir: Path, last_success: dict[str,
             warnings.append(f"metrics not written to node_exporter's textfile {target}: {exc}")
     if settings.pushgateway_url:
         # One group per host (or engine), so each push replaces that host's previous run and no other's.
-        instance = str((report.get("host") or {}).get("hostname") or report.get("engine"))
+        instance = str(report.host.get("hostname") or report.engine)
         warning = push_metrics(registry, settings.pushgateway_url, settings.job, instance)
         if warning:
             warnings.append(warning)

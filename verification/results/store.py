@@ -10,13 +10,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pydantic import TypeAdapter
 from sqlalchemy import (
     JSON,
-    BigInteger,
     DateTime,
     Float,
     ForeignKey,
-    Integer,
     String,
     Text,
     TypeDecorator,
@@ -26,7 +25,19 @@ from sqlalchemy import (
 from sqlalchemy.engine import Dialect, Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship, selectinload
 
-from verification.model import DatabaseResult, RunResult
+from verification.model import RunResult, UnreadableFile
+from verification.report_model import DatabaseEntry, RunReport
+
+_UNREADABLE = TypeAdapter(list[UnreadableFile])
+
+
+def unreadable_json(files: list[UnreadableFile]) -> list[Any]:
+    """Unread files as the run row's host facts keep them (JSON), read back by `unreadable_of`."""
+    return list(_UNREADABLE.dump_python(files, mode="json"))
+
+
+def unreadable_of(host: dict[str, Any]) -> list[UnreadableFile]:
+    return _UNREADABLE.validate_python(host.get("unreadable", []))
 
 SCHEMA_VERSION = 1
 
@@ -83,50 +94,6 @@ class DatabaseRow(Base):
     recovery_seconds: Mapped[float | None] = mapped_column(Float)
     target: Mapped[dict[str, Any]] = mapped_column(default=dict)
     run: Mapped[RunRow] = relationship(back_populates="databases")
-    chain: Mapped[ChainRow | None] = relationship(back_populates="database", cascade="all, delete-orphan",
-                                                  uselist=False)
-    phases: Mapped[list[PhaseRow]] = relationship(back_populates="database", cascade="all, delete-orphan")
-    checks: Mapped[list[CheckRow]] = relationship(back_populates="database", cascade="all, delete-orphan")
-
-
-class ChainRow(Base):
-    __tablename__ = "chains"
-    id: Mapped[int] = mapped_column(primary_key=True)
-    database_pk: Mapped[int] = mapped_column(ForeignKey("databases.id", ondelete="CASCADE"), index=True)
-    status: Mapped[str] = mapped_column(String(16))
-    stop_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
-    backups: Mapped[list[Any]] = mapped_column(default=list)
-    problems: Mapped[list[Any]] = mapped_column(default=list)
-    rules: Mapped[list[Any]] = mapped_column(default=list)
-    wal: Mapped[dict[str, Any] | None] = mapped_column(JSON)
-    database: Mapped[DatabaseRow] = relationship(back_populates="chain")
-
-
-class PhaseRow(Base):
-    __tablename__ = "phases"
-    id: Mapped[int] = mapped_column(primary_key=True)
-    database_pk: Mapped[int] = mapped_column(ForeignKey("databases.id", ondelete="CASCADE"), index=True)
-    position: Mapped[int] = mapped_column(Integer)
-    name: Mapped[str] = mapped_column(String(64))
-    status: Mapped[str] = mapped_column(String(16))
-    seconds: Mapped[float | None] = mapped_column(Float)
-    bytes: Mapped[int | None] = mapped_column(BigInteger)
-    details: Mapped[dict[str, Any]] = mapped_column(default=dict)
-    database: Mapped[DatabaseRow] = relationship(back_populates="phases")
-
-
-class CheckRow(Base):
-    __tablename__ = "checks"
-    id: Mapped[int] = mapped_column(primary_key=True)
-    database_pk: Mapped[int] = mapped_column(ForeignKey("databases.id", ondelete="CASCADE"), index=True)
-    name: Mapped[str] = mapped_column(String(128))
-    status: Mapped[str] = mapped_column(String(16))
-    required: Mapped[bool]
-    summary: Mapped[str] = mapped_column(Text)
-    findings: Mapped[list[Any]] = mapped_column(default=list)
-    details: Mapped[dict[str, Any]] = mapped_column(default=dict)
-    evidence: Mapped[str | None] = mapped_column(Text)
-    database: Mapped[DatabaseRow] = relationship(back_populates="checks")
 
 
 class DatabaseReportRow(Base):
@@ -150,12 +117,12 @@ class ResultStore:
     def close(self) -> None:
         self.engine.dispose()
 
-    def record(self, run: RunResult, report_dir: Path | None, report: dict[str, Any]) -> None:
-        """Store a finished run; `report` is its JSON report, whose shapes the rows reuse."""
+    def record(self, run: RunResult, report_dir: Path | None, report: RunReport) -> None:
+        """Store a finished run and its report's database entries."""
         self.start_run(run)
-        for result, data in zip(run.databases, report["databases"], strict=True):
-            self.record_database(run.run_id, result, data)
-        self.finish_run(run.run_id, run.finished_at, str(run.verdict), report_dir, report.get("unreadable", []))
+        for entry in report.databases:
+            self.record_database(run.run_id, entry)
+        self.finish_run(run.run_id, run.finished_at, str(report.verdict), report_dir, report.unreadable)
 
     def start_run(self, run: RunResult) -> None:
         """Create the run's row (verdict "running") if it does not exist yet."""
@@ -165,44 +132,37 @@ class ResultStore:
                                    target_kind=run.target_kind, verdict="running", started_at=run.started_at,
                                    host=run.host))
 
-    def record_database(self, run_id: str, result: DatabaseResult, data: dict[str, Any]) -> None:
-        """One database's result; `data` is its report.json entry. Replaces an earlier try's."""
-        database = DatabaseRow(database=result.database, verdict=str(result.verdict), reasons=result.reasons,
-                               restore_target=result.restore_point.target,
-                               restore_achieved=result.restore_point.achieved,
-                               recovery_seconds=result.recovery_seconds, target=result.target)
-        chain = data["chain"]
-        database.chain = ChainRow(status=chain["status"], stop_at=result.plan.stop_at, backups=chain["backups"],
-                                  problems=chain["problems"], rules=chain["rules"], wal=chain.get("wal"))
-        database.phases = [PhaseRow(position=i, name=p["name"], status=p["status"], seconds=p["seconds"],
-                                    bytes=p["bytes"], details=p["details"]) for i, p in enumerate(data["phases"])]
-        database.checks = [CheckRow(name=c["name"], status=c["status"], required=c["required"],
-                                    summary=c["summary"], findings=c["findings"], details=c["details"],
-                                    evidence=c["evidence"]) for c in data["checks"]]
+    def record_database(self, run_id: str, entry: DatabaseEntry) -> None:
+        """One database's report entry. Replaces an earlier try's."""
+        database = DatabaseRow(database=entry.database, verdict=str(entry.verdict), reasons=entry.reasons,
+                               restore_target=entry.restore_point.target,
+                               restore_achieved=entry.restore_point.achieved,
+                               recovery_seconds=entry.recovery_seconds, target=entry.target)
         with Session(self.engine) as session, session.begin():
             run = session.scalar(select(RunRow).where(RunRow.run_id == run_id))
             if run is None:
                 raise KeyError(f"run {run_id} was not started in the results store")
-            for old in [d for d in run.databases if d.database == result.database]:
+            for old in [d for d in run.databases if d.database == entry.database]:
                 session.delete(old)
             for old_report in session.scalars(select(DatabaseReportRow).where(
-                    DatabaseReportRow.run_pk == run.id, DatabaseReportRow.database == result.database)):
+                    DatabaseReportRow.run_pk == run.id, DatabaseReportRow.database == entry.database)):
                 session.delete(old_report)
             database.run_pk = run.id
             session.add(database)
-            session.add(DatabaseReportRow(run_pk=run.id, database=result.database, report=data))
+            session.add(DatabaseReportRow(run_pk=run.id, database=entry.database,
+                                          report=entry.model_dump(mode="json")))
 
     def finish_run(self, run_id: str, finished_at: datetime | None, verdict: str, report_dir: Path | None,
-                   unreadable: list[Any]) -> None:
+                   unreadable: list[UnreadableFile]) -> None:
         with Session(self.engine) as session, session.begin():
             run = session.scalar(select(RunRow).where(RunRow.run_id == run_id))
             if run is None:
                 raise KeyError(f"run {run_id} was not started in the results store")
             run.finished_at, run.verdict = finished_at, verdict
             run.report_dir = str(report_dir) if report_dir else None
-            run.host = {**run.host, "unreadable": unreadable}
+            run.host = {**run.host, "unreadable": unreadable_json(unreadable)}
 
-    def run_with_reports(self, run_id: str) -> tuple[RunRow, list[dict[str, Any]]]:
+    def run_with_reports(self, run_id: str) -> tuple[RunRow, list[DatabaseEntry]]:
         """A run and its databases' report entries, in the order they were recorded."""
         with Session(self.engine, expire_on_commit=False) as session:
             run = session.scalar(select(RunRow).where(RunRow.run_id == run_id))
@@ -210,7 +170,7 @@ class ResultStore:
                 raise KeyError(f"run {run_id} is not in the results store")
             rows = session.scalars(select(DatabaseReportRow).where(DatabaseReportRow.run_pk == run.id)
                                    .order_by(DatabaseReportRow.id))
-            return run, [row.report for row in rows]
+            return run, [DatabaseEntry.model_validate(row.report) for row in rows]
 
     def last_verified(self) -> dict[str, datetime]:
         """Per database, when it was last verified to a verdict on its backups (passed or failed): the
@@ -228,7 +188,7 @@ class ResultStore:
             return {name: started for name, started in session.execute(query)}
 
     def report_entries(self, *, engine: str | None = None, database: str | None = None,
-                       limit: int = 500) -> list[tuple[str, datetime, dict[str, Any]]]:
+                       limit: int = 500) -> list[tuple[str, datetime, DatabaseEntry]]:
         """Databases' report entries as recorded, newest run first: (run id, run start, entry).
 
         Calibration and drift read these: an entry holds the measured phases and what the plan said
@@ -241,7 +201,8 @@ class ResultStore:
                 query = query.where(RunRow.engine == engine)
             if database is not None:
                 query = query.where(DatabaseReportRow.database == database)
-            return [(run_id, started, report) for run_id, started, report in session.execute(query)]
+            return [(run_id, started, DatabaseEntry.model_validate(report))
+                    for run_id, started, report in session.execute(query)]
 
     def run(self, run_id: str) -> RunRow | None:
         with Session(self.engine, expire_on_commit=False) as session:

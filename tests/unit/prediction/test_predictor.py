@@ -7,15 +7,18 @@ import random
 
 import pytest
 
+from tests.unit.factories import history_entry
 from verification.prediction.calibration import Calibration
 from verification.prediction.classic import classic_load_terms, classic_load_time, mb_per_second_to_gb_per_hour
 from verification.prediction.estimators import theil_sen
 from verification.prediction.phase_model import MB, Bound, PhaseWork, Probe, Provenance, Rate, slowest_link
 from verification.prediction.predictor import Predictor
+from verification.report_model import CalibrationKey, DatabaseEntry
 
 PAPER = dict(db_used=27.3, log_used=0.85, db_allocated=50, log_allocated=2, source_rate=16.5,
              data_volume_rate=10.6, log_volume_rate=7.5, data_reinit_rate=22.9, log_reinit_rate=16.7)
 KEY = {"engine": "postgres", "image": "sha256:abc", "host": "h1"}
+TYPED_KEY = CalibrationKey(**KEY)
 
 
 def test_paper_worked_example_is_3_749_hours() -> None:
@@ -68,13 +71,12 @@ def test_compressed_backup_reads_fewer_bytes_than_it_writes() -> None:
     assert slowest_link(plain, rates(50, 100, 40))[:2] == (Bound.SOURCE_READ, pytest.approx(20.0))
 
 
-def entry(database: str, size: int, seconds: float, phase: str = "transfer") -> dict[str, object]:
-    return {"database": database, "prediction": {"key": KEY},
-            "phases": [{"name": phase, "status": "measured", "seconds": seconds,
-                        "prediction": {"bytes_read": size // 4, "bytes_written": size}}]}
+def entry(database: str, size: int, seconds: float, phase: str = "transfer") -> DatabaseEntry:
+    return history_entry(database, KEY, [{"name": phase, "status": "measured", "seconds": seconds,
+                                          "prediction": {"bytes_read": size // 4, "bytes_written": size}}])
 
 
-def synthetic_history(n: int, rate: float, constant: float, noise: float, seed: int = 1) -> list[dict[str, object]]:
+def synthetic_history(n: int, rate: float, constant: float, noise: float, seed: int = 1) -> list[DatabaseEntry]:
     rng = random.Random(seed)
     runs = []
     for i in range(n):
@@ -84,7 +86,7 @@ def synthetic_history(n: int, rate: float, constant: float, noise: float, seed: 
 
 
 def test_calibration_converges_on_the_true_rate() -> None:
-    calibration = Calibration(KEY, synthetic_history(20, rate=80, constant=0.6, noise=0.03), min_runs=3,
+    calibration = Calibration(TYPED_KEY, synthetic_history(20, rate=80, constant=0.6, noise=0.03), min_runs=3,
                               recent_runs=20)
     predictor = Predictor(calibration)
     predicted = predictor.predict_phase("db1", PhaseWork("transfer", 250 * MB, 1000 * MB))
@@ -97,11 +99,11 @@ def test_calibration_converges_on_the_true_rate() -> None:
 def test_calibration_ignores_outliers() -> None:
     history = synthetic_history(15, rate=80, constant=0.6, noise=0.02)
     # Four wild runs (a noisy neighbour, a cold cache): ten times slower.
-    history[1]["phases"][0]["seconds"] *= 10  # type: ignore[index]
-    history[4]["phases"][0]["seconds"] *= 10  # type: ignore[index]
-    history[7]["phases"][0]["seconds"] *= 10  # type: ignore[index]
-    history[9]["phases"][0]["seconds"] *= 10  # type: ignore[index]
-    predictor = Predictor(Calibration(KEY, history, min_runs=3))
+    for wild in (1, 4, 7, 9):
+        phase = history[wild].phases[0]
+        assert phase.seconds is not None
+        phase.seconds *= 10
+    predictor = Predictor(Calibration(TYPED_KEY, history, min_runs=3))
     predicted = predictor.predict_phase("db1", PhaseWork("transfer", 100 * MB, 400 * MB))
     assert predicted is not None
     assert predicted.seconds == pytest.approx(0.6 + 400 / 80, rel=0.06)
@@ -116,8 +118,9 @@ def test_theil_sen_with_one_size_is_a_rate_through_the_origin() -> None:
 def test_other_hosts_and_images_do_not_calibrate_this_one() -> None:
     history = synthetic_history(10, rate=80, constant=0.6, noise=0.0)
     for item in history:
-        item["prediction"] = {"key": {**KEY, "host": "another"}}
-    calibration = Calibration(KEY, history)
+        assert item.prediction is not None
+        item.prediction.key = CalibrationKey(**{**KEY, "host": "another"})
+    calibration = Calibration(TYPED_KEY, history)
     assert calibration.runs == 0
     predicted = Predictor(calibration).predict_phase("db1", PhaseWork("transfer", 100 * MB, 400 * MB))
     assert predicted is not None and not predicted.calibrated and predicted.runs == 0
@@ -126,7 +129,7 @@ def test_other_hosts_and_images_do_not_calibrate_this_one() -> None:
 def test_cold_prediction_uses_probes_and_says_so() -> None:
     probes = [Probe("source read", 64 * MB, 0.2, "read"), Probe("target write", 64 * MB, 1.0, "dd"),
               Probe("container start", None, 1.4, "started")]
-    predictor = Predictor(Calibration(KEY, []), probes)
+    predictor = Predictor(Calibration(TYPED_KEY, []), probes)
     prediction = predictor.predict("db1", [PhaseWork("provision"), PhaseWork("transfer", 100 * MB, 640 * MB),
                                            PhaseWork("server_start"), PhaseWork("recovery_end")])
     transfer = prediction.phase("transfer")
@@ -141,15 +144,15 @@ def test_cold_prediction_uses_probes_and_says_so() -> None:
     assert server_start is not None and server_start.constant is not None
     assert server_start.constant.provenance is Provenance.DEFAULT
     assert prediction.mode == "cold" and prediction.runs == 0
-    assert prediction.json()["probes"][0]["bytes_per_second"] == pytest.approx(320 * MB)
+    assert prediction.entry().probes[0].bytes_per_second == pytest.approx(320 * MB)
 
 
 def test_prediction_is_calibrated_only_when_every_recovery_phase_is() -> None:
-    history = [{"database": "db1", "prediction": {"key": KEY}, "phases": [
+    history = [history_entry("db1", KEY, [
         {"name": "provision", "status": "measured", "seconds": 1.0 + i / 100},
         {"name": "transfer", "status": "measured", "seconds": 2.0 + i / 100,
-         "prediction": {"bytes_read": 50 * MB, "bytes_written": 200 * MB}}]} for i in range(5)]
-    predictor = Predictor(Calibration(KEY, history))
+         "prediction": {"bytes_read": 50 * MB, "bytes_written": 200 * MB}}]) for i in range(5)]
+    predictor = Predictor(Calibration(TYPED_KEY, history))
     both = predictor.predict("db1", [PhaseWork("provision"), PhaseWork("transfer", 50 * MB, 200 * MB)])
     assert both.mode == "calibrated" and both.runs == 5
     partly = predictor.predict("db1", [PhaseWork("provision"), PhaseWork("transfer", 50 * MB, 200 * MB),
@@ -160,7 +163,7 @@ def test_prediction_is_calibrated_only_when_every_recovery_phase_is() -> None:
 def test_redo_rate_is_learned_per_database() -> None:
     fast = [entry("fast", 64 * MB, 0.5, "redo") for _ in range(4)]
     slow = [entry("slow", 64 * MB, 4.0, "redo") for _ in range(4)]
-    predictor = Predictor(Calibration(KEY, fast + slow))
+    predictor = Predictor(Calibration(TYPED_KEY, fast + slow))
     for database, seconds in (("fast", 0.5), ("slow", 4.0)):
         predicted = predictor.predict_phase(database, PhaseWork("redo", 128 * MB, 128 * MB))
         assert predicted is not None and predicted.bound is Bound.REDO_RATE

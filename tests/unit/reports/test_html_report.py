@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import TESTS
+from tests.unit.factories import typed_database, typed_report
+from verification.report_model import RunReport
 from verification.reports.charts import (
     CHART_KINDS,
     NONE,
@@ -96,7 +98,7 @@ def charts(html: str) -> list[str]:
 
 
 def test_sample_shows_verdicts_reasons_and_every_chart(report):
-    html = render_html(report)
+    html = render_html(typed_report(report))
     assert "<title>restoreproof run 20261122T010000Z-abc123: failed</title>" in html
     assert "pg_amcheck: 2 corrupt blocks in public.t" in html
     assert "chain complete: 2 backups, 3 WAL segments" in html
@@ -106,7 +108,7 @@ def test_sample_shows_verdicts_reasons_and_every_chart(report):
 
 
 def test_sample_verdict_table_states_rto_and_rpo_with_units(report):
-    html = render_html(report)
+    html = render_html(typed_report(report))
     verdicts = html.split("<h2>Verdicts</h2>", 1)[1].split("</table>", 1)[0]
     for column in ("RTO target", "Measured recovery", "Predicted recovery", "Margin", "RPO achieved vs target"):
         assert column in verdicts
@@ -118,7 +120,7 @@ def test_sample_verdict_table_states_rto_and_rpo_with_units(report):
 
 
 def test_sample_alerts_are_listed_at_the_top(report):
-    html = render_html(report)
+    html = render_html(typed_report(report))
     top = html.split("<h2>Verdicts</h2>", 1)[0]
     assert '<section class="alerts">' in top
     assert '<span class="badge error">model-error</span> <strong>demo2</strong>' in top
@@ -127,7 +129,7 @@ def test_sample_alerts_are_listed_at_the_top(report):
 
 
 def test_sample_prediction_can_be_redone_from_the_page(report):
-    html = render_html(report)
+    html = render_html(typed_report(report))
     assert "Prediction: <strong>partly calibrated</strong>: some phases from 12 earlier runs" in html
     assert ("max(24.0 MB / 310.0 MB/s source read, 110.0 MB / 58.2 MB/s target write, "
             "110.0 MB / 140.0 MB/s decompression) + 0.16 s") in html
@@ -142,7 +144,7 @@ def test_sample_prediction_can_be_redone_from_the_page(report):
 
 
 def test_a_1_2_report_renders_without_the_new_sections(report):
-    html = render_html(as_1_2(report))
+    html = render_html(typed_report(as_1_2(report)))
     assert charts(html) == ["phases", "chain"] * 2
     assert "This report has no recovery objectives (schema 1.2). Measured recovery: 4.82 s." in html
     assert "This report has no prediction (schema 1.2)." in html
@@ -153,7 +155,7 @@ def test_a_1_2_report_renders_without_the_new_sections(report):
 
 
 def test_a_database_that_never_came_online_renders(report):
-    html = render_html(never_online(report))
+    html = render_html(typed_report(never_online(report)))
     demo2 = html.split('<h2 id="db-2">', 1)[1]
     assert "pgbackrest restore: exit 82: unable to open file backup.manifest" in demo2
     assert "(the database never came online)" in demo2
@@ -167,7 +169,7 @@ def test_a_database_with_nothing_measured_or_predicted_still_renders(report):
     d = failed["databases"][1]
     d["phases"], d["chain"] = [], {"status": "broken", "backups": [], "problems": [
         {"code": "no-backup", "message": "no backup in the repository"}]}
-    demo2 = render_html(failed).split('<h2 id="db-2">', 1)[1]
+    demo2 = render_html(typed_report(failed)).split('<h2 id="db-2">', 1)[1]
     assert "No phase was measured or predicted." in demo2
     assert "<code>no-backup</code> no backup in the repository" in demo2
     assert charts(demo2) == []
@@ -176,13 +178,13 @@ def test_a_database_with_nothing_measured_or_predicted_still_renders(report):
 def test_user_text_is_escaped_in_tables_and_in_chart_data(report):
     report["databases"][0]["reasons"] = ["<script>alert(1)</script>"]
     report["databases"][0]["chain"]["backups"][0]["label"] = "</script><b>x"
-    html = render_html(report)
+    html = render_html(typed_report(report))
     assert "<script>alert(1)" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "</script><b>x" not in html
 
 
 def test_phases_chart_leaves_absent_phases_out_and_notes_not_reached(report):
-    fig = phases_figure(never_online(report)["databases"][1])
+    fig = phases_figure(typed_database(never_online(report)["databases"][1]))
     names = list(fig.data[0].y)
     assert "zeroing" not in names and "data_checks" not in names and names[0] == "provision"
     measured, predicted = fig.data
@@ -192,7 +194,7 @@ def test_phases_chart_leaves_absent_phases_out_and_notes_not_reached(report):
 
 
 def test_chain_chart_marks_the_restore_point_and_references(report):
-    fig = chain_figure(report["databases"][0])
+    fig = chain_figure(typed_database(report["databases"][0]))
     kinds = [trace.name for trace in fig.data]
     assert kinds == ["full", "diff", "WAL"]
     assert [str(shape.x0) for shape in fig.layout.shapes if shape.type == "line"] == [
@@ -202,25 +204,25 @@ def test_chain_chart_marks_the_restore_point_and_references(report):
 
 
 def test_history_chart_extends_the_trend_to_the_rto_crossing(report):
-    fig = history_figure(report["databases"][1])
+    fig = history_figure(typed_database(report["databases"][1]))
     trend = next(t for t in fig.data if t.name.startswith("trend"))
     assert [str(x) for x in trend.x] == ["2026-11-11 01:00:00", "2026-12-29 01:00:00"]
     assert trend.y[1] == pytest.approx(6.0 + 0.05 * 48)
     assert any(t.name == "RTO target 10.00 s" for t in fig.data)
     # demo1's RTO of 4 h would flatten seconds to a line: it is named, not drawn
-    far = history_figure(report["databases"][0])
+    far = history_figure(typed_database(report["databases"][0]))
     assert not any(t.name.startswith("RTO") for t in far.data)
     assert "RTO target 14400 s (4.0 h)" in far.layout.annotations[0].text
 
 
 def test_history_chart_keeps_a_run_that_never_came_online(report):
-    fig = history_figure(never_online(report)["databases"][1])
+    fig = history_figure(typed_database(never_online(report)["databases"][1]))
     lost = next(t for t in fig.data if t.name == "never online")
     assert [str(x) for x in lost.x] == ["2026-11-22 01:00:00"] and list(lost.customdata) == ["20261122T010000Z-abc123"]
 
 
 def test_throughput_chart_is_in_mb_per_second(report):
-    fig = throughput_figure(report["databases"][0])
+    fig = throughput_figure(typed_database(report["databases"][0]))
     assert fig.data[0].y[0] == pytest.approx(50.0)
     assert fig.layout.yaxis.title.text == "transfer (MB/s)"
 
@@ -254,7 +256,8 @@ def test_index_lists_runs_newest_first_and_notes_unreadable_reports(tmp_path, re
     links = re.findall(r'<a href="([^"]+)"><code>', html)
     assert links == ["20261122T010000Z-abc123/report.html", "20261121T010000Z-mid000/report.html",
                      "20261120T010000Z-old000/report.html"]
-    assert "<code>20261123T010000Z-torn00/report.json</code></td><td class=\"error\">JSONDecodeError" in html
+    assert ("<code>20261123T010000Z-torn00/report.json</code></td><td class=\"error\">not JSON: Invalid JSON: "
+            "EOF while parsing a string at line 1 column 23") in html
     assert "not a report: the JSON is a list, not an object" in html
     assert '<span class="badge failed">demo2: failed</span>' in html and "RTO met" in html
     assert "2 alerts" in html
@@ -271,7 +274,7 @@ def test_index_chart_draws_each_database_and_its_rto(report):
         for d in run["databases"]:
             d["recovery_seconds"] = seconds
         runs.append(run)
-    html = render_index(runs)
+    html = render_index(_reports(runs))
     data = json.loads(re.search(r'Plotly.newPlot\(\s*"rp-history-runs",\s*(\[.*?\]),\s*\{', html, re.S).group(1))
     assert [t["name"] for t in data] == ["demo1", "demo2", "demo2 RTO"]
     assert data[1]["y"] == [5.0, 5.5, 6.0] and data[2]["y"] == [10.0, 10.0]
@@ -282,3 +285,20 @@ def test_an_empty_report_folder_gets_an_index(tmp_path):
     html = write_index(tmp_path).read_text()
     assert "0 runs in this folder" in html and charts(html) == []
     assert load_reports(tmp_path) == ([], [])
+
+
+def _reports(reports: list[dict[str, Any]]) -> list[RunReport]:
+    return [RunReport.model_validate(r) for r in reports]
+
+
+def test_a_misspelt_field_fails_the_page_instead_of_showing_nothing(report):
+    from jinja2 import UndefinedError
+
+    from verification.reports.html_report import _env
+
+    typed = typed_report(report)
+    assert _env.from_string("{{ r.verdict }}").render(r=typed) == "failed"
+    with pytest.raises(UndefinedError, match="has no attribute 'verdikt'"):
+        _env.from_string("{{ r.verdikt }}").render(r=typed)
+    with pytest.raises(UndefinedError, match="has no attribute 'target_second'"):
+        _env.from_string("{{ d.objectives.rto.target_second }}").render(d=typed.databases[0])

@@ -4,12 +4,22 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import jsonschema
+import pydantic
 import pytest
 
+from tests.conftest import TESTS
 from tests.unit.factories import T0, broken_plan, complete_plan, online_outcome, passed_check
 from verification.model import DatabaseResult, RestorePoint, RunResult, UnreadableFile, UnreadableKind
+from verification.report_model import RunReport
 from verification.reports import write_reports
-from verification.reports.json_report import build_report, validate_report
+from verification.reports.json_report import (
+    build_report,
+    dumps,
+    generated_schema,
+    report_data,
+    report_schema,
+    validate_report,
+)
 from verification.results import ResultStore
 from verification.verdict import decide
 
@@ -29,9 +39,9 @@ def make_run() -> RunResult:
 
 
 def test_report_matches_schema_and_carries_the_contract_fields():
-    report = build_report(make_run())
-    validate_report(report)
-    assert report["schema_version"] == "1.4"
+    report = report_data(build_report(make_run()))
+    assert validate_report(report) == build_report(make_run())
+    assert report["schema_version"] == "1.5"
     assert report["unreadable"] == [] and report["not_verified"] == []
     assert report["verdict"] == "failed" and report["summary"] == {"passed": 1, "failed": 1, "error": 0}
     first, second = report["databases"]
@@ -39,19 +49,24 @@ def test_report_matches_schema_and_carries_the_contract_fields():
     assert first["chain"]["backups"][0]["type"] == "full"
     zeroing = next(p for p in first["phases"] if p["name"] == "zeroing")
     assert zeroing == {"name": "zeroing", "status": "absent", "seconds": None, "bytes": None, "started_at": None,
-                       "details": {"why": "none on PostgreSQL"}}
+                       "details": {"why": "none on PostgreSQL"}, "predicted_seconds": None, "bound": None,
+                       "error_percent": None, "prediction": None}
     assert second["chain"]["problems"][0]["files"] == ["000000010000000000000003"]
 
 
 def test_schema_rejects_a_verdict_without_reasons_and_a_timed_absent_phase():
-    report = build_report(make_run())
+    report = report_data(build_report(make_run()))
     report["databases"][0]["reasons"] = []
     with pytest.raises(jsonschema.ValidationError):
         validate_report(report)
-    report = build_report(make_run())
+    with pytest.raises(pydantic.ValidationError, match="at least 1 item"):
+        RunReport.model_validate(report)
+    report = report_data(build_report(make_run()))
     next(p for p in report["databases"][0]["phases"] if p["name"] == "zeroing")["seconds"] = 0.0
     with pytest.raises(jsonschema.ValidationError):
         validate_report(report)
+    with pytest.raises(pydantic.ValidationError, match="phase zeroing is absent but timed"):
+        RunReport.model_validate(report)
 
 
 def test_html_shows_verdicts_reasons_and_problems(tmp_path):
@@ -75,6 +90,8 @@ def test_store_round_trip(tmp_path):
     assert history.verdict == "passed"
     assert history.recovery_seconds == pytest.approx(3.0)
     assert history.restore_achieved.replace(tzinfo=UTC) == datetime(2026, 11, 22, 1, 0, tzinfo=UTC)
+    # The entries come back as the typed report wrote them, field for field.
+    assert store.run_with_reports(run.run_id)[1] == build_report(run).databases
     store.close()
 
 
@@ -87,8 +104,62 @@ def test_a_corrupt_backup_file_fails_the_run_and_is_listed(tmp_path):
     run.unreadable.append(UnreadableFile("logs/y.trn", UnreadableKind.CORRUPT,
                                          "logs/y.trn: end of backup set at offset 0x3e00: expected ..."))
     report = build_report(run)
-    validate_report(report)
-    assert report["verdict"] == "failed"
-    assert [u["kind"] for u in report["unreadable"]] == ["needs-server", "corrupt"]
+    validate_report(report_data(report))
+    assert report.verdict == "failed"
+    assert [u.kind for u in report.unreadable] == ["needs-server", "corrupt"]
     html_path = write_reports(report, tmp_path / "run").html_path
     assert "logs/y.trn: end of backup set at offset 0x3e00" in html_path.read_text()
+
+
+def test_checked_in_schema_is_the_one_the_models_generate():
+    # `restoreproof schema -o verification/reports/report.schema.json` writes it anew.
+    assert report_schema() == generated_schema(), "report.schema.json is stale: run `restoreproof schema -o ...`"
+    assert report_schema()["properties"]["schema_version"]["enum"] == ["1.0", "1.1", "1.2", "1.3", "1.4", "1.5"]
+
+
+def test_reports_of_every_earlier_version_still_read():
+    sample = json.loads((TESTS / "fixtures" / "reports" / "report-1.3.json").read_text())
+    assert validate_report(sample).schema_version == "1.3"
+    # 1.0: no unread files, no predictions, objectives, drift, chain rules or defects.
+    oldest = report_data(build_report(make_run()))
+    oldest["schema_version"] = "1.0"
+    for key in ("unreadable", "not_verified"):
+        del oldest[key]
+    for database in oldest["databases"]:
+        for key in ("rules", "defects"):
+            del database["chain"][key]
+        for phase in database["phases"]:
+            for key in ("predicted_seconds", "bound", "error_percent", "prediction", "started_at"):
+                del phase[key]
+    typed = validate_report(oldest)
+    assert typed.schema_version == "1.0" and typed.unreadable == [] and typed.databases[0].chain.rules == []
+
+
+def test_a_field_nobody_defined_is_refused_not_dropped():
+    report = report_data(build_report(make_run()))
+    report["databases"][0]["chain"]["problems"] = [{"code": "x", "message": "y", "severity": "high"}]
+    with pytest.raises(jsonschema.ValidationError, match="'severity' was unexpected"):
+        validate_report(report)
+    with pytest.raises(pydantic.ValidationError, match=r"databases\.0\.chain\.problems\.0\.severity"):
+        RunReport.model_validate(report)
+    report = report_data(build_report(make_run()))
+    report["databases"][0]["recovery_second"] = 3.0
+    with pytest.raises(pydantic.ValidationError, match=r"databases\.0\.recovery_second"):
+        RunReport.model_validate(report)
+
+
+def test_sections_without_a_value_are_left_out_of_the_json():
+    entry = build_report(make_run()).databases[0]
+    assert entry.objectives is None and entry.drift is None and entry.annotation_error is None
+    written = entry.model_dump(mode="json")
+    assert not {"objectives", "drift", "annotation_error"} & set(written)
+    assert written["prediction"] is None  # always written: null says "no prediction was made"
+    entry.annotation_error = "ValueError: boom"
+    assert entry.model_dump(mode="json")["annotation_error"] == "ValueError: boom"
+
+
+def test_json_is_written_as_every_earlier_version_wrote_it():
+    report = build_report(make_run())
+    text = dumps(report)
+    assert text == json.dumps(json.loads(text), indent=2) + "\n"
+    assert '"started_at": "2026-11-22T01:00:00+00:00"' in text  # Python's offset, not pydantic's "Z"

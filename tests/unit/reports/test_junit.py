@@ -10,6 +10,8 @@ import pytest
 from junitparser import Error, Failure, JUnitXml, SystemOut, TestCase, TestSuite
 
 from tests.conftest import TESTS
+from tests.unit.factories import typed_report
+from verification.report_model import PhaseEntry
 from verification.reports.junit import phase_table, render_junit
 
 SAMPLE = TESTS / "fixtures" / "reports" / "report-1.3.json"
@@ -33,7 +35,7 @@ def database(report: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def test_one_suite_with_run_properties(report: dict[str, Any]) -> None:
-    suite, cases = parse(render_junit(report))
+    suite, cases = parse(render_junit(typed_report(report)))
 
     assert suite.name == "restoreproof postgres /srv/backups/pgbackrest"
     assert suite.timestamp == "2026-11-22T01:00:00"
@@ -46,7 +48,7 @@ def test_one_suite_with_run_properties(report: dict[str, Any]) -> None:
 
 
 def test_passed_database_shows_what_was_proven_and_the_phases(report: dict[str, Any]) -> None:
-    _, cases = parse(render_junit(report))
+    _, cases = parse(render_junit(typed_report(report)))
     demo1 = cases["demo1"]
 
     assert demo1.is_passed
@@ -63,7 +65,7 @@ def test_passed_database_shows_what_was_proven_and_the_phases(report: dict[str, 
 def test_failed_database_is_a_failure_carrying_every_reason(report: dict[str, Any]) -> None:
     demo2 = database(report, "demo2")
     demo2["reasons"] = ["pg_amcheck: 2 corrupt blocks in public.t", "RTO missed by 3 s"]
-    suite, cases = parse(render_junit(report))
+    suite, cases = parse(render_junit(typed_report(report)))
 
     [failure] = cases["demo2"].result
     assert isinstance(failure, Failure)
@@ -80,7 +82,7 @@ def test_error_database_and_missing_recovery_time(report: dict[str, Any]) -> Non
     demo2 = database(report, "demo2")
     demo2.update(verdict="error", recovery_seconds=None,
                  reasons=["the server never came online", "see server.log"])
-    suite, cases = parse(render_junit(report))
+    suite, cases = parse(render_junit(typed_report(report)))
 
     [error] = cases["demo2"].result
     assert isinstance(error, Error)
@@ -97,7 +99,7 @@ def test_not_verified_corrupt_and_unread_files_become_cases(report: dict[str, An
         {"path": "mssql/tde.bak", "kind": "needs-server", "reason": "natively compressed"},
         {"path": "mssql/README.txt", "kind": "not-a-backup", "reason": "first bytes 'Backups '"},
     ]
-    suite, cases = parse(render_junit(report))
+    suite, cases = parse(render_junit(typed_report(report)))
 
     assert sorted(cases) == ["demo1", "demo2", "mssql/sales_full.bak", "mssql/tde.bak", "sales"]
     assert (suite.tests, suite.failures, suite.errors) == (5, 2, 2)
@@ -119,7 +121,7 @@ def test_not_verified_corrupt_and_unread_files_become_cases(report: dict[str, An
 
 def test_a_run_with_no_database_is_an_erroring_case(report: dict[str, Any]) -> None:
     report["databases"] = []
-    suite, cases = parse(render_junit(report))
+    suite, cases = parse(render_junit(typed_report(report)))
     assert (suite.tests, suite.failures, suite.errors) == (1, 0, 1)
     [error] = cases["(no database)"].result
     assert isinstance(error, Error)
@@ -132,7 +134,7 @@ def test_special_characters_round_trip(report: dict[str, Any]) -> None:
     demo2 = database(report, "demo2")
     demo2["reasons"] = [nasty, "second: <&\">"]
     report["not_verified"] = [{"database": 'db<&">', "reason": nasty}]
-    _, cases = parse(render_junit(report))
+    _, cases = parse(render_junit(typed_report(report)))
 
     [failure] = cases["demo2"].result
     assert failure.message == nasty
@@ -142,16 +144,18 @@ def test_special_characters_round_trip(report: dict[str, Any]) -> None:
 
 def test_control_characters_do_not_break_the_xml(report: dict[str, Any]) -> None:
     database(report, "demo2")["reasons"] = ["log said \x00\x1b[31mFATAL\x1b[0m"]
-    _, cases = parse(render_junit(report))
+    _, cases = parse(render_junit(typed_report(report)))
 
     assert cases["demo2"].result[0].message == "log said [31mFATAL[0m"
 
 
 def test_phase_table_aligns_columns() -> None:
-    table = phase_table([
-        {"name": "transfer", "status": "measured", "seconds": 12.5, "predicted_seconds": 2.0, "error_percent": -84.0},
-        {"name": "redo", "status": "not_reached", "seconds": None, "predicted_seconds": None, "error_percent": None},
-    ])
+    table = phase_table(_phases([
+        {"name": "transfer", "status": "measured", "seconds": 12.5, "bytes": None, "predicted_seconds": 2.0,
+         "error_percent": -84.0},
+        {"name": "redo", "status": "not_reached", "seconds": None, "bytes": None, "predicted_seconds": None,
+         "error_percent": None},
+    ]))
     header, transfer, redo = table.splitlines()
     assert header.split() == ["phase", "status", "measured", "predicted", "error"]
     # Right-aligned numbers end in the same column as their headers.
@@ -162,6 +166,10 @@ def test_phase_table_aligns_columns() -> None:
 def test_suite_time_falls_back_to_the_cases_when_unfinished(report: dict[str, Any]) -> None:
     unfinished = copy.deepcopy(report)
     unfinished["finished_at"] = None
-    suite, _ = parse(render_junit(unfinished))
+    suite, _ = parse(render_junit(typed_report(unfinished)))
 
     assert suite.time == pytest.approx(4.82 + 5.32)
+
+
+def _phases(phases: list[dict[str, Any]]) -> list[PhaseEntry]:
+    return [PhaseEntry.model_validate(p) for p in phases]

@@ -1,0 +1,380 @@
+"""report.json as typed models: the one definition of every field a report carries.
+
+Engines and the pipeline fill the domain types of `verification.model`; a database's report entry is
+made from them once (`reports.entries`), prediction adds its typed figures to it, and every reader
+(HTML, JUnit, metrics, the results store, calibration, drift, publishing, the Airflow page) takes these
+models back, never a dict read by string keys. `report.schema.json` is generated from `RunReport`
+(`restoreproof schema`); a test fails when the checked-in file differs.
+
+Reports written by earlier versions (schema 1.0 to 1.4) still validate: fields added since are
+optional with the default an older writer implied. Unknown fields are refused (`extra="forbid"`), so
+a misspelt field is an error, not a silent blank.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, SerializerFunctionWrapHandler, model_serializer
+from pydantic import model_validator as _model_validator
+
+from verification.model import (
+    BackupType,
+    ChainStatus,
+    CheckStatus,
+    PhaseName,
+    PhaseStatus,
+    Problem,
+    RuleCheck,
+    UnreadableFile,
+    Verdict,
+    WalRange,
+)
+
+# Every version a reader accepts: 1.0 plus what each minor version added (docs/report-schema.md).
+SchemaVersion = Literal["1.0", "1.1", "1.2", "1.3", "1.4", "1.5"]
+SCHEMA_VERSION: SchemaVersion = "1.5"
+
+# Times as Python writes them (`isoformat`: "+00:00", not pydantic's "Z"), so reports stay byte-compatible.
+Timestamp = Annotated[datetime, PlainSerializer(lambda value: value.isoformat(), return_type=str)]
+
+
+class Bound(StrEnum):
+    """What limits a predicted phase (the slowest link, or a constant)."""
+
+    SOURCE_READ = "source read"
+    TARGET_WRITE = "target write"
+    DECOMPRESSION = "decompression"
+    REDO_RATE = "redo rate"
+    CHECK_RATE = "check rate"
+    CONSTANT = "constant"
+
+
+class Provenance(StrEnum):
+    """Where a rate comes from: this deployment's runs, a probe in this run, or a documented default."""
+
+    CALIBRATED = "calibrated"
+    PROBE = "probe"
+    DEFAULT = "default"
+
+
+class PredictionMode(StrEnum):
+    COLD = "cold"
+    PARTLY_CALIBRATED = "partly calibrated"
+    CALIBRATED = "calibrated"
+
+
+class AlertKind(StrEnum):
+    RTO_MISSED = "rto-missed"
+    RTO_TREND = "rto-trend"
+    MODEL_ERROR = "model-error"
+
+
+class Attribution(StrEnum):
+    SIZE = "size"
+    THROUGHPUT = "throughput"
+
+
+class ReportModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# ---- the chain -------------------------------------------------------------------------------------------
+
+
+class BackupEntry(ReportModel):
+    """One backup of the planned chain, as the report shows it (a projection of `model.BackupSet`)."""
+
+    model_config = ConfigDict(json_schema_extra={"anyOf": [{"required": ["path"]}, {"required": ["label"]}]})
+
+    label: str | None = None
+    path: str | None = None
+    type: BackupType
+    start: Timestamp | None
+    finish: Timestamp | None
+    size_bytes: int | None
+    repo_size_bytes: int | None = None
+    # Labels of the backups this one needs, oldest first.
+    references: list[str] = Field(default_factory=list)
+    start_wal: str | None = None
+    stop_wal: str | None = None
+    start_lsn: str | None = None
+    stop_lsn: str | None = None
+    first_lsn: str | None = None
+    last_lsn: str | None = None
+    family: str | None = None
+
+    @_model_validator(mode="after")
+    def _named(self) -> BackupEntry:
+        if self.label is None and self.path is None:
+            raise ValueError("a backup needs a label or a path")
+        return self
+
+
+class ChainEntry(ReportModel):
+    status: ChainStatus
+    backups: list[BackupEntry]
+    wal: WalRange | None = None
+    problems: list[Problem]
+    # Every chain rule checked, with its outcome (1.0 reports may lack them).
+    rules: list[RuleCheck] = Field(default_factory=list)
+    # Known-bad newer backups that fail the database while the older chain still restores (1.4).
+    defects: list[Problem] = Field(default_factory=list)
+
+
+# ---- prediction (1.3) ------------------------------------------------------------------------------------
+
+
+class RateEntry(ReportModel):
+    bytes_per_second: float
+    provenance: Provenance
+    runs: int = Field(ge=0)
+    detail: str = ""
+
+
+class PhasePredictionEntry(ReportModel):
+    """How one phase was predicted, with enough to redo the arithmetic."""
+
+    bytes_read: int | None
+    bytes_written: int | None
+    compressed: bool = False
+    parallel: int = 1
+    files: int | None = None
+    inputs: str
+    rates: dict[str, RateEntry]
+    constant_seconds: float | None = None
+    constant_provenance: Provenance | None = None
+    calibrated: bool
+    runs: int = Field(ge=0)
+
+
+class ProbeEntry(ReportModel):
+    name: str
+    bytes: int | None = None
+    seconds: float
+    bytes_per_second: float | None = None
+    detail: str
+
+
+class CalibrationKey(ReportModel):
+    """What a calibrated rate is valid for: runs on another engine, image or host say nothing here."""
+
+    engine: str
+    image: str
+    host: str
+
+
+class PredictionEntry(ReportModel):
+    mode: PredictionMode
+    runs: int = Field(ge=0)
+    key: CalibrationKey
+    recovery_seconds: float
+    checks_seconds: float = 0.0
+    error_percent: float | None = None
+    probes: list[ProbeEntry] = Field(default_factory=list)
+
+
+# ---- phases and checks -----------------------------------------------------------------------------------
+
+
+class PhaseEntry(ReportModel):
+    # An absent phase (the engine has none such) is never timed, not even as zero seconds.
+    model_config = ConfigDict(json_schema_extra={
+        "if": {"properties": {"status": {"const": "absent"}}},
+        "then": {"properties": {"seconds": {"type": "null"}}}})
+
+    name: PhaseName
+    status: PhaseStatus
+    seconds: float | None
+    bytes: int | None
+    started_at: Timestamp | None = None
+    details: dict[str, Any] = Field(default_factory=dict)
+    predicted_seconds: float | None = None
+    bound: Bound | None = None
+    error_percent: float | None = None
+    prediction: PhasePredictionEntry | None = None
+
+    @_model_validator(mode="after")
+    def _absent_is_untimed(self) -> PhaseEntry:
+        if self.status is PhaseStatus.ABSENT and self.seconds is not None:
+            raise ValueError(f"phase {self.name} is absent but timed ({self.seconds} s)")
+        return self
+
+
+class CheckEntry(ReportModel):
+    # A built-in check (`model.CheckName`) or a user's named data check ("sql:<name>").
+    name: str
+    status: CheckStatus
+    required: bool = True
+    summary: str
+    findings: list[str] = Field(default_factory=list)
+    details: dict[str, Any] = Field(default_factory=dict)
+    evidence: str | None = None
+
+
+class RestorePointEntry(ReportModel):
+    target: str  # "latest" or an ISO 8601 time
+    achieved: Timestamp | None
+    detail: str | None = None
+
+
+# ---- objectives (1.3) ------------------------------------------------------------------------------------
+
+
+class RtoObjective(ReportModel):
+    target_seconds: float
+    target_source: Literal["configured", "default"] = "configured"
+    measured_seconds: float | None
+    predicted_seconds: float | None
+    counts_checks: bool = False
+    checks_seconds: float | None = None
+    margin_seconds: float | None
+    # Only on evidence: the database passed, came online, and every counted phase was measured.
+    met: bool | None
+    recovery_phases: list[PhaseName] = Field(default_factory=list)
+
+
+class LogGap(ReportModel):
+    """The longest time between two consecutive secured points."""
+
+    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
+
+    from_: str = Field(alias="from")
+    to: str
+    start: Timestamp
+    end: Timestamp
+
+
+class RpoObjective(ReportModel):
+    target_seconds: float
+    target_source: Literal["configured", "default"] = "configured"
+    restore_point: Timestamp | None = None
+    newest_backup: Timestamp | None = None
+    newest_backup_name: str | None = None
+    behind_newest_seconds: float | None
+    worst_log_gap_seconds: float | None
+    worst_log_gap: LogGap | None = None
+    newest_backup_age_seconds: float | None = None
+    stale: bool = False
+    points: int = 0
+    basis: str = ""
+    met: bool | None
+
+
+class Objectives(ReportModel):
+    rto: RtoObjective
+    rpo: RpoObjective
+
+
+# ---- drift (1.3) -----------------------------------------------------------------------------------------
+
+
+class SeriesPoint(ReportModel):
+    """One earlier (or this) run of a database, as drift and the history charts read it."""
+
+    run_id: str
+    at: Timestamp
+    verdict: Verdict | None = None
+    recovery_seconds: float | None
+    predicted_seconds: float | None = None
+    prediction_mode: PredictionMode | None = None
+    transfer_bytes: int | None = None
+    transfer_bytes_per_second: float | None = None
+
+
+class TrendEntry(ReportModel):
+    slope_seconds_per_day: float
+    intercept_seconds: float  # at `start`
+    start: Timestamp
+    points: int
+
+
+class Crossing(ReportModel):
+    """When the trend reaches the RTO."""
+
+    at: Timestamp
+    days: float
+
+
+class DriftAlert(ReportModel):
+    kind: AlertKind
+    message: str
+
+
+class DriftEntry(ReportModel):
+    series: list[SeriesPoint]
+    trend: TrendEntry | None
+    crossing: Crossing | None
+    model_error_percent: float | None = None
+    attribution: Attribution | None = None
+    attribution_note: str | None = None
+    alerts: list[DriftAlert]
+
+
+# ---- a database, a run -----------------------------------------------------------------------------------
+
+# Written only when there is something to say: a 1.2 reader must not meet `"objectives": null`.
+_OMITTED_WHEN_NONE = ("objectives", "drift", "annotation_error")
+
+
+class DatabaseEntry(ReportModel):
+    database: str
+    verdict: Verdict
+    reasons: list[str] = Field(min_length=1)
+    restore_point: RestorePointEntry
+    recovery_seconds: float | None = None
+    chain: ChainEntry
+    phases: list[PhaseEntry]
+    checks: list[CheckEntry]
+    target: dict[str, Any] = Field(default_factory=dict)
+    # Evidence file names (relative to the run's evidence folder), by what they hold.
+    evidence: dict[str, str] = Field(default_factory=dict)
+    prediction: PredictionEntry | None = None
+    objectives: Objectives | None = None
+    drift: DriftEntry | None = None
+    # Why prediction, objectives and drift are missing, when working them out failed.
+    annotation_error: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_unset_sections(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        for name in _OMITTED_WHEN_NONE:
+            if data.get(name) is None:
+                data.pop(name, None)
+        return data
+
+    def phase(self, name: str) -> PhaseEntry | None:
+        return next((p for p in self.phases if p.name == name), None)
+
+    @property
+    def alerts(self) -> list[DriftAlert]:
+        return self.drift.alerts if self.drift is not None else []
+
+
+class NotVerified(ReportModel):
+    """A database that was due in the run but has no result: it keeps the run from passing."""
+
+    database: str
+    reason: str
+
+
+class RunReport(ReportModel):
+    model_config = ConfigDict(title="restoreproof run report")
+
+    schema_version: SchemaVersion = SCHEMA_VERSION
+    run_id: str
+    engine: str
+    source: str
+    target_kind: str | None = None
+    started_at: Timestamp
+    finished_at: Timestamp | None
+    verdict: Verdict
+    summary: dict[str, int] = Field(default_factory=dict)
+    host: dict[str, Any] = Field(default_factory=dict)
+    databases: list[DatabaseEntry]
+    # Every file of the source that was not read as a backup, with what it is and why (1.1).
+    unreadable: list[UnreadableFile] = Field(default_factory=list)
+    # Databases due in the run without a result (1.2).
+    not_verified: list[NotVerified] = Field(default_factory=list)
