@@ -1,7 +1,8 @@
-"""The run store: every run, database, chain, phase and check, behind SQLAlchemy.
+"""The run store: every run, its databases' verdicts and report entries, behind SQLAlchemy.
 
 SQLite in the state folder by default; any SQLAlchemy URL (PostgreSQL for a team) by
 configuration. Later work (calibration, drift, the Airflow page) reads history from here.
+The schema is made and upgraded by the Alembic migrations in verification/results/migrations.
 """
 
 from __future__ import annotations
@@ -12,11 +13,9 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
-    BigInteger,
     DateTime,
     Float,
     ForeignKey,
-    Integer,
     String,
     Text,
     TypeDecorator,
@@ -24,11 +23,10 @@ from sqlalchemy import (
     select,
 )
 from sqlalchemy.engine import Dialect, Engine
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship, selectinload
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
 
 from verification.model import DatabaseResult, RunResult
-
-SCHEMA_VERSION = 1
+from verification.results import migrations
 
 
 class UtcDateTime(TypeDecorator[datetime]):
@@ -83,50 +81,6 @@ class DatabaseRow(Base):
     recovery_seconds: Mapped[float | None] = mapped_column(Float)
     target: Mapped[dict[str, Any]] = mapped_column(default=dict)
     run: Mapped[RunRow] = relationship(back_populates="databases")
-    chain: Mapped[ChainRow | None] = relationship(back_populates="database", cascade="all, delete-orphan",
-                                                  uselist=False)
-    phases: Mapped[list[PhaseRow]] = relationship(back_populates="database", cascade="all, delete-orphan")
-    checks: Mapped[list[CheckRow]] = relationship(back_populates="database", cascade="all, delete-orphan")
-
-
-class ChainRow(Base):
-    __tablename__ = "chains"
-    id: Mapped[int] = mapped_column(primary_key=True)
-    database_pk: Mapped[int] = mapped_column(ForeignKey("databases.id", ondelete="CASCADE"), index=True)
-    status: Mapped[str] = mapped_column(String(16))
-    stop_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
-    backups: Mapped[list[Any]] = mapped_column(default=list)
-    problems: Mapped[list[Any]] = mapped_column(default=list)
-    rules: Mapped[list[Any]] = mapped_column(default=list)
-    wal: Mapped[dict[str, Any] | None] = mapped_column(JSON)
-    database: Mapped[DatabaseRow] = relationship(back_populates="chain")
-
-
-class PhaseRow(Base):
-    __tablename__ = "phases"
-    id: Mapped[int] = mapped_column(primary_key=True)
-    database_pk: Mapped[int] = mapped_column(ForeignKey("databases.id", ondelete="CASCADE"), index=True)
-    position: Mapped[int] = mapped_column(Integer)
-    name: Mapped[str] = mapped_column(String(64))
-    status: Mapped[str] = mapped_column(String(16))
-    seconds: Mapped[float | None] = mapped_column(Float)
-    bytes: Mapped[int | None] = mapped_column(BigInteger)
-    details: Mapped[dict[str, Any]] = mapped_column(default=dict)
-    database: Mapped[DatabaseRow] = relationship(back_populates="phases")
-
-
-class CheckRow(Base):
-    __tablename__ = "checks"
-    id: Mapped[int] = mapped_column(primary_key=True)
-    database_pk: Mapped[int] = mapped_column(ForeignKey("databases.id", ondelete="CASCADE"), index=True)
-    name: Mapped[str] = mapped_column(String(128))
-    status: Mapped[str] = mapped_column(String(16))
-    required: Mapped[bool]
-    summary: Mapped[str] = mapped_column(Text)
-    findings: Mapped[list[Any]] = mapped_column(default=list)
-    details: Mapped[dict[str, Any]] = mapped_column(default=dict)
-    evidence: Mapped[str | None] = mapped_column(Text)
-    database: Mapped[DatabaseRow] = relationship(back_populates="checks")
 
 
 class DatabaseReportRow(Base):
@@ -145,7 +99,7 @@ class ResultStore:
         if url.startswith("sqlite:///"):
             Path(url.removeprefix("sqlite:///")).expanduser().parent.mkdir(parents=True, exist_ok=True)
         self.engine: Engine = create_engine(url)
-        Base.metadata.create_all(self.engine)
+        migrations.upgrade(self.engine)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -171,14 +125,6 @@ class ResultStore:
                                restore_target=result.restore_point.target,
                                restore_achieved=result.restore_point.achieved,
                                recovery_seconds=result.recovery_seconds, target=result.target)
-        chain = data["chain"]
-        database.chain = ChainRow(status=chain["status"], stop_at=result.plan.stop_at, backups=chain["backups"],
-                                  problems=chain["problems"], rules=chain["rules"], wal=chain.get("wal"))
-        database.phases = [PhaseRow(position=i, name=p["name"], status=p["status"], seconds=p["seconds"],
-                                    bytes=p["bytes"], details=p["details"]) for i, p in enumerate(data["phases"])]
-        database.checks = [CheckRow(name=c["name"], status=c["status"], required=c["required"],
-                                    summary=c["summary"], findings=c["findings"], details=c["details"],
-                                    evidence=c["evidence"]) for c in data["checks"]]
         with Session(self.engine) as session, session.begin():
             run = session.scalar(select(RunRow).where(RunRow.run_id == run_id))
             if run is None:
@@ -250,11 +196,3 @@ class ResultStore:
     def recent_runs(self, limit: int = 20) -> list[RunRow]:
         with Session(self.engine, expire_on_commit=False) as session:
             return list(session.scalars(select(RunRow).order_by(RunRow.started_at.desc()).limit(limit)))
-
-    def database_history(self, database: str, limit: int = 100) -> list[DatabaseRow]:
-        with Session(self.engine, expire_on_commit=False) as session:
-            # The run comes with each row: callers read row.run after the session is closed.
-            query = (select(DatabaseRow).join(RunRow).where(DatabaseRow.database == database)
-                     .options(selectinload(DatabaseRow.run))
-                     .order_by(RunRow.started_at.desc()).limit(limit))
-            return list(session.scalars(query))
