@@ -176,6 +176,14 @@ def raw_report_entries(url: str) -> list[tuple[str, dict[str, Any]]]:
     return [(name, report if isinstance(report, dict) else json.loads(report)) for name, report in rows]
 
 
+def raw_rows(url: str, table: str) -> list[tuple[Any, ...]]:
+    engine = create_engine(url)
+    with engine.connect() as connection:
+        rows = [tuple(row) for row in connection.execute(text(f"SELECT * FROM {table} ORDER BY id"))]
+    engine.dispose()
+    return rows
+
+
 def migrate(url: str, to: str, *, down: bool = False) -> None:
     engine = create_engine(url)
     with engine.begin() as connection:
@@ -187,6 +195,8 @@ def migrate(url: str, to: str, *, down: bool = False) -> None:
 
 def test_a_previous_release_store_is_upgraded_in_place_and_keeps_its_rows(previous_release: str) -> None:
     before = raw_report_entries(previous_release)
+    kept = {table: raw_rows(previous_release, table) for table in ("runs", "databases")}
+    assert [row[2:4] for row in kept["databases"]] == [("demo1", "passed"), ("demo2", "failed")]
     assert revision(previous_release) == ()
     assert set(schema(previous_release)) >= OLD_TABLES
 
@@ -207,6 +217,7 @@ def test_a_previous_release_store_is_upgraded_in_place_and_keeps_its_rows(previo
 
     assert revision(previous_release) == (head(),) == ("0002",)
     assert tables(previous_release) == HEAD_TABLES
+    assert {table: raw_rows(previous_release, table) for table in ("runs", "databases")} == kept
 
 
 def test_the_upgraded_store_takes_new_runs(previous_release: str) -> None:
