@@ -21,3 +21,7 @@ class TargetError(RestoreproofError):
 
 class ImageMissingError(TargetError):
     """The target image is not present locally and could not be built."""
+
+
+class StoreVersionError(RestoreproofError):
+    """The results store's schema is at a revision this restoreproof does not know (a newer one made it)."""

@@ -117,9 +117,10 @@ def test_report_and_store_agree(demo, settings):
     store = ResultStore(settings.results_database_url)
     (row,) = store.recent_runs()
     assert row.run_id == result.run.run_id and row.verdict == "passed"
-    (history,) = store.database_history("demo2")
+    ((run_id, _, entry),) = store.report_entries(database="demo2")
     report_db = json.loads(result.json_path.read_text())["databases"][0]
-    assert history.recovery_seconds == pytest.approx(report_db["recovery_seconds"], abs=1e-3)
+    assert run_id == result.run.run_id and entry == report_db
+    assert "demo2" in store.last_passed()
     store.close()
 
 

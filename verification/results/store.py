@@ -1,7 +1,8 @@
-"""The run store: every run, database, chain, phase and check, behind SQLAlchemy.
+"""The run store: every run, its databases' verdicts and report entries, behind SQLAlchemy.
 
 SQLite in the state folder by default; any SQLAlchemy URL (PostgreSQL for a team) by
 configuration. Later work (calibration, drift, the Airflow page) reads history from here.
+The schema is made and upgraded by the Alembic migrations in verification/results/migrations.
 """
 
 from __future__ import annotations
@@ -23,10 +24,11 @@ from sqlalchemy import (
     select,
 )
 from sqlalchemy.engine import Dialect, Engine
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship, selectinload
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
 
 from verification.model import RunResult, UnreadableFile
 from verification.report_model import DatabaseEntry, RunReport
+from verification.results import migrations
 
 _UNREADABLE = TypeAdapter(list[UnreadableFile])
 
@@ -38,8 +40,6 @@ def unreadable_json(files: list[UnreadableFile]) -> list[Any]:
 
 def unreadable_of(host: dict[str, Any]) -> list[UnreadableFile]:
     return _UNREADABLE.validate_python(host.get("unreadable", []))
-
-SCHEMA_VERSION = 1
 
 
 class UtcDateTime(TypeDecorator[datetime]):
@@ -112,7 +112,7 @@ class ResultStore:
         if url.startswith("sqlite:///"):
             Path(url.removeprefix("sqlite:///")).expanduser().parent.mkdir(parents=True, exist_ok=True)
         self.engine: Engine = create_engine(url)
-        Base.metadata.create_all(self.engine)
+        migrations.upgrade(self.engine)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -211,11 +211,3 @@ class ResultStore:
     def recent_runs(self, limit: int = 20) -> list[RunRow]:
         with Session(self.engine, expire_on_commit=False) as session:
             return list(session.scalars(select(RunRow).order_by(RunRow.started_at.desc()).limit(limit)))
-
-    def database_history(self, database: str, limit: int = 100) -> list[DatabaseRow]:
-        with Session(self.engine, expire_on_commit=False) as session:
-            # The run comes with each row: callers read row.run after the session is closed.
-            query = (select(DatabaseRow).join(RunRow).where(DatabaseRow.database == database)
-                     .options(selectinload(DatabaseRow.run))
-                     .order_by(RunRow.started_at.desc()).limit(limit))
-            return list(session.scalars(query))

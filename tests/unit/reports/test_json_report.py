@@ -1,7 +1,7 @@
 """report.json against its schema, report.html content, and the store round trip."""
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import jsonschema
 import pydantic
@@ -86,11 +86,12 @@ def test_store_round_trip(tmp_path):
     store.record(run, tmp_path / "run", build_report(run))
     (row,) = store.recent_runs()
     assert (row.run_id, row.verdict, row.engine) == ("20261122T010000Z-abcdef", "failed", "postgres")
-    (history,) = store.database_history("demo1")
-    assert history.verdict == "passed"
-    assert history.recovery_seconds == pytest.approx(3.0)
-    assert history.restore_achieved.replace(tzinfo=UTC) == datetime(2026, 11, 22, 1, 0, tzinfo=UTC)
-    # The entries come back as the typed report wrote them, field for field.
+    assert store.last_passed() == {"demo1": T0}
+    assert store.last_verified() == {"demo1": T0, "demo2": T0}
+    ((run_id, started, entry),) = store.report_entries(database="demo1")
+    assert (run_id, started) == ("20261122T010000Z-abcdef", T0)
+    assert entry == build_report(run).databases[0]  # as the typed report wrote it, field for field
+    assert entry.recovery_seconds == pytest.approx(3.0)
     assert store.run_with_reports(run.run_id)[1] == build_report(run).databases
     store.close()
 
