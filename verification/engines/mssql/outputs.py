@@ -274,15 +274,15 @@ STOPAT_NOT_REACHED = ("This backup set contains records that were logged before 
 STOPAT_NOT_REACHED_START = STOPAT_NOT_REACHED.split(". ")[0] + "."
 
 
-def stopat_not_reached(text: str) -> str | None:
-    """SQL Server's own words when a RESTORE LOG ... STOPAT ended before the point (message 4322), or None.
+def stopat_not_reached(text: str) -> SqlError | None:
+    """SQL Server's message when a RESTORE LOG ... STOPAT ended before the point (4322), or None.
 
     Matched on the first sentence, so that a server that words the second one differently is still heard.
     """
     for error in parse_sql_errors(text):
         if error.number == 4322:
-            return error.plain
+            return error
     for line in text.splitlines():
         if line.strip().startswith(STOPAT_NOT_REACHED_START):
-            return SqlError(4322, 10, line.strip()).plain
+            return SqlError(4322, 10, line.strip())
     return None

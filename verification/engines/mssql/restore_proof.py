@@ -66,7 +66,7 @@ def point_not_reached(plan: RestorePlan, terminal: str) -> str | None:
     if refusal is None or plan.stop_at is None or not plan.chain.backups:
         return None
     return (f"SQL Server did not reach {plan.stop_at.isoformat()}: {plan.chain.backups[-1].path} ends before it, and "
-            f"recovery would stop at its end: {refusal}")
+            f"recovery would stop at its end: {refusal.plain}")
 
 
 def _terminal_said(plan: RestorePlan, terminal: str | None, proof: PointProof) -> bool:

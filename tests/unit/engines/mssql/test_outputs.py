@@ -181,21 +181,22 @@ LOG_DONE = "RESTORE LOG successfully processed 38 pages in 0.003 seconds (97.656
 
 def test_4322_as_sqlcmd_prints_it_is_heard():
     # Severity 10: a plain line between the progress and the success line, the statement exits 0.
-    assert stopat_not_reached(f"100 percent processed.\n{MSG_4322}\n{LOG_DONE}\n") == PLAIN_4322
+    assert stopat_not_reached(f"100 percent processed.\n{MSG_4322}\n{LOG_DONE}\n") == SqlError(4322, 10, MSG_4322)
     # Indented or with a trailing blank, still the same line.
-    assert stopat_not_reached(f"  {MSG_4322}  \n{LOG_DONE}\n") == PLAIN_4322
+    assert stopat_not_reached(f"  {MSG_4322}  \n{LOG_DONE}\n") == SqlError(4322, 10, MSG_4322)
+    assert SqlError(4322, 10, MSG_4322).plain == PLAIN_4322
 
 
 def test_4322_with_an_error_header_is_heard_with_its_own_text():
     said = f"Msg 4322, Level 10, State 1, Server restoreproof, Line 1\n{MSG_4322}\n{LOG_DONE}\n"
-    assert stopat_not_reached(said) == PLAIN_4322
+    assert stopat_not_reached(said) == SqlError(4322, 10, MSG_4322)
+    # The header's own level is kept, whatever it is.
+    assert stopat_not_reached(said.replace("Level 10", "Level 11")) == SqlError(4322, 11, MSG_4322)
 
 
 def test_4322_worded_differently_after_its_first_sentence_is_still_heard():
     first = "This backup set contains records that were logged before the designated point in time."
-    assert stopat_not_reached(f"{first} Left restoring.\n") == (
-        "the point in time is not in this log backup: its records all precede the point, so the restore cannot stop "
-        f"there (SQL Server error 4322: {first} Left restoring.)")
+    assert stopat_not_reached(f"{first} Left restoring.\n") == SqlError(4322, 10, f"{first} Left restoring.")
 
 
 @pytest.mark.parametrize("said", [

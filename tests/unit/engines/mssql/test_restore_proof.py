@@ -163,6 +163,13 @@ def test_a_terminal_log_that_never_said_it_succeeded_is_unproven(rtc, said):  # 
                             f"processed': the point reached is unproven ({said.strip()})"]
 
 
+def test_a_long_terminal_output_is_quoted_by_its_last_300_characters(rtc):  # type: ignore[no-untyped-def]
+    said = "a" * 100 + "b" * 300
+    proof = prove_point(plan(rtc, "RestoreTimeClean", AT), [], said)
+    assert proof.errors == ["RESTORE LOG ... STOPAT on RestoreTimeClean2_2.trn printed no 'RESTORE LOG successfully "
+                            f"processed': the point reached is unproven ({'b' * 300})"]
+
+
 def test_a_target_at_a_data_backups_end_needs_no_stopat_messages(rtc):  # type: ignore[no-untyped-def]
     # The differential ends at 13:14:13: the target is its end, no log is restored and no STOPAT sent.
     at_diff = plan(rtc, "RestoreTimeClean", datetime(2017, 6, 1, 13, 14, 13, tzinfo=UTC))
