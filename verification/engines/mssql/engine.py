@@ -244,9 +244,9 @@ class _Restore:
             if not reported:
                 self.outcome.errors.append(f"no 'successfully processed' message after: {statement}")
                 return False
-            if terminal:
+            if terminal and self.plan.stop_at is not None:
                 self.terminal_messages = result.output
-                refusal = point_not_reached(self.plan, result.output)
+                refusal = point_not_reached(self.plan.stop_at, group[-1].path, result.output)
                 if refusal is not None:
                     # Recovery would bring the database online at the log's end, short of the point.
                     self.outcome.failures.append(refusal)

@@ -60,23 +60,22 @@ def _time(text: str | None) -> datetime | None:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-def point_not_reached(plan: RestorePlan, terminal: str) -> str | None:
-    """The failure, in SQL Server's words, when the terminal RESTORE LOG ... STOPAT ended before the point."""
+def point_not_reached(at: datetime, log: str | None, terminal: str) -> str | None:
+    """The failure, in SQL Server's words, when the terminal RESTORE LOG ... STOPAT on `log` ended before `at`."""
     refusal = stopat_not_reached(terminal)
-    if refusal is None or plan.stop_at is None or not plan.chain.backups:
+    if refusal is None:
         return None
-    return (f"SQL Server did not reach {plan.stop_at.isoformat()}: {plan.chain.backups[-1].path} ends before it, and "
-            f"recovery would stop at its end: {refusal.plain}")
+    return (f"SQL Server did not reach {at.isoformat()}: {log} ends before it, and recovery would stop at its end: "
+            f"{refusal.plain}")
 
 
-def _terminal_said(plan: RestorePlan, terminal: str | None, proof: PointProof) -> bool:
+def _terminal_said(at: datetime, last: str | None, terminal: str | None, proof: PointProof) -> bool:
     """Whether the terminal RESTORE LOG ... STOPAT's own messages let the point stand (reasons added if not)."""
-    last = plan.chain.backups[-1].path
     if terminal is None:
         proof.errors.append(f"the messages of RESTORE LOG ... STOPAT on {last} were not kept: the point reached is "
                             "unproven")
         return False
-    refusal = point_not_reached(plan, terminal)
+    refusal = point_not_reached(at, last, terminal)
     if refusal is not None:
         proof.failures.append(refusal)
         return False
@@ -94,7 +93,7 @@ def prove_point(plan: RestorePlan, rows: list[dict[str, str | None]], terminal: 
     # A point in time is stopped at inside the terminal log; a target at a data backup's end needs no STOPAT.
     at = plan.stop_at if plan.chain.backups and plan.chain.backups[-1].type == "log" else None
     # The server's own word that the point was not reached decides first, whatever msdb holds.
-    if at is not None and not _terminal_said(plan, terminal, proof):
+    if at is not None and not _terminal_said(at, plan.chain.backups[-1].path, terminal, proof):
         return proof
     if not rows:
         proof.errors.append("msdb.dbo.restorehistory has no restore of the database: the point reached is unproven")

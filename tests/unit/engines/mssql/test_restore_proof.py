@@ -138,6 +138,14 @@ def test_the_servers_4322_fails_the_point_whatever_msdb_echoes(rtc, said):  # ty
     assert (proof.failures, proof.errors, proof.proofs, proof.achieved) == ([NOT_REACHED], [], [], None)
 
 
+def test_a_terminal_log_right_after_the_differential_is_held_to_the_same_proof(rtc):  # type: ignore[no-untyped-def]
+    # Full, differential, then RestoreTimeClean2_1.trn as the terminal log: only the last backup decides.
+    pitr = plan(rtc, "RestoreTimeClean", datetime(2017, 6, 1, 13, 16, tzinfo=UTC))
+    assert [b.type for b in pitr.chain.backups] == ["full", "diff", "log"]
+    proof = prove_point(pitr, [row("25000000020000001", "2017-06-01T13:16:00")], ENDED_BEFORE)
+    assert proof.failures == [NOT_REACHED.replace("13:22:00.123000", "13:16:00").replace("2_2", "2_1")]
+
+
 def test_the_servers_4322_decides_even_without_restore_history(rtc):  # type: ignore[no-untyped-def]
     proof = prove_point(plan(rtc, "RestoreTimeClean", AT), [], ENDED_BEFORE)
     assert (proof.failures, proof.errors) == ([NOT_REACHED], [])
