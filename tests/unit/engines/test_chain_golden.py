@@ -81,6 +81,12 @@ def _damage(root: Path, relative: str, how: str) -> None:
         start = int.from_bytes(backup.data[backup.chunk(0, b"SCIN") + 0x4D:][:5], "big")
         backup.in_both_copies(b"SCIN", 0x4D, ">IB", (start + 1) >> 8, (start + 1) & 0xFF)
         copy.write_bytes(bytes(backup.data))
+    elif how == "finish-two-minutes-later":  # a slow log backup: its BackupFinishDate 2 min after its start
+        backup = Backup(path.read_bytes())
+        start = int.from_bytes(backup.data[backup.chunk(0, b"SCIN") + 0x4D:][:5], "big")
+        later = start + (2 << 6)  # MTF date: the minutes sit above the 6 bits of the seconds
+        backup.in_both_copies(b"SCIN", 0x52, ">IB", later >> 8, later & 0xFF)
+        path.write_bytes(bytes(backup.data))
     elif how == "diff-ends-at-its-full":  # a differential whose LastLSN is its full's: no newer
         backup = Backup(path.read_bytes())
         backup.in_both_copies(b"SCIN", 0x2A, "<IIH", 25, 132, 1)  # RestoreTimeClean.bak's LastLSN
@@ -143,6 +149,20 @@ MSSQL_SCENARIOS: dict[str, tuple[str, list[tuple[str, str]], datetime | None]] =
     "stripe-newest-full-incomplete-after-the-target": (
         "history/sql2016-stripe", [("history/sql2016-stripe/Stripe2/restoretime2a.bak", "delete")],
         datetime(2017, 5, 22, 14, 55, tzinfo=UTC)),
+    # RestoreTimeClean2_2.trn started 13:24:13 and, restamped, finished 13:26:13: its records end near
+    # its start, so a target inside its backup window is reached by the next log, not by it.
+    "rtc-target-while-a-log-was-written": (
+        "RestoreTimeClean", [("RestoreTimeClean/RestoreTimeClean2_2.trn", "finish-two-minutes-later")],
+        datetime(2017, 6, 1, 13, 25, tzinfo=UTC)),
+    "rtc-target-at-the-finish-of-a-slow-log": (
+        "RestoreTimeClean", [("RestoreTimeClean/RestoreTimeClean2_2.trn", "finish-two-minutes-later")],
+        datetime(2017, 6, 1, 13, 26, 13, tzinfo=UTC)),
+    "rtc-target-at-the-start-of-a-slow-log": (
+        "RestoreTimeClean", [("RestoreTimeClean/RestoreTimeClean2_2.trn", "finish-two-minutes-later")],
+        datetime(2017, 6, 1, 13, 24, 13, tzinfo=UTC)),
+    "rtc-target-while-the-last-log-was-written": (
+        "RestoreTimeClean", [("RestoreTimeClean/RestoreTimeClean2_3.trn", "finish-two-minutes-later")],
+        datetime(2017, 6, 1, 13, 30, tzinfo=UTC)),
     "ola-complex": ("OlaMsFilter/complex", [], None),
     "ola-complex-wrong-base": ("OlaMsFilter/complex",
                                [("OlaMsFilter/complex/Full/test_FULL_20160629_142200.bak", "delete")], None),

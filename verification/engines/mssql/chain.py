@@ -8,8 +8,14 @@ The rules (docs: SQL Server reference, section 2), each kept with its outcome:
 - logs: not empty (FirstLSN != LastLSN), LastLSN beyond the base, in (LastLSN, FirstLSN) order;
   each must begin at or before the LSN reached so far (else SQL Server raises 4305);
   logs taken during a full are accepted by LSN, whatever their DatabaseBackupLSN;
-- point in time: the first log that finishes at or after the target is the terminal one
-  (RESTORE LOG ... WITH STOPAT); none means the target cannot be reached;
+- point in time: the first log that starts at or after the target is the terminal one
+  (RESTORE LOG ... WITH STOPAT); none means the target cannot be reached. A log backup holds the
+  records logged from the previous log backup up to the moment it began reading the log, near its
+  BackupStartDate; its BackupFinishDate is only when it finished writing. A log that started
+  before the target but finished after it can therefore end before the target: chosen by its
+  finish, STOPAT would run past its end, SQL Server would leave the database restoring with message
+  4322 and recovery would stop at the log's end, short of the target (the reference's "first log
+  whose finish is at or after the target" is dbatools' rule, and this is where it falls short);
 - every set's families present (a striped set needs all its files).
 
 Not checked offline: recovery forks (FirstRecoveryForkID/RecoveryForkID are not in the headers read
@@ -180,9 +186,10 @@ def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
     previous: MediaSet = chosen[-1]
     terminal: MediaSet | None = None
     superseded: list[str] = []
-    for media in candidates:
-        if at is not None and previous.finish >= at:
-            break  # what is restored already reaches the target: no further log, no STOPAT
+    straddling: list[MediaSet] = []  # logs started before the target and finished at or after it
+    # A data backup that ends at the target is the point itself: no log, no STOPAT.
+    data_reaches = at is not None and previous.finish >= at
+    for media in [] if data_reaches else candidates:
         header = media.header
         if header.last_lsn <= reached:
             # Covered by an earlier log; restoring it would raise 4326.
@@ -207,9 +214,11 @@ def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
         chosen.append(media)
         previous = media
         reached = header.last_lsn
-        if at is not None and media.finish >= at:
+        if at is not None and media.start >= at:
             terminal = media
             break
+        if at is not None and media.finish >= at:
+            straddling.append(media)
     if superseded:
         rules.append(RuleCheck("superseded-logs-skipped", True, "; ".join(superseded)))
     # A differential that cannot be restored (a family missing) secured a point: unless what is
@@ -227,11 +236,18 @@ def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
     rules.append(RuleCheck("log-continuity", True,
                            f"{log_count} log backup(s) continue the chain from LSN {base_lsn} to {reached}"))
     if at is not None:
+        if straddling:
+            # Said, so that an auditor sees why a log that finished after the target is not the terminal one.
+            rules.append(RuleCheck("terminal-log-by-start", True, "; ".join(
+                f"{_listed(media.files)} started at {media.start.isoformat()}, before the target, and finished at "
+                f"{media.finish.isoformat()}: its records end near its start, so it is restored whole and is not "
+                "the terminal log" for media in straddling)))
         if terminal is not None:
             rules.append(RuleCheck("terminal-log", True,
-                                   f"{_listed(terminal.files)} finishes at {terminal.finish.isoformat()}, at or "
-                                   f"after the target: RESTORE LOG ... WITH STOPAT = '{at.isoformat()}'"))
-        elif chosen[-1].finish >= at:
+                                   f"{_listed(terminal.files)} starts at {terminal.start.isoformat()}, at or "
+                                   f"after the target, and holds the records up to its start: RESTORE LOG ... WITH "
+                                   f"STOPAT = '{at.isoformat()}'"))
+        elif data_reaches:
             rules.append(RuleCheck("terminal-log", True,
                                    f"the target is the end of {_listed(chosen[-1].files)} "
                                    f"({chosen[-1].finish.isoformat()}): restored without a log or STOPAT"))
@@ -240,7 +256,8 @@ def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
             problems.append(Problem(
                 code="terminal-log-missing",
                 message=f"no log backup reaches {at.isoformat()}: the chain ends with {_listed(last.files)} "
-                        f"(finished {last.finish.isoformat()}, LastLSN {last.header.last_lsn})",
+                        f"(started {last.start.isoformat()}, finished {last.finish.isoformat()}, LastLSN "
+                        f"{last.header.last_lsn}); no log backup started at or after the target",
                 files=_files(last), found_lsn=str(last.header.last_lsn)))
             rules.append(RuleCheck("terminal-log", False, problems[-1].message))
     return done()

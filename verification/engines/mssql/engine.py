@@ -33,7 +33,7 @@ from verification.engines.mssql.outputs import (
     parse_result_sets,
     parse_sql_errors,
 )
-from verification.engines.mssql.restore_proof import last_restore_query, prove_point
+from verification.engines.mssql.restore_proof import last_restore_query, point_not_reached, prove_point
 from verification.errors import RestoreproofError, TargetError
 from verification.model import (
     BackupSet,
@@ -168,6 +168,7 @@ class _Restore:
         self.transcript: list[str] = []
         self.database = plan.chain.backups[0].database if plan.chain.backups else plan.database
         self.options = tsql.RestoreOptions(self.ms.buffer_count, self.ms.max_transfer_size)
+        self.terminal_messages: str | None = None  # what RESTORE LOG ... STOPAT printed: the point's only proof
 
     def run(self, statement: str) -> ExecResult:
         result = self.target.sql(statement, timeout=self.ms.statement_timeout)
@@ -243,6 +244,13 @@ class _Restore:
             if not reported:
                 self.outcome.errors.append(f"no 'successfully processed' message after: {statement}")
                 return False
+            if terminal and self.plan.stop_at is not None:
+                self.terminal_messages = result.output
+                refusal = point_not_reached(self.plan.stop_at, group[-1].path, result.output)
+                if refusal is not None:
+                    # Recovery would bring the database online at the log's end, short of the point.
+                    self.outcome.failures.append(refusal)
+                    return False
             for message in reported:
                 if group[0].type == "log":
                     log_seconds += message.seconds or 0.0
@@ -269,12 +277,16 @@ class _Restore:
             return
         state = self.run(f"SELECT state_desc FROM sys.databases WHERE name = {tsql.literal(self.database)};")
         rows = (parse_result_sets(state.stdout) or [[]])[0]
-        if state.ok and rows and rows[0].get("state_desc") == "ONLINE":
+        found = rows[0].get("state_desc") if state.ok and rows else None
+        if found == "ONLINE":
             self.outcome.online = True
             self.prove_point()
-        else:
-            found = rows[0].get("state_desc") if rows else "no row"
+        elif found:
             self.outcome.failures.append(f"database {self.database} is not ONLINE after recovery (state: {found})")
+        else:
+            # The server did not answer the question: restoreproof cannot tell, which is no verdict on the backups.
+            self.outcome.errors.append(f"the state of database {self.database} after recovery could not be read "
+                                       f"(exit {state.exit_code}): " + (state.output.strip()[-300:] or "no output"))
 
     def prove_point(self) -> None:
         """The point reached, from the server's own restore history (never copied from the plan)."""
@@ -283,7 +295,7 @@ class _Restore:
             self.outcome.errors.append("the server's restore history could not be read: "
                                        + (history.output.strip()[-300:] or f"exit {history.exit_code}"))
             return
-        proof = prove_point(self.plan, (parse_result_sets(history.stdout) or [[]])[0])
+        proof = prove_point(self.plan, (parse_result_sets(history.stdout) or [[]])[0], self.terminal_messages)
         self.outcome.achieved, self.outcome.achieved_detail = proof.achieved, proof.detail
         self.outcome.proofs += proof.proofs
         self.outcome.failures += proof.failures

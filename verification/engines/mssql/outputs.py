@@ -218,7 +218,9 @@ class SqlError:
         return f"{meaning} (SQL Server error {self.number}: {self.message})"
 
 
-# Numbers from the reference (section 2); 3169 and 3279 from SQL Server's message catalog.
+# Numbers from the reference (section 2); 3169, 3279 and the point-in-time messages 4322-4343 from
+# SQL Server's message catalog (Microsoft Docs, "Database engine events and errors 4000 to 4999",
+# MicrosoftDocs/sql-docs docs/relational-databases/errors-events/database-engine-events-and-errors-4000-to-4999.md).
 ERROR_MEANINGS = {
     4305: "the log chain is broken: this log backup starts after the point the restore has reached",
     4326: "the log chain is out of order: this log backup ends before the point the restore has reached",
@@ -231,13 +233,28 @@ ERROR_MEANINGS = {
            "new (mssql.images)"),
     3279: "the backup media set is protected by a password that was not given or is wrong",
     3013: "the RESTORE statement terminated abnormally",
+    4322: "the point in time is not in this log backup: its records all precede the point, so the restore cannot "
+          "stop there",
+    4327: "the log backup holds bulk-logged changes: SQL Server cannot stop inside it at a point in time and rolled "
+          "forward to its end",
+    4341: "the log backup holds bulk-logged changes: it cannot be used to stop at a point in time",
+    4335: ("the point in time is earlier than what was already restored: restoreproof applied a backup that goes "
+           "beyond it"),
+    4338: ("the point in time is before the start of this log backup: restoreproof applied a backup that goes beyond "
+           "it"),
+    4343: ("the restore went past the point in time to the end of this backup set: restoreproof applied a backup "
+           "that goes beyond it"),
 }
 # Errors that mean the backups are not restorable (verdict "failed"); others mean restoreproof's
 # own setup failed (verdict "error"). 3013 ("terminating abnormally") follows every RESTORE
 # failure, so it decides nothing by itself. Not here on purpose: 3169 (the backup is newer than the
 # target's SQL Server: restoreproof chose too old an image) and 3201 (the OS could not open the
 # backup device: the mount, permissions or path in the target), which say nothing about the backup.
-BACKUP_FAULTS = {4305, 4326, 4312, 3241, 3183, 824, 3279}
+# The point-in-time messages split the same way: 4322 (the chain's log ends before the point), 4327 and
+# 4341 (bulk-logged changes forbid stopping inside a log) are the backups'; 4335, 4338 and 4343 say a
+# backup restored whole already went beyond the point, which is restoreproof's choice of logs (a
+# log that held records past its start time), not a defect of the backups.
+BACKUP_FAULTS = {4305, 4326, 4312, 3241, 3183, 824, 3279, 4322, 4327, 4341}
 
 
 def parse_sql_errors(text: str) -> list[SqlError]:
@@ -248,3 +265,24 @@ def parse_sql_errors(text: str) -> list[SqlError]:
             message = lines[i + 1].strip() if i + 1 < len(lines) else ""
             errors.append(SqlError(int(m["number"]), int(m["level"]), message))
     return errors
+
+
+# Message 4322 has severity 10: the RESTORE LOG succeeds (exit 0) and sqlcmd prints it as a plain line, the
+# way it prints "Processed N pages" (also severity 10); with an error header if messages are raised to one.
+STOPAT_NOT_REACHED = ("This backup set contains records that were logged before the designated point in time. "
+                      "The database is being left in the restoring state so that more roll forward can be performed.")
+STOPAT_NOT_REACHED_START = STOPAT_NOT_REACHED.split(". ")[0] + "."
+
+
+def stopat_not_reached(text: str) -> SqlError | None:
+    """SQL Server's message when a RESTORE LOG ... STOPAT ended before the point (4322), or None.
+
+    Matched on the first sentence, so that a server that words the second one differently is still heard.
+    """
+    for error in parse_sql_errors(text):
+        if error.number == 4322:
+            return error
+    for line in text.splitlines():
+        if line.strip().startswith(STOPAT_NOT_REACHED_START):
+            return SqlError(4322, 10, line.strip())
+    return None

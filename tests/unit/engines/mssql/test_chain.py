@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from typer.testing import CliRunner
 
+from tests.unit.engines.mssql.mtf_edit import Backup
 from verification.cli import app
 from verification.engines.mssql.catalog import scan
 from verification.engines.mssql.chain import plan
@@ -62,11 +63,65 @@ def test_point_in_time_stops_at_the_terminal_log(mssql_corpus):
     at = datetime(2020, 5, 12, 13, 31, 0, tzinfo=UTC)
     result = plans(mssql_corpus / "sql2008-backups/StopAt", at)["StopAt"]
     assert result.chain.status is ChainStatus.COMPLETE
-    # StopAt_21 is the first log finishing after the target; StopAt_23 must not be applied after a STOPAT in 21
+    # StopAt_21 is the first log starting after the target; StopAt_23 must not be applied after a STOPAT in 21
     # (the corpus README shows SQL Server's 4305 when it was).
     assert files(result) == ["StopAt.bak", "StopAt_1.trn", "StopAt_2.trn", "StopAt_21.trn"]
     assert result.stop_at == at
     assert rules(result)["terminal-log"] == [True]
+
+
+def _finish_two_minutes_later(path: Path) -> None:
+    """A slow log backup: BackupFinishDate two minutes after BackupStartDate (MTF minutes sit above 6 bits)."""
+    backup = Backup(path.read_bytes())
+    start = int.from_bytes(backup.data[backup.chunk(0, b"SCIN") + 0x4D:][:5], "big")
+    later = start + (2 << 6)
+    backup.in_both_copies(b"SCIN", 0x52, ">IB", later >> 8, later & 0xFF)
+    path.write_bytes(bytes(backup.data))
+
+
+def test_a_log_that_finished_after_the_target_but_started_before_it_is_not_the_terminal_log(mssql_copy):
+    # RestoreTimeClean2_2.trn started 13:24:13; restamped, it finished 13:26:13. Its records end near its
+    # start, so a target inside its backup window is in RestoreTimeClean2_3.trn: chosen by its finish,
+    # 2_2 would get the STOPAT, SQL Server would stop at its end (message 4322) short of the target.
+    root = mssql_copy("RestoreTimeClean")
+    _finish_two_minutes_later(root / "RestoreTimeClean/RestoreTimeClean2_2.trn")
+    chained = ["RestoreTimeClean.bak", "RestoreTimeClean2.bak", "RestoreTimeClean2_1.trn", "RestoreTimeClean2_2.trn"]
+    for second in (1, 47, 2 * 60):  # just after its start, inside its window, at its very finish
+        at = datetime(2017, 6, 1, 13, 24, 13, tzinfo=UTC) + timedelta(seconds=second)
+        result = plans(root, at)["RestoreTimeClean"]
+        assert files(result) == [*chained, "RestoreTimeClean2_3.trn"], at
+        assert result.chain.status is ChainStatus.COMPLETE
+        assert rules(result)["terminal-log-by-start"] == [True]
+        assert result.chain.rules[-1].detail == (
+            "RestoreTimeClean/RestoreTimeClean2_3.trn starts at 2017-06-01T13:29:13+00:00, at or after the target, "
+            f"and holds the records up to its start: RESTORE LOG ... WITH STOPAT = '{at.isoformat()}'")
+    # At its start exactly, 2_2 holds the target: it is the terminal log, and nothing is said about straddling.
+    at_start = plans(root, datetime(2017, 6, 1, 13, 24, 13, tzinfo=UTC))["RestoreTimeClean"]
+    assert files(at_start) == chained
+    assert "terminal-log-by-start" not in rules(at_start)
+    # A second before its start, 2_2 is still the terminal log (it started after the target).
+    before = plans(root, datetime(2017, 6, 1, 13, 24, 12, tzinfo=UTC))["RestoreTimeClean"]
+    assert files(before) == chained
+    assert "terminal-log-by-start" not in rules(before)
+
+
+def test_a_target_while_the_last_log_was_written_is_not_reachable(mssql_copy):
+    root = mssql_copy("RestoreTimeClean")
+    _finish_two_minutes_later(root / "RestoreTimeClean/RestoreTimeClean2_3.trn")
+    result = plans(root, datetime(2017, 6, 1, 13, 30, tzinfo=UTC))["RestoreTimeClean"]
+    assert result.chain.status is ChainStatus.BROKEN
+    (problem,) = result.chain.problems
+    assert problem.code == "terminal-log-missing"
+    assert problem.message == (
+        "no log backup reaches 2017-06-01T13:30:00+00:00: the chain ends with RestoreTimeClean/RestoreTimeClean2_3.trn "
+        "(started 2017-06-01T13:29:13+00:00, finished 2017-06-01T13:31:13+00:00, LastLSN 25000000022000001); no log "
+        "backup started at or after the target")
+    assert [(r.rule, r.passed, r.detail) for r in result.chain.rules[-2:]] == [
+        ("terminal-log-by-start", True,
+         "RestoreTimeClean/RestoreTimeClean2_3.trn started at 2017-06-01T13:29:13+00:00, before the target, and "
+         "finished at 2017-06-01T13:31:13+00:00: its records end near its start, so it is restored whole and is not "
+         "the terminal log"),
+        ("terminal-log", False, problem.message)]
 
 
 def test_point_in_time_beyond_the_last_log_is_not_reachable(mssql_corpus):

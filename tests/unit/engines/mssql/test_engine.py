@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.engines.mssql.test_chain import _finish_two_minutes_later
 from tests.unit.engines.mssql.test_outputs import ERRORLOG_2013
 from verification.config import load_settings
 from verification.engines.base import Evidence
@@ -188,6 +189,31 @@ def test_the_sa_password_never_reaches_reasons_or_evidence(restore_plan, tmp_pat
     assert "password ********" in (evidence / "errorlog.txt").read_text()
 
 
+@pytest.mark.parametrize("answer", [
+    (1, "Msg 208, Level 16, State 1, Server restoreproof, Line 1\nInvalid object name 'sys.databases'.\n"),
+    (1, ""),
+    (0, "state_desc\n----------\n\n(0 rows affected)\n"),
+    (0, "Sqlcmd: Warning: something unexpected.\n"),
+])
+def test_a_state_that_cannot_be_read_is_an_error_not_a_failed_backup(restore_plan, tmp_path, answer):
+    server = StandInServer({"SELECT state_desc": answer})
+    outcome, (verdict, reasons) = verify(restore_plan, server, tmp_path)
+    assert verdict is Verdict.ERROR
+    code, text = answer
+    assert outcome.errors == [f"the state of database RestoreTimeClean after recovery could not be read (exit {code}): "
+                              + (text.strip() or "no output")]
+    assert outcome.failures == [] and not outcome.online and reasons == outcome.errors
+    assert not any(s.startswith("DBCC CHECKDB") for s in server.sent)
+
+
+def test_a_state_read_despite_a_failed_exit_is_not_trusted(restore_plan, tmp_path):
+    # A row with ONLINE in an output whose exit says the query failed proves nothing.
+    server = StandInServer({"SELECT state_desc": (1, "state_desc\n----------\nONLINE\n\n(1 rows affected)\n")})
+    outcome, (verdict, _) = verify(restore_plan, server, tmp_path)
+    assert verdict is Verdict.ERROR and not outcome.online
+    assert outcome.errors[0].startswith("the state of database RestoreTimeClean after recovery could not be read (exit 1)")
+
+
 def test_not_online_after_recovery_fails(restore_plan, tmp_path):
     server = StandInServer({"SELECT state_desc": (0, "state_desc\n----------\nRECOVERY_PENDING\n\n")})
     _, (verdict, reasons) = verify(restore_plan, server, tmp_path)
@@ -214,6 +240,65 @@ def test_no_restore_history_is_an_error_never_a_pass(restore_plan, tmp_path):
     assert reasons == ["msdb.dbo.restorehistory has no restore of the database: the point reached is unproven"]
 
 
+MSG_4322 = ("This backup set contains records that were logged before the designated point in time. The database is "
+            "being left in the restoring state so that more roll forward can be performed.")
+
+
+def test_the_servers_4322_on_the_terminal_log_fails_before_recovery(mssql_corpus, tmp_path):
+    # The log ended before the point: SQL Server says so, exit 0; msdb would still echo the STOPAT sent.
+    catalog = scan(LocalSource(mssql_corpus / "RestoreTimeClean"))
+    pitr = plan(catalog.databases[0], "RestoreTimeClean", datetime(2017, 6, 1, 13, 22, 0, tzinfo=UTC))
+    server = StandInServer({
+        "RESTORE LOG [RestoreTimeClean] FROM DISK = N'/backups/RestoreTimeClean2_2.trn'": (
+            0, f"100 percent processed.\n{MSG_4322}\n{LOG_OK.splitlines()[1]}\n"),
+        "SET NOCOUNT ON; SELECT TOP (1) rh.restore_history_id": (
+            0, restore_history(last_lsn="25000000021000001", stop_at="2017-06-01T13:22:00", finish="2017-06-01T13:24:13"))})
+    outcome, (verdict, reasons) = verify(pitr, server, tmp_path)
+    assert verdict is Verdict.FAILED
+    assert outcome.failures == [
+        "SQL Server did not reach 2017-06-01T13:22:00+00:00: RestoreTimeClean2_2.trn ends before it, and recovery would "
+        "stop at its end: the point in time is not in this log backup: its records all precede the point, so the "
+        f"restore cannot stop there (SQL Server error 4322: {MSG_4322})"]
+    assert outcome.failures[0] in reasons and outcome.proofs == [] and outcome.achieved is None
+    assert "RESTORE DATABASE [RestoreTimeClean] WITH RECOVERY;" not in server.sent
+
+
+def test_the_terminal_log_restore_that_overshoots_is_restoreproofs_error(mssql_corpus, tmp_path):
+    catalog = scan(LocalSource(mssql_corpus / "RestoreTimeClean"))
+    pitr = plan(catalog.databases[0], "RestoreTimeClean", datetime(2017, 6, 1, 13, 22, 0, tzinfo=UTC))
+    too_early = ("Msg 4338, Level 16, State 1, Server restoreproof, Line 1\nThe STOPAT clause specifies a point too "
+                 "early to allow this backup set to be restored. Choose a different stop point or use RESTORE DATABASE "
+                 "WITH RECOVERY to recover at the current point.\nMsg 3013, Level 16, State 1, Server restoreproof, "
+                 "Line 1\nRESTORE LOG is terminating abnormally.\n")
+    server = StandInServer({"RESTORE LOG [RestoreTimeClean] FROM DISK = N'/backups/RestoreTimeClean2_2.trn'": (
+        1, too_early)})
+    outcome, (verdict, _) = verify(pitr, server, tmp_path)
+    assert verdict is Verdict.ERROR
+    assert outcome.failures == []
+    assert outcome.errors[0].startswith("the point in time is before the start of this log backup: restoreproof "
+                                        "applied a backup that goes beyond it (SQL Server error 4338: The STOPAT")
+
+
+def test_stopat_goes_to_the_log_that_started_after_the_target_not_the_one_that_finished_after_it(mssql_copy, tmp_path):
+    root = mssql_copy("RestoreTimeClean")
+    _finish_two_minutes_later(root / "RestoreTimeClean/RestoreTimeClean2_2.trn")
+    (db,) = scan(LocalSource(root)).databases
+    pitr = plan(db, "RestoreTimeClean", datetime(2017, 6, 1, 13, 25, 0, tzinfo=UTC))
+    server = StandInServer({"SET NOCOUNT ON; SELECT TOP (1) rh.restore_history_id": (
+        0, restore_history(stop_at="2017-06-01T13:25:00"))})
+    outcome, (verdict, reasons) = verify(pitr, server, tmp_path)
+    assert verdict is Verdict.PASSED, reasons
+    logs = [s for s in server.sent if s.startswith("RESTORE LOG")]
+    assert logs == [
+        "RESTORE LOG [RestoreTimeClean] FROM DISK = N'/backups/RestoreTimeClean/RestoreTimeClean2_1.trn' WITH "
+        "NORECOVERY, STATS = 10;",
+        "RESTORE LOG [RestoreTimeClean] FROM DISK = N'/backups/RestoreTimeClean/RestoreTimeClean2_2.trn' WITH "
+        "NORECOVERY, STATS = 10;",
+        "RESTORE LOG [RestoreTimeClean] FROM DISK = N'/backups/RestoreTimeClean/RestoreTimeClean2_3.trn' WITH "
+        "NORECOVERY, STATS = 10, STOPAT = N'2017-06-01T13:25:00.000';"]
+    assert outcome.achieved == datetime(2017, 6, 1, 13, 25, 0, tzinfo=UTC)
+
+
 def test_a_point_in_time_is_proven_by_the_stopat_msdb_recorded(mssql_corpus, tmp_path):
     catalog = scan(LocalSource(mssql_corpus / "RestoreTimeClean"))
     at = datetime(2017, 6, 1, 13, 22, 0, tzinfo=UTC)
@@ -223,6 +308,13 @@ def test_a_point_in_time_is_proven_by_the_stopat_msdb_recorded(mssql_corpus, tmp
         0, restore_history(last_lsn="25000000021000001", stop_at="2017-06-01T13:22:00", finish="2017-06-01T13:24:13"))})
     outcome, (verdict, reasons) = verify(pitr, good, tmp_path / "good")
     assert verdict is Verdict.PASSED, reasons
+    # The proof says what it rests on: the server's messages on the terminal log, msdb's stop_at only echoing.
+    assert outcome.proofs == [
+        "the requested point 2017-06-01T13:22:00+00:00, confirmed by a successful RESTORE LOG ... WITH STOPAT on "
+        "RestoreTimeClean2_2.trn (RESTORE LOG successfully processed) without SQL Server's message 4322 (the log ends "
+        "before the point); msdb restorehistory/backupset: the last backup restored ended at LSN 25000000021000001 "
+        "(finished 2017-06-01T13:24:13+00:00), the planned terminal log's LastLSN; msdb's stop_at 2017-06-01T13:22:00 "
+        "is that STOPAT as sent, not a measure of the point reached"]
     assert outcome.achieved == at
     no_stop = StandInServer({"SET NOCOUNT ON; SELECT TOP (1) rh.restore_history_id": (
         0, restore_history(last_lsn="25000000021000001", finish="2017-06-01T13:24:13"))})

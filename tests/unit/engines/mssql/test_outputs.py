@@ -2,13 +2,19 @@
 
 from datetime import datetime
 
+import pytest
+
 from verification.engines.mssql.outputs import (
+    BACKUP_FAULTS,
+    ERROR_MEANINGS,
     SEPARATOR,
+    SqlError,
     parse_checkdb_rows,
     parse_restore_messages,
     parse_restore_steps,
     parse_result_sets,
     parse_sql_errors,
+    stopat_not_reached,
 )
 
 # Real SQL Server 2022 capture (reference, section 3).
@@ -160,3 +166,65 @@ def test_checkdb_findings_keep_the_object_and_say_when_there_is_no_page():
 def test_an_error_header_as_the_last_line_has_no_message():
     (error,) = parse_sql_errors("Msg 3013, Level 16, State 1, Server restoreproof, Line 1")
     assert (error.number, error.message) == (3013, "")
+
+
+# SQL Server's point-in-time messages, word for word from its message catalog (Microsoft Docs, "Database engine
+# events and errors 4000 to 4999"): number, severity, text.
+MSG_4322 = ("This backup set contains records that were logged before the designated point in time. The database is "
+            "being left in the restoring state so that more roll forward can be performed.")
+MSG_4338 = ("The STOPAT clause specifies a point too early to allow this backup set to be restored. Choose a different "
+            "stop point or use RESTORE DATABASE WITH RECOVERY to recover at the current point.")
+PLAIN_4322 = ("the point in time is not in this log backup: its records all precede the point, so the restore cannot "
+              f"stop there (SQL Server error 4322: {MSG_4322})")
+LOG_DONE = "RESTORE LOG successfully processed 38 pages in 0.003 seconds (97.656 MB/sec)."
+
+
+def test_4322_as_sqlcmd_prints_it_is_heard():
+    # Severity 10: a plain line between the progress and the success line, the statement exits 0.
+    assert stopat_not_reached(f"100 percent processed.\n{MSG_4322}\n{LOG_DONE}\n") == SqlError(4322, 10, MSG_4322)
+    # Indented or with a trailing blank, still the same line.
+    assert stopat_not_reached(f"  {MSG_4322}  \n{LOG_DONE}\n") == SqlError(4322, 10, MSG_4322)
+    assert SqlError(4322, 10, MSG_4322).plain == PLAIN_4322
+
+
+def test_4322_with_an_error_header_is_heard_with_its_own_text():
+    said = f"Msg 4322, Level 10, State 1, Server restoreproof, Line 1\n{MSG_4322}\n{LOG_DONE}\n"
+    assert stopat_not_reached(said) == SqlError(4322, 10, MSG_4322)
+    # The header's own level is kept, whatever it is.
+    assert stopat_not_reached(said.replace("Level 10", "Level 11")) == SqlError(4322, 11, MSG_4322)
+
+
+def test_4322_worded_differently_after_its_first_sentence_is_still_heard():
+    first = "This backup set contains records that were logged before the designated point in time."
+    assert stopat_not_reached(f"{first} Left restoring.\n") == SqlError(4322, 10, f"{first} Left restoring.")
+
+
+@pytest.mark.parametrize("said", [
+    "",
+    f"100 percent processed.\n{LOG_DONE}\n",  # stopped inside the log: SQL Server says nothing more
+    # Another message of the same family is not 4322 (a mark, message 4329).
+    "This log file contains records logged before the designated mark. The database is being left in the Restoring "
+    "state so you can apply another log file.\n",
+    # The sentence quoted inside another line is not the message.
+    f"note: {MSG_4322}\n",
+    f"Msg 4338, Level 16, State 1, Server restoreproof, Line 1\n{MSG_4338}\n",
+])
+def test_anything_else_is_not_4322(said):
+    assert stopat_not_reached(said) is None
+
+
+def test_point_in_time_messages_split_between_the_backups_and_restoreproof():
+    # The backups cannot reach the point: the log ends before it, or bulk-logged changes forbid a stop inside it.
+    assert {4322, 4327, 4341} <= BACKUP_FAULTS
+    # A backup restored whole went past the point: restoreproof's choice of logs, not the backups.
+    assert not {4335, 4338, 4343} & BACKUP_FAULTS
+    assert SqlError(4338, 16, MSG_4338).plain == (
+        "the point in time is before the start of this log backup: restoreproof applied a backup that goes beyond it "
+        f"(SQL Server error 4338: {MSG_4338})")
+    assert ERROR_MEANINGS[4327] == ("the log backup holds bulk-logged changes: SQL Server cannot stop inside it at a "
+                                    "point in time and rolled forward to its end")
+    assert ERROR_MEANINGS[4341] == "the log backup holds bulk-logged changes: it cannot be used to stop at a point in time"
+    assert ERROR_MEANINGS[4335] == ("the point in time is earlier than what was already restored: restoreproof applied "
+                                    "a backup that goes beyond it")
+    assert ERROR_MEANINGS[4343] == ("the restore went past the point in time to the end of this backup set: "
+                                    "restoreproof applied a backup that goes beyond it")
