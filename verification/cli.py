@@ -236,7 +236,8 @@ def demo(
     settings = settings_from(config)
     progress = _progress(not as_json)
     try:
-        made = make_demo(workdir, scale=scale, clusters=clusters, fresh=fresh, progress=progress)
+        made = make_demo(workdir, scale=scale, clusters=clusters, fresh=fresh, progress=progress,
+                         build_context=settings.docker.build_context)
     except RestoreproofError as exc:
         fail(str(exc))
     except KeyboardInterrupt:
@@ -269,7 +270,8 @@ def nightly(
     settings = settings_from(config)
     progress = _progress(True)
     try:
-        made = make_demo(workdir, scale=scale, clusters=clusters, progress=progress)
+        made = make_demo(workdir, scale=scale, clusters=clusters, progress=progress,
+                         build_context=settings.docker.build_context)
     except RestoreproofError as exc:
         fail(str(exc))
     finally:
