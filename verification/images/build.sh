@@ -6,7 +6,7 @@
 #   build.sh --print    print the image tags it would produce
 #
 # It lives in the package (verification/images/), so an installed restoreproof can build its images
-# too. `make images` runs it from a checkout.
+# too; `restoreproof paths images` prints where. `make images` runs it from a checkout.
 #
 # 1. The Debian base. If BASE_IMAGE (default debian:bookworm-slim) is already present, or can be
 #    pulled, it is used as is. Otherwise (no registry reachable) a minimal Debian 12 is made with
