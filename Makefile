@@ -25,8 +25,9 @@ $(VENV_STAMP): requirements.txt pyproject.toml
 	@rm -f $(VENV)/.stamp-*
 	@touch $@
 
+# The build context ships in the package (verification/images/), so an installed restoreproof has it too.
 images:
-	@bash docker/build.sh
+	@bash verification/images/build.sh
 
 demo: setup
 	$(BIN)/restoreproof nightly

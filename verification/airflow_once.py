@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from verification.airflow_files import DAGS_DIR, PLUGINS_DIR
+
 DAG_ID = "restore_verification"
 POOL = "restoreproof_targets"
 
@@ -20,11 +21,11 @@ POOL = "restoreproof_targets"
 def configure(airflow_home: Path) -> None:
     os.environ.setdefault("AIRFLOW_HOME", str(airflow_home))
     os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
-    os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(ROOT / "dags"))
-    os.environ.setdefault("AIRFLOW__CORE__PLUGINS_FOLDER", str(ROOT / "plugins"))
+    os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(DAGS_DIR))
+    os.environ.setdefault("AIRFLOW__CORE__PLUGINS_FOLDER", str(PLUGINS_DIR))
     os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "WARNING")
-    if str(ROOT / "plugins") not in sys.path:
-        sys.path.insert(0, str(ROOT / "plugins"))
+    if str(PLUGINS_DIR) not in sys.path:
+        sys.path.insert(0, str(PLUGINS_DIR))
 
 
 def run_once(source: Path, airflow_home: Path, pool_slots: int = 2, conf: dict[str, Any] | None = None) -> Any:
@@ -39,7 +40,7 @@ def run_once(source: Path, airflow_home: Path, pool_slots: int = 2, conf: dict[s
 
     logging.getLogger("airflow").setLevel(logging.WARNING)
     Pool.create_or_update_pool(POOL, pool_slots, "disposable restore targets at once", include_deferred=False)
-    bag = DagBag(dag_folder=str(ROOT / "dags"))
+    bag = DagBag(dag_folder=str(DAGS_DIR))
     if bag.import_errors:
         raise RuntimeError(f"DAG import errors: {bag.import_errors}")
     dag = bag.get_dag(DAG_ID)

@@ -238,7 +238,8 @@ def demo(
     settings = settings_from(config)
     progress = _progress(not as_json)
     try:
-        made = make_demo(workdir, scale=scale, clusters=clusters, fresh=fresh, progress=progress)
+        made = make_demo(workdir, scale=scale, clusters=clusters, fresh=fresh, progress=progress,
+                         build_context=settings.docker.build_context)
     except RestoreproofError as exc:
         fail(str(exc))
     except KeyboardInterrupt:
@@ -271,7 +272,8 @@ def nightly(
     settings = settings_from(config)
     progress = _progress(True)
     try:
-        made = make_demo(workdir, scale=scale, clusters=clusters, progress=progress)
+        made = make_demo(workdir, scale=scale, clusters=clusters, progress=progress,
+                         build_context=settings.docker.build_context)
     except RestoreproofError as exc:
         fail(str(exc))
     finally:
@@ -324,6 +326,35 @@ def reap(
         err.print(f"[red]not removed:[/] {escape(error)}", highlight=False)
     # Something left running is restoreproof's problem to report, never a clean exit.
     raise typer.Exit(2 if report.errors else 0)
+
+
+class ShippedPath(StrEnum):
+    dags = "dags"
+    plugins = "plugins"
+    images = "images"
+
+
+@app.command()
+def paths(
+    name: Annotated[ShippedPath | None, typer.Argument(help="Print only this one path (for scripts).")] = None,
+    config: ConfigOpt = None,
+) -> None:
+    """Where the files that ship with restoreproof are: the Airflow DAGs and plugin, the image build context.
+
+    Point Airflow at them (AIRFLOW__CORE__DAGS_FOLDER=$(restoreproof paths dags)) or copy them.
+    """
+    from verification.airflow_files import DAGS_DIR, PLUGINS_DIR
+    from verification.images import IMAGES_DIR
+
+    settings = settings_from(config)
+    found = {ShippedPath.dags: DAGS_DIR, ShippedPath.plugins: PLUGINS_DIR,
+             ShippedPath.images: settings.docker.build_context or IMAGES_DIR}
+    if name is not None:
+        typer.echo(found[name])
+    else:
+        for key, path in found.items():
+            typer.echo(f"{key.value:<8} {path}")
+    raise typer.Exit(0)
 
 
 evidence_app = typer.Typer(no_args_is_help=True, help="The signed evidence bundle of a run: verify it, make a key.")

@@ -63,6 +63,9 @@ class DockerSettings(_ContainerLimits):
     pids_limit: int = Field(1024, ge=64)
     # Seconds to wait for a new container to answer `docker exec`.
     start_timeout: float = Field(60.0, gt=0)
+    # A folder of <name>/Dockerfile to build missing images from, for your own Dockerfiles
+    # (`restoreproof paths images` shows the shipped one to start from). Default: the shipped one.
+    build_context: Path | None = None
 
 
 class PostgresSettings(_Section):

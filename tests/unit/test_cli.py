@@ -54,3 +54,16 @@ def test_wrong_engine_for_the_source_exit_2(captured_repo):
     result = runner.invoke(app, ["plan", str(captured_repo), "--engine", "mssql"])
     assert result.exit_code == 2
     assert f"{captured_repo} holds no SQL Server backups" in result.stderr
+
+
+def test_paths_prints_where_the_shipped_files_are(monkeypatch, tmp_path):
+    from verification.airflow_files import DAGS_DIR, PLUGINS_DIR
+    from verification.images import BUILD_CONTEXT_ENV, IMAGES_DIR
+
+    monkeypatch.delenv(BUILD_CONTEXT_ENV, raising=False)
+    result = runner.invoke(app, ["paths"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [f"dags     {DAGS_DIR}", f"plugins  {PLUGINS_DIR}", f"images   {IMAGES_DIR}"]
+    assert runner.invoke(app, ["paths", "dags"]).stdout == f"{DAGS_DIR}\n"
+    monkeypatch.setenv(BUILD_CONTEXT_ENV, str(tmp_path))
+    assert runner.invoke(app, ["paths", "images"]).stdout == f"{tmp_path}\n"

@@ -153,8 +153,11 @@ def _make_cluster(client: docker.DockerClient, image: str, stanza: str, repo: Pa
 
 
 def make_demo(workdir: Path, scale: int = 1, clusters: int = 2, fresh: bool = False,
-              progress: Any = None) -> DemoResult:
-    """Make (or reuse) the sample repository under `workdir/backups`."""
+              progress: Any = None, build_context: Path | None = None) -> DemoResult:
+    """Make (or reuse) the sample repository under `workdir/backups`.
+
+    `build_context`: where to build the image from if it is missing (docker.build_context).
+    """
     if scale < 1 or clusters < 1:
         raise DemoError("--scale and --clusters must be at least 1")
     workdir = workdir.resolve()
@@ -176,7 +179,7 @@ def make_demo(workdir: Path, scale: int = 1, clusters: int = 2, fresh: bool = Fa
     workdir.mkdir(parents=True, exist_ok=True)
     marker.write_text("made by restoreproof demo; its backups/ folder may be deleted and remade\n")
     repo.mkdir()
-    image = ensure_image("restoreproof/postgres:15")
+    image = ensure_image("restoreproof/postgres:15", build_context)
     run_id = "demo-" + new_run_id()
     client = docker_client()
     pool = ThreadPoolExecutor(max_workers=clusters)

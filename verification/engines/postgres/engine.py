@@ -119,7 +119,9 @@ class PostgresEngine:
         if kind == "docker":
             from verification.images import ensure_image
 
-            return DockerTargetProvider(self.settings.docker, ensure_image(self.settings.docker.postgres_image))
+            docker_settings = self.settings.docker
+            return DockerTargetProvider(docker_settings, ensure_image(docker_settings.postgres_image,
+                                                                      docker_settings.build_context))
         return LocalTargetProvider(self.pg.bin_dir, self.settings.state_dir)
 
     def check_target(self, kind: str) -> None:

@@ -1,24 +1,33 @@
 #!/usr/bin/env bash
 # Build the images restoreproof needs, locally, and only when their inputs changed.
 #
-#   docker/build.sh            build every image but the on-demand ones (idempotent)
-#   docker/build.sh NAME...    build these images (e.g. airflow, for docker/compose.yaml)
-#   docker/build.sh --print    print the image tags it would produce
+#   build.sh            build every image but the on-demand ones (idempotent)
+#   build.sh NAME...    build these images (e.g. airflow, for docker/compose.yaml)
+#   build.sh --print    print the image tags it would produce
+#
+# It lives in the package (verification/images/), so an installed restoreproof can build its images
+# too; `restoreproof paths images` prints where. `make images` runs it from a checkout.
 #
 # 1. The Debian base. If BASE_IMAGE (default debian:bookworm-slim) is already present, or can be
 #    pulled, it is used as is. Otherwise (no registry reachable) a minimal Debian 12 is made with
 #    debootstrap from the Debian mirror apt already uses, and imported under the same tag.
-# 2. Every docker/<name>/Dockerfile is built as restoreproof/<name>:<tag>, labelled with a hash of
-#    its inputs (the build folder plus the base image id); an image whose label already carries
-#    that hash is not rebuilt.
+# 2. Every <name>/Dockerfile of the images folder (this one, or RESTOREPROOF_DOCKER__BUILD_CONTEXT) is
+#    built as restoreproof/<name>:<tag>, labelled with a hash of its inputs (the build folder plus
+#    the base image id); an image whose label already carries that hash is not rebuilt.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
+# The checkout this script sits in (verification/images/ -> the repository), for the on-demand
+# images that bundle the whole project; an installed package has none.
+project=$(cd "$here/../.." && pwd)
+# Your own Dockerfiles (a folder of <name>/Dockerfile, like this one) instead of the shipped ones;
+# restoreproof's setting docker.build_context reads the same variable.
+images=${RESTOREPROOF_DOCKER__BUILD_CONTEXT:-$here}
 BASE_IMAGE=${BASE_IMAGE:-debian:bookworm-slim}
 SUITE=${DEBIAN_SUITE:-bookworm}
 HASH_LABEL=restoreproof.inputs-hash
 
-log() { printf '[docker/build] %s\n' "$*" >&2; }
+log() { printf '[images/build] %s\n' "$*" >&2; }
 
 debian_mirror() {
   # The mirror apt on this machine already uses, so the build needs no other host.
@@ -60,7 +69,7 @@ inputs_hash() {  # folder -> hash of its files, the base image id, and (on-deman
   { docker image inspect --format '{{.Id}}' "$BASE_IMAGE"
     (cd "$dir" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
     if [ -f "$dir/ON_DEMAND" ]; then
-      (cd "$here/.." && find requirements.txt pyproject.toml README.md verification dags plugins -type f \
+      (cd "$project" && find requirements.txt pyproject.toml README.md verification dags plugins -type f \
          -not -path '*/__pycache__/*' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
     fi
   } | sha256sum | cut -c1-16
@@ -72,7 +81,7 @@ project_context() {  # folder of an on-demand image -> a temporary build context
   local dir=$1 context
   context=$(mktemp -d /tmp/restoreproof-build.XXXXXX)
   cp "$dir/Dockerfile" "$context/"
-  (cd "$here/.." && cp -r requirements.txt pyproject.toml README.md verification dags plugins "$context/")
+  (cd "$project" && cp -r requirements.txt pyproject.toml README.md verification dags plugins "$context/")
   find "$context" -name __pycache__ -prune -exec rm -rf {} +
   # CA certificates this host trusts locally (a TLS-inspecting proxy in front of PyPI, say) are
   # trusted by the build too; public CAs come with Debian's ca-certificates.
@@ -82,8 +91,12 @@ project_context() {  # folder of an on-demand image -> a temporary build context
 }
 
 build_one() {
-  local name=$1 dir=$here/$1 tag hash current context
-  [ -f "$dir/Dockerfile" ] || { log "no image $name (no docker/$name/Dockerfile)"; exit 2; }
+  local name=$1 dir=$images/$1 tag hash current context
+  [ -f "$dir/Dockerfile" ] || { log "no image $name (no $images/$name/Dockerfile)"; exit 2; }
+  # An installed package carries no requirements.txt or DAGs to bundle.
+  if [ -f "$dir/ON_DEMAND" ] && [ ! -f "$project/pyproject.toml" ]; then
+    log "image $name bundles the project: build it from a checkout (no pyproject.toml in $project)"; exit 2
+  fi
   context=$dir
   tag=$(image_tag "$name" "$(cat "$dir/TAG" 2>/dev/null || echo latest)")
   hash=$(inputs_hash "$dir")
@@ -104,7 +117,7 @@ build_one() {
 }
 
 if [ "${1:-}" = "--print" ]; then
-  for d in "$here"/*/Dockerfile; do n=$(basename "$(dirname "$d")"); image_tag "$n" "$(cat "$here/$n/TAG" 2>/dev/null || echo latest)"; done
+  for d in "$images"/*/Dockerfile; do n=$(basename "$(dirname "$d")"); image_tag "$n" "$(cat "$images/$n/TAG" 2>/dev/null || echo latest)"; done
   exit 0
 fi
 
@@ -114,8 +127,8 @@ if [ $# -gt 0 ]; then
   for name in "$@"; do build_one "$name"; done
 else
   # Images marked ON_DEMAND (the Airflow image: large, only for docker/compose.yaml) are built on request.
-  for d in "$here"/*/Dockerfile; do
+  for d in "$images"/*/Dockerfile; do
     name=$(basename "$(dirname "$d")")
-    [ -f "$here/$name/ON_DEMAND" ] || build_one "$name"
+    [ -f "$images/$name/ON_DEMAND" ] || build_one "$name"
   done
 fi
