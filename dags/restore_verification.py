@@ -1,11 +1,13 @@
 """Nightly restore verification: every database of a backup source restored and checked.
 
-Only wiring lives here; the work is restoreproof's (verification.orchestration), the same code the
-CLI runs. Tasks:
+Only wiring lives here; the work is restoreproof's (verification.orchestration over the pipeline's
+steps), the same code the CLI runs. Tasks:
 
-    discover -> plan -> database[db]: reserve_target (setup) -> verify -> remove_target (teardown)
-                     -> publish (report Asset) -> verdict
+    discover -> database[db]: reserve_target (setup) -> verify -> remove_target (teardown)
+             -> publish (report Asset) -> verdict
 
+- `discover` reads and plans the source once and records each database's plan in the results
+  store; each mapped task gets only the database's name and works from its recorded plan;
 - a task group mapped per database (each task named by the database), so each database's
   teardown follows its own verification; `verify` runs in the pool `restoreproof_targets` and
   creates and removes its target itself, so the pool's slots bound how many targets exist at once;
@@ -82,6 +84,9 @@ with DAG(
         "point": Param("latest", enum=["latest", "older-full", "random"],
                        description="Restore point per database; random rotates nightly through the retention window."),
         "seed": Param(None, type=["null", "integer"], description="Seed for older-full/random (default: the date)."),
+        "at": Param(None, type=["null", "string"],
+                    description="Restore every database to this point in time instead (ISO 8601 with a UTC offset, "
+                                "e.g. 2026-11-22T01:30:00Z); a time without an offset is refused."),
         "target": Param("docker", enum=["docker", "local", "auto"]),
         "time_budget_minutes": Param(360, type=["null", "number"],
                                      description="Stop starting new verifications after this long."),
@@ -94,36 +99,19 @@ with DAG(
 
     @task
     def discover() -> list[str]:
-        """The databases to verify tonight, least recently verified first."""
+        """Plan the source once (each chain's status logged); the databases to verify tonight, least
+        recently verified first."""
         context = get_current_context()
         started = context["dag_run"].start_date or datetime.now(UTC)
         return orchestration.discover(_settings(), _params(), _run_id(), started)
-
-    @task
-    def plan(databases: list[str]) -> dict[str, Any]:
-        """Each chain's status, logged, before any target is started."""
-        from verification.pipeline import plan_source
-
-        params = _params()
-        _, _, planned = plan_source(_settings(), params.source, params.engine, None,
-                                    params.point_choice())
-        chains = {p.database: str(p.chain.status) for p in planned.plans if p.database in databases}
-        for name, status in chains.items():
-            print(f"{name}: chain {status}")
-        return chains
 
     @setup
     @task(retries=2, retry_delay=timedelta(seconds=30), map_index_template="{{ database }}")
     def reserve_target(database: str) -> dict[str, Any]:
         """Check that a target can be had for this database (image present, engine reachable)."""
         get_current_context()["database"] = database  # type: ignore[typeddict-unknown-key]
-        from verification.pipeline import open_source, select_engine
-
-        settings = _settings()
-        params = _params()
-        engine = select_engine(settings, open_source(params.source), params.engine)
         try:
-            engine.check_target(params.target)
+            orchestration.reserve(_settings(), _run_id())
         except TargetError as exc:
             raise RuntimeError(f"target not available: {exc}") from exc  # retried: infrastructure
         return {"database": database, "run_id": _run_id()}
@@ -176,10 +164,7 @@ with DAG(
                                        f"not passed: {', '.join(published['failed']) or 'none'}; "
                                        f"report: {published['report_html']}")
 
-    databases = discover()
-    chains = plan(databases)  # type: ignore[arg-type]  # TaskFlow passes the XCom's value at run time
-    per_database = database.expand(name=databases)
-    chains >> per_database
+    per_database = database.expand(name=discover())
     published = publish()
     per_database >> published
     verdict(published)  # type: ignore[arg-type]

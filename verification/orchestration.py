@@ -1,13 +1,16 @@
-"""The pipeline cut into steps a scheduler can run as separate tasks, on separate workers.
+"""The pipeline's steps as a scheduler runs them: separate tasks, on separate workers.
 
-Each step takes plain values (names, ids, times) and hands its results on through the results
-store, never through a local file, so Airflow's Celery or Kubernetes executors can run the steps
-anywhere. The CLI's `run_verification` does the same work in one process.
+The steps are the pipeline's own (discover, verify one database, publish), the same the CLI composes
+in one process; this module adds only what a scheduler needs around them: its parameters, the
+rotation order, a time budget, the guaranteed cleanup, and small results for its task logs. What one
+task hands the next goes through the results store (the plans, the entries), never a local file or
+a large XCom, so Airflow's Celery or Kubernetes executors can run the tasks anywhere.
 
-    discover  -> the databases to verify tonight, least recently verified first
-    verify    -> one database: plan, provision, restore, check, record (its target removed after)
+    discover  -> plans the source once; the databases to verify tonight, least recently verified first
+    reserve   -> checks that the run's engine can have a target (image present, engine reachable)
+    verify    -> one database, from its recorded plan: restore, check, record (its target removed after)
     remove    -> one database's leftovers, by label (the guaranteed cleanup)
-    publish   -> report.json / report.html from what the store holds
+    publish   -> the run's reports from what the store holds
 """
 
 from __future__ import annotations
@@ -18,24 +21,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from verification import pipeline
 from verification.config import Settings
-from verification.errors import RestoreproofError, SourceError
-from verification.model import RunResult, Verdict
-from verification.pipeline import (
-    RedactingEvidence,
-    host_facts,
-    plan_source,
-    redact_result,
-    verify_database,
-)
-from verification.prediction.context import PredictionContext
-from verification.redaction import Redactor
-from verification.report_model import NotVerified
-from verification.reports import write_reports
-from verification.reports.json_report import database_entry, run_report
+from verification.errors import RestoreproofError
 from verification.restore_points import PointChoice, PointStrategy
 from verification.results import ResultStore
-from verification.results.store import unreadable_json, unreadable_of
 from verification.targets.labels import slug
 from verification.targets.local import reap_local
 from verification.targets.reaper import ReapReport, reap_docker
@@ -43,6 +33,25 @@ from verification.targets.reaper import ReapReport, reap_docker
 
 class BudgetExceeded(RestoreproofError):
     """The run's time budget is spent: this database is not started tonight (it goes first next time)."""
+
+
+def utc_point(value: str | datetime | None) -> datetime | None:
+    """A restore point in UTC. A time without an offset is refused: 01:30 on the worker, in the
+    database's zone or in UTC are three different points, and a guess would restore the wrong one.
+    A templated value ("{{ ... }}") is checked once rendered, at execution."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        if "{{" in value:
+            return None
+        try:
+            value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(f"restore point {value!r} is not an ISO 8601 time (for example "
+                             "2026-11-22T01:30:00Z)") from None
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(f"restore point {value.isoformat()} has no UTC offset: add one (Z, +00:00, +01:00, ...)")
+    return value.astimezone(UTC)
 
 
 @dataclass(frozen=True)
@@ -53,6 +62,8 @@ class NightlyParams:
     exclude: list[str] = field(default_factory=list)
     point: str = "latest"
     seed: int | None = None
+    # A point in time to restore every database to (ISO 8601 with an offset); None: `point` decides.
+    at: str | None = None
     target: str = "auto"
     time_budget_minutes: float | None = None
     # The YAML configuration every task of the run loads (None: RESTOREPROOF_CONFIG, then defaults).
@@ -61,10 +72,16 @@ class NightlyParams:
     @classmethod
     def from_mapping(cls, values: dict[str, Any]) -> NightlyParams:
         known = {k: values[k] for k in cls.__dataclass_fields__ if k in values and values[k] is not None}
-        return cls(**known)
+        params = cls(**known)
+        utc_point(params.at)  # a malformed or naive point fails the run's first task, naming it
+        return params
 
     def point_choice(self) -> PointChoice:
         return PointChoice(PointStrategy(self.point), self.seed)
+
+    def request(self) -> pipeline.RunRequest:
+        return pipeline.RunRequest(self.source, self.engine, tuple(self.include), tuple(self.exclude),
+                                   at=utc_point(self.at), point=self.point_choice(), target=self.target)
 
 
 def scheduler_run_id(dag_id: str, scheduler_run: str) -> str:
@@ -73,62 +90,34 @@ def scheduler_run_id(dag_id: str, scheduler_run: str) -> str:
     return f"{slug(dag_id, 30).lower()}-{digest}"
 
 
-def discover(settings: Settings, params: NightlyParams, run_id: str, started: datetime) -> list[str]:
-    """Databases to verify, least recently verified first; starts the run in the store."""
-    engine, source, planned = plan_source(settings, params.source, params.engine, None, params.point_choice())
-    names = [p.database for p in planned.plans]
-    if params.include:
-        unknown = sorted(set(params.include) - set(names))
-        if unknown:  # as the CLI's --database: a misspelt name is never a database quietly not verified
-            raise SourceError(f"{', '.join(unknown)}: not a database of {source.describe()} "
-                              f"(it holds {', '.join(names) or 'none'})")
-        names = [n for n in names if n in params.include]
-    names = [n for n in names if n not in params.exclude]
+def discover(settings: Settings, params: NightlyParams, run_id: str, started: datetime,
+             progress: pipeline.ProgressFn = print) -> list[str]:
+    """Plan the run once; the databases to verify, least recently verified first (never verified first)."""
+    discovery = pipeline.discover(settings, params.request(), run_id, started, progress=progress)
     store = ResultStore(settings.results_database_url)
     try:
         last = store.last_verified()
-        host = {**host_facts(), "due": names, "unreadable": unreadable_json(planned.unreadable)}
-        store.start_run(RunResult(run_id=run_id, engine=engine.name, source=source.describe(), started_at=started,
-                                  target_kind=params.target, host=host))
     finally:
         store.close()
     never = datetime.min.replace(tzinfo=UTC)
-    return sorted(names, key=lambda n: (_aware(last.get(n)) or never, n))
+    return sorted((p.database for p in discovery.plans), key=lambda n: (last.get(n) or never, n))
 
 
-def _aware(value: datetime | None) -> datetime | None:
-    return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
+def reserve(settings: Settings, run_id: str) -> None:
+    """Check that the run's engine can have a target of the kind asked for; raises TargetError."""
+    discovery = pipeline.resume(settings, run_id)
+    discovery.engine.check_target(discovery.target)
 
 
 def verify(settings: Settings, params: NightlyParams, run_id: str, database: str,
-           deadline: datetime | None = None) -> dict[str, Any]:
-    """Verify one database and record it; returns its verdict and reasons."""
+           deadline: datetime | None = None, progress: pipeline.ProgressFn = print) -> dict[str, Any]:
+    """Verify one database of the run from its recorded plan; returns its verdict and reasons."""
     if deadline is not None and datetime.now(UTC) > deadline:
         raise BudgetExceeded(f"the run's time budget ended at {deadline.isoformat()}: {database} is not started "
                              "tonight and goes first next time")
-    engine, source, planned = plan_source(settings, params.source, params.engine, None, params.point_choice())
-    plan = next((p for p in planned.plans if p.database == database), None)
-    if plan is None:
-        raise RestoreproofError(f"{database} is no longer in {params.source}")
-    provider = engine.target_provider(params.target, [plan]) if plan.chain.status == "complete" else None
-    run_dir = settings.report_dir / run_id
-    evidence = RedactingEvidence(run_dir / "evidence" / slug(database), Redactor(settings))
-    context = PredictionContext.load_or_cold(settings, engine.name)
-    result = verify_database(engine, plan, provider, run_id, source.describe(), evidence, context=context,
-                             source=source)
-    redact = Redactor(settings)
-    redact_result(result, redact)
-    entry = database_entry(result)
-    store = ResultStore(settings.results_database_url)
-    try:
-        run = store.run(run_id)
-        started = _aware(run.started_at) if run is not None else None
-        context.annotate_quietly(entry, result, run_id, started or datetime.now(UTC))
-        entry = redact.model(entry)
-        store.record_database(run_id, entry)
-    finally:
-        store.close()
-    return {"database": database, "verdict": str(result.verdict), "reasons": result.reasons,
+    discovery = pipeline.resume(settings, run_id)
+    entry = pipeline.verify_one(settings, discovery, discovery.plan(database), progress=progress).entry
+    return {"database": database, "verdict": str(entry.verdict), "reasons": entry.reasons,
             "recovery_seconds": entry.recovery_seconds}
 
 
@@ -139,34 +128,15 @@ def remove(settings: Settings, run_id: str, database: str | None = None) -> Reap
 
 
 def publish(settings: Settings, run_id: str) -> dict[str, Any]:
-    """Write the run's report from the store and close the run."""
-    store = ResultStore(settings.results_database_url)
-    try:
-        run, entries = store.run_with_reports(run_id)
-        unreadable = unreadable_of(run.host)
-        recorded = {entry.database for entry in entries}
-        # A database that was due but has no result must show, and keep the run from passing.
-        not_verified = [NotVerified(database=name, reason="no result recorded: the time budget ran out before it "
-                                                          "started, or its verification died (see the task log)")
-                        for name in run.host.get("due", []) if name not in recorded]
-        finished = datetime.now(UTC)
-        host = {k: v for k, v in run.host.items() if k not in ("unreadable", "due")}
-        report = Redactor(settings).model(run_report(
-            run_id=run.run_id, engine=run.engine, source=run.source, target_kind=run.target_kind,
-            started_at=_aware(run.started_at) or finished, finished_at=finished, host=host, databases=entries,
-            unreadable=unreadable, not_verified=not_verified))
-        run_dir = settings.report_dir / run_id
-        store.finish_run(run_id, finished, str(report.verdict), run_dir, unreadable)
-        outputs = write_reports(report, run_dir, settings, store.last_passed())
-    finally:
-        store.close()
+    """Write the run's report from the store and close the run; a summary for the task log."""
+    published = pipeline.publish(settings, run_id)
+    report, outputs = published.report, published.outputs
     return {"run_id": run_id, "verdict": str(report.verdict), "summary": report.summary,
             "report_json": str(outputs.json_path), "report_html": str(outputs.html_path),
             "junit_xml": str(outputs.junit_path), "metrics": str(outputs.metrics_path),
-            "evidence_manifest": str(outputs.manifest_path),
-            "warnings": [Redactor(settings)(w) for w in outputs.warnings],
-            "failed": [d.database for d in entries if d.verdict is not Verdict.PASSED]
-            + [n.database for n in not_verified]}
+            "evidence_manifest": str(outputs.manifest_path), "warnings": outputs.warnings,
+            "failed": [d.database for d in report.databases if d.verdict != "passed"]
+            + [n.database for n in report.not_verified]}
 
 
 def report_path(settings: Settings, run_id: str) -> Path:

@@ -30,16 +30,18 @@ from verification.model import (
     RestorePlan,
     RestorePoint,
     RunResult,
+    UnreadableFile,
     Verdict,
 )
 from verification.prediction.context import PredictionContext
 from verification.prediction.phase_model import Prediction
 from verification.redaction import Redactor
-from verification.report_model import RunReport
-from verification.reports import build_report, write_reports
-from verification.reports.json_report import database_entry
+from verification.report_model import DatabaseEntry, NotVerified, RunReport
+from verification.reports import ReportOutputs, write_reports
+from verification.reports.json_report import database_entry, run_report
 from verification.restore_points import PointChoice
 from verification.results import ResultStore
+from verification.results.store import unreadable_of
 from verification.sources import LocalSource
 from verification.sources.base import Source
 from verification.targets.base import Target, TargetProvider
@@ -211,6 +213,194 @@ def verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider 
     return result
 
 
+# ---- the steps: discover, verify one database, publish ----------------------------------------------------
+# The CLI composes them in one process (`run_verification`); a scheduler runs each as its own task,
+# on any worker (verification.orchestration): what one step hands the next goes through the store.
+
+
+# What the run row's host facts carry for the later steps, beside the host's own facts; never in the
+# report's `host`: the databases due, in the run's order; the target kind the run asked for ("auto",
+# "docker", "local"); every file not read (results.store.unreadable_json).
+DUE, TARGET_ASKED, UNREADABLE = "due", "target_asked", "unreadable"
+RUN_FACTS = frozenset({DUE, TARGET_ASKED, UNREADABLE})
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """What to verify, said the same way by the CLI and by a scheduler's run."""
+
+    source: str
+    engine: str = "auto"
+    # Only these databases (empty: all); a name the source does not hold is an error, never skipped.
+    databases: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    at: datetime | None = None
+    point: PointChoice | None = None
+    target: str = "auto"
+
+
+@dataclass
+class Discovery:
+    """A run's plans, made once: what every later step of the run works from."""
+
+    run_id: str
+    started_at: datetime
+    engine: Engine
+    source: Source
+    plans: list[RestorePlan]
+    unreadable: list[UnreadableFile]
+    # The kind of target asked for ("auto" until a provider is chosen) and the run's own folder.
+    target: str
+    run_dir: Path
+
+    def plan(self, database: str) -> RestorePlan:
+        found = next((p for p in self.plans if p.database == database), None)
+        if found is None:
+            raise SourceError(f"{database} was not planned in run {self.run_id} "
+                              f"(its databases: {', '.join(p.database for p in self.plans) or 'none'})")
+        return found
+
+
+def discover(settings: Settings, request: RunRequest, run_id: str, started: datetime, *,
+             report_dir: Path | None = None, progress: ProgressFn = _quiet) -> Discovery:
+    """Read and plan the source once, and start the run in the store with its plans, the databases
+    due and every file not read."""
+    engine, source, planned = plan_source(settings, request.source, request.engine, request.at, request.point)
+    plans, unreadable = list(planned.plans), list(planned.unreadable)
+    if request.databases:
+        unknown = sorted(set(request.databases) - {p.database for p in plans})
+        if unknown:  # a misspelt name is never a database quietly not verified
+            raise SourceError(f"{source.describe()} has no database {', '.join(unknown)} "
+                              f"(it has: {', '.join(p.database for p in plans) or 'none'})")
+        plans = [p for p in plans if p.database in request.databases]
+    plans = [p for p in plans if p.database not in request.exclude]
+    # Files of databases not asked for are theirs to answer for; unattributed files stay.
+    kept = {p.database for p in plans}
+    unreadable = [u for u in unreadable if u.database is None or u.database in kept]
+    for unread in unreadable:
+        progress(f"{unread.kind}: {unread.describe()}")
+    run_dir = (report_dir or settings.report_dir) / run_id
+    store = ResultStore(settings.results_database_url)
+    try:
+        # The target kind stays unset until a restore gets one: a run that restored nothing names none.
+        store.start_run(RunResult(run_id=run_id, engine=engine.name, source=source.describe(), started_at=started,
+                                  unreadable=unreadable, host={**host_facts(), **{
+                                      DUE: [p.database for p in plans],
+                                      TARGET_ASKED: request.target}}), run_dir)
+        store.record_plans(run_id, plans)
+    finally:
+        store.close()
+    for plan in plans:
+        progress(f"{plan.database}: chain {plan.chain.status}"
+                 + (f", {len(plan.chain.defects)} known-bad backups" if plan.chain.defects else ""))
+    return Discovery(run_id, started, engine, source, plans, unreadable, request.target, run_dir)
+
+
+def resume(settings: Settings, run_id: str) -> Discovery:
+    """A run's discovery as the store keeps it, for a step in another process: nothing is planned again."""
+    store = ResultStore(settings.results_database_url)
+    try:
+        run = store.run(run_id)
+        if run is None:
+            raise RestoreproofError(f"run {run_id} is not in the results store {settings.results_database_url}: "
+                                    "its discovery did not run or another store is configured")
+        plans = store.plans(run_id)
+    finally:
+        store.close()
+    engine = engines(settings)[run.engine]
+    return Discovery(run_id, run.started_at, engine, open_source(run.source), plans, unreadable_of(run.host),
+                     str(run.host.get(TARGET_ASKED, "auto")),
+                     Path(run.report_dir or settings.report_dir / run_id))
+
+
+def choose_target(settings: Settings, discovery: Discovery, plans: list[RestorePlan],
+                  progress: ProgressFn = _quiet) -> tuple[TargetProvider | None, str | None]:
+    """The provider the plans restore into, or why there is none: every database is still decided
+    without one (a broken or known-bad chain is "failed" without a server; the others are "error")."""
+    if not any(p.chain.status is ChainStatus.COMPLETE for p in plans):
+        return None, None
+    try:
+        provider = discovery.engine.target_provider(discovery.target, plans)
+    except TargetError as exc:
+        progress(f"no target: {exc}")
+        return None, str(exc)
+    store = ResultStore(settings.results_database_url)
+    try:
+        store.set_target_kind(discovery.run_id, provider.kind)
+    finally:
+        store.close()
+    return provider, None
+
+
+@dataclass
+class Verified:
+    result: DatabaseResult
+    entry: DatabaseEntry
+
+
+def verify_one(settings: Settings, discovery: Discovery, plan: RestorePlan, *,
+               target: tuple[TargetProvider | None, str | None] | None = None,
+               context: PredictionContext | None = None, progress: ProgressFn = _quiet) -> Verified:
+    """Verify one database of a discovered run and record its entry in the store; `target` is a
+    provider already chosen for the run (else one is chosen for this plan alone)."""
+    redact = Redactor(settings)
+    progress = _redacting(progress, redact)
+    provider, no_target = target if target is not None else choose_target(settings, discovery, [plan], progress)
+    engine = discovery.engine
+    context = context or PredictionContext.load_or_cold(settings, engine.name, progress)
+    evidence = RedactingEvidence(discovery.run_dir / "evidence" / slug(plan.database), redact)
+    result = verify_database(engine, plan, provider, discovery.run_id, discovery.source.describe(), evidence,
+                             progress, context=context, source=discovery.source, no_target=no_target)
+    redact_result(result, redact)
+    entry = database_entry(result)
+    context.annotate_quietly(entry, result, discovery.run_id, discovery.started_at, progress)
+    entry = redact.model(entry)
+    store = ResultStore(settings.results_database_url)
+    try:
+        store.record_database(discovery.run_id, entry)
+    finally:
+        store.close()
+    progress(f"{plan.database}: {result.verdict}")
+    return Verified(result, entry)
+
+
+@dataclass
+class Publication:
+    report: RunReport
+    run_dir: Path
+    outputs: ReportOutputs
+
+
+# Why a database that was due has no entry when the run is published.
+NOT_VERIFIED = ("no result recorded: the time budget ran out before it started, or its verification died "
+                "(see the task log)")
+
+
+def publish(settings: Settings, run_id: str) -> Publication:
+    """The run's report from what the store holds: every entry recorded, and every database that was
+    due without one (which keeps the run from passing). Writes every output and closes the run."""
+    store = ResultStore(settings.results_database_url)
+    try:
+        run, entries = store.run_with_reports(run_id)
+        recorded = {entry.database for entry in entries}
+        not_verified = [NotVerified(database=name, reason=NOT_VERIFIED)
+                        for name in run.host.get(DUE, []) if name not in recorded]
+        finished = datetime.now(UTC)
+        host = {k: v for k, v in run.host.items() if k not in RUN_FACTS}
+        report = Redactor(settings).model(run_report(
+            run_id=run.run_id, engine=run.engine, source=run.source, target_kind=run.target_kind,
+            started_at=run.started_at, finished_at=finished, host=host, databases=entries,
+            unreadable=unreadable_of(run.host), not_verified=not_verified))
+        run_dir = Path(run.report_dir or settings.report_dir / run_id)
+        store.finish_run(run_id, finished, str(report.verdict))
+        last_success = store.last_passed()
+    finally:
+        store.close()
+    outputs = write_reports(report, run_dir, settings, last_success)
+    outputs.warnings = [Redactor(settings)(warning) for warning in outputs.warnings]
+    return Publication(report, run_dir, outputs)
+
+
 @dataclass
 class VerificationRun:
     run: RunResult
@@ -224,58 +414,24 @@ def run_verification(settings: Settings, source_path: str | Path, *, engine_name
                      at: datetime | None = None, target_kind: str | None = None, report_dir: Path | None = None,
                      run_id: str | None = None, progress: ProgressFn = _quiet,
                      databases: list[str] | None = None, point: PointChoice | None = None) -> VerificationRun:
+    """The whole run in one process: discover, verify each database, publish (the scheduler's steps)."""
     started = datetime.now(UTC)
     run_id = run_id or new_run_id(started)
-    redact = Redactor(settings)
-    progress = _redacting(progress, redact)
+    progress = _redacting(progress, Redactor(settings))
     progress(f"run {run_id}: reading {source_path}")
-    engine, source, planned = plan_source(settings, source_path, engine_name or settings.engine, at, point)
-    plans = planned.plans
-    unreadable = list(planned.unreadable)
-    if databases:
-        unknown = sorted(set(databases) - {p.database for p in plans})
-        if unknown:
-            raise SourceError(f"{source.describe()} has no database {', '.join(unknown)} "
-                              f"(it has: {', '.join(p.database for p in plans) or 'none'})")
-        plans = [p for p in plans if p.database in databases]
-        # Files of databases not asked for are theirs to answer for; unattributed files stay.
-        unreadable = [u for u in unreadable if u.database is None or u.database in databases]
-    run_dir = (report_dir or settings.report_dir) / run_id
-    run = RunResult(run_id=run_id, engine=engine.name, source=source.describe(), started_at=started,
-                    host=host_facts(), unreadable=unreadable)
-    for unread in unreadable:
-        progress(f"{unread.kind}: {unread.describe()}")
-    provider, no_target = None, None
-    if any(p.chain.status is ChainStatus.COMPLETE for p in plans):
-        try:
-            provider = engine.target_provider(target_kind or settings.target, plans)
-            run.target_kind = provider.kind
-        except TargetError as exc:
-            # Every database is still planned and reported: a broken or known-bad chain is "failed"
-            # without a server; the others are "error", not restored, with this reason.
-            no_target = str(exc)
-            progress(f"no target: {exc}")
-    context = PredictionContext.load_or_cold(settings, engine.name, progress)
-    entries = []
-    for plan in plans:
-        evidence = RedactingEvidence(run_dir / "evidence" / slug(plan.database), redact)
-        result = verify_database(engine, plan, provider, run_id, source.describe(), evidence, progress,
-                                 context=context, source=source, no_target=no_target)
-        redact_result(result, redact)
-        run.databases.append(result)
-        entry = database_entry(result)
-        context.annotate_quietly(entry, result, run_id, started, progress)
-        entries.append(redact.model(entry))
-        progress(f"{plan.database}: {result.verdict}")
-    run.finished_at = datetime.now(UTC)
-    report = redact.model(build_report(run, entries))
-    store = ResultStore(settings.results_database_url)
-    try:
-        store.record(run, run_dir, report)
-        last_success = store.last_passed()
-    finally:
-        store.close()
-    outputs = write_reports(report, run_dir, settings, last_success)
-    for warning in outputs.warnings:
+    request = RunRequest(str(source_path), engine_name or settings.engine, tuple(databases or ()), at=at,
+                         point=point, target=target_kind or settings.target)
+    discovery = discover(settings, request, run_id, started, report_dir=report_dir, progress=progress)
+    # One provider for the whole run, chosen once (a scheduler's tasks each choose their own).
+    target = choose_target(settings, discovery, discovery.plans, progress)
+    context = PredictionContext.load_or_cold(settings, discovery.engine.name, progress)
+    results = [verify_one(settings, discovery, plan, target=target, context=context, progress=progress).result
+               for plan in discovery.plans]
+    published = publish(settings, run_id)
+    for warning in published.outputs.warnings:
         progress(f"warning: {warning}")
-    return VerificationRun(run, report, run_dir, outputs.json_path, outputs.html_path)
+    report = published.report
+    run = RunResult(run_id=run_id, engine=report.engine, source=report.source, started_at=started,
+                    finished_at=report.finished_at, target_kind=report.target_kind, databases=results,
+                    host=report.host, unreadable=list(report.unreadable))
+    return VerificationRun(run, report, published.run_dir, published.outputs.json_path, published.outputs.html_path)

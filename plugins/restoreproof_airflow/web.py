@@ -8,20 +8,15 @@ from pathlib import Path
 from fastapi import FastAPI, HTTPException
 from fastapi.responses import FileResponse, HTMLResponse
 
-from verification.config import load_settings
-from verification.results import ResultStore
+from restoreproof_airflow.hooks import RestoreproofHook
 
 app = FastAPI(title="restoreproof", description="Restore verification runs and their reports")
 
 
 @app.get("/", response_class=HTMLResponse)
 def runs() -> str:
-    settings = load_settings()
-    store = ResultStore(settings.results_database_url)
-    try:
-        rows = store.recent_runs(50)
-    finally:
-        store.close()
+    with RestoreproofHook() as hook:
+        rows = hook.get_conn().recent_runs(50)
     lines = "".join(
         f"<tr><td><a href='reports/{escape(r.run_id)}'>{escape(r.run_id)}</a></td><td>{escape(r.engine)}</td>"
         f"<td class='{escape(r.verdict)}'>{escape(r.verdict)}</td><td>{r.started_at:%Y-%m-%d %H:%M}</td>"
@@ -45,12 +40,8 @@ def report_file(run_id: str, name: str) -> FileResponse:
 
 
 def _report_file(run_id: str, name: str) -> FileResponse:
-    settings = load_settings()
-    store = ResultStore(settings.results_database_url)
-    try:
-        run = store.run(run_id)
-    finally:
-        store.close()
+    with RestoreproofHook() as hook:
+        run = hook.get_conn().run(run_id)
     if run is None or not run.report_dir:
         raise HTTPException(404, f"no report for run {run_id}")
     folder = Path(run.report_dir).resolve()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import hashlib
+import os
 import re
 import socket
 import threading
@@ -94,7 +95,7 @@ def test_a_segment_of_another_cluster_ends_redo_early_and_fails(pg_repo, restore
     db = assert_failed_naming(run, "demo1", last, "WAL file is from different database system")
     assert any(r.startswith("recovery did not reach the planned end") for r in db["reasons"]), db["reasons"]
     assert {c["name"]: c["status"] for c in db["checks"]}["pgbackrest_verify"] == "passed"
-    assert leftovers() == []
+    assert run.report is not None and leftovers(run.report["run_id"]) == []
 
 
 def test_a_zeroed_segment_ends_redo_early_and_fails(pg_repo, restoreproof):
@@ -257,7 +258,8 @@ def test_the_docker_engine_gone_mid_restore_is_an_error_and_reap_removes_what_is
     from verification.cli import app
     from verification.targets.labels import RUN_LABEL
 
-    proxy = DockerEngineProxy(Path("/tmp") / f"restoreproof-proxy-{tmp_path.name[:40]}.sock")
+    # Unique to this process: the same test run elsewhere on this machine must not share the socket.
+    proxy = DockerEngineProxy(Path("/tmp") / f"restoreproof-proxy-{os.getpid()}-{tmp_path.name[:30]}.sock")
     monkeypatch.setenv("DOCKER_HOST", proxy.url)
 
     def cut_once_restoring() -> None:

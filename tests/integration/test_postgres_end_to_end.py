@@ -119,7 +119,7 @@ def test_report_and_store_agree(demo, settings):
     assert row.run_id == result.run.run_id and row.verdict == "passed"
     ((run_id, _, entry),) = store.report_entries(database="demo2")
     report_db = json.loads(result.json_path.read_text())["databases"][0]
-    assert run_id == result.run.run_id and entry == report_db
+    assert run_id == result.run.run_id and entry.model_dump(mode="json") == report_db
     assert "demo2" in store.last_passed()
     store.close()
 

@@ -10,6 +10,7 @@ from tests.conftest import TESTS
 from tests.unit.factories import complete_plan, online_outcome, passed_check
 from verification import orchestration
 from verification.config import load_settings
+from verification.errors import RestoreproofError, SourceError
 from verification.model import DatabaseResult, PhaseStatus, PhaseTiming, RestorePoint, RunResult, Verdict
 from verification.reports.json_report import database_entry
 from verification.results import ResultStore
@@ -25,7 +26,7 @@ def stored_run(store: ResultStore, run_id: str, when: datetime, seconds: dict[st
         phases = [PhaseTiming("transfer", PhaseStatus.MEASURED, seconds=value)]
         result = DatabaseResult(name, verdict, ["r"], plan, RestorePoint("latest", when), phases, outcome.checks)
         store.record_database(run_id, database_entry(result))
-    store.finish_run(run_id, when + timedelta(minutes=5), str(verdict), None, [])
+    store.finish_run(run_id, when + timedelta(minutes=5), str(verdict))
 
 
 def test_drift_reads_stored_history_and_alerts(tmp_path, monkeypatch):
@@ -93,11 +94,9 @@ def test_the_time_budget_stops_a_verification_before_it_starts(tmp_path):
 
 
 def test_a_restore_point_is_normalised_to_utc_and_a_naive_one_is_refused():
-    import sys
     from datetime import UTC, datetime, timedelta, timezone
 
-    sys.path.insert(0, str(TESTS.parent / "plugins"))
-    from restoreproof_airflow.operators import utc_point
+    from verification.orchestration import utc_point
 
     assert utc_point("2026-11-22T01:30:00+01:00") == datetime(2026, 11, 22, 0, 30, tzinfo=UTC)
     assert utc_point("2026-11-22T01:30:00Z") == datetime(2026, 11, 22, 1, 30, tzinfo=UTC)
@@ -125,6 +124,13 @@ def test_the_hook_loads_the_file_it_is_given_and_names_one_that_is_missing(tmp_p
     assert RestoreproofHook().settings.checks.sql == []
     with pytest.raises(ConfigError, match=f"configuration file {tmp_path}/gone.yaml does not exist"):
         RestoreproofHook(config=str(tmp_path / "gone.yaml")).get_conn()
+    # The connection it holds is the results store its settings name, opened once and released on exit.
+    config.write_text(f"results_url: sqlite:///{tmp_path}/hooked.db\n")
+    with RestoreproofHook(config=str(config)) as hook:
+        store = hook.get_conn()
+        assert hook.get_conn() is store and str(store.engine.url) == f"sqlite:///{tmp_path}/hooked.db"
+        assert store.recent_runs() == []
+    assert hook._store is None
 
 
 def test_reap_exits_non_zero_when_it_could_not_remove_or_even_look(tmp_path, monkeypatch):
@@ -145,7 +151,34 @@ def test_a_database_asked_for_that_the_source_does_not_hold_stops_the_run_naming
 
     settings = load_settings(None, state_dir=tmp_path, results_url=f"sqlite:///{tmp_path / 'r.db'}")
     params = orchestration.NightlyParams(source=str(captured_repo), engine="postgres", include=["demo1", "demo2x"])
-    with pytest.raises(SourceError, match=r"^demo2x: not a database of .* \(it holds demo1\)$"):
+    with pytest.raises(SourceError, match=r"^.*/repo has no database demo2x \(it has: demo1\)$"):
         orchestration.discover(settings, params, "r1", datetime.now(UTC))
     assert orchestration.discover(settings, orchestration.NightlyParams(
         source=str(captured_repo), engine="postgres", include=["demo1"]), "r2", datetime.now(UTC)) == ["demo1"]
+
+
+def test_a_run_is_planned_once_and_every_later_step_works_from_the_recorded_plans(captured_repo, tmp_path,
+                                                                                  monkeypatch):
+    from verification import pipeline
+    from verification.engines.postgres.engine import PostgresEngine
+
+    settings = load_settings(None, state_dir=tmp_path, results_url=f"sqlite:///{tmp_path / 'r.db'}",
+                             report_dir=tmp_path / "reports")
+    started = datetime(2026, 11, 24, 1, 0, tzinfo=UTC)
+    params = orchestration.NightlyParams(source=str(captured_repo), engine="postgres", target="local")
+    assert orchestration.discover(settings, params, "r1", started, progress=lambda _: None) == ["demo1"]
+    planned = pipeline.plan_source(settings, captured_repo, "postgres", None, params.point_choice())[2].plans
+
+    def no_planning(*_: object) -> None:
+        raise AssertionError("a step after discovery planned the source again")
+
+    monkeypatch.setattr(PostgresEngine, "plan", no_planning)
+    monkeypatch.setattr(PostgresEngine, "detect", no_planning)
+    resumed = pipeline.resume(settings, "r1")
+    assert resumed.plans == planned and resumed.plan("demo1") == planned[0]
+    assert (resumed.engine.name, resumed.target, resumed.started_at) == ("postgres", "local", started)
+    assert resumed.run_dir == tmp_path / "reports" / "r1"
+    with pytest.raises(SourceError, match=r"^demo9 was not planned in run r1 \(its databases: demo1\)$"):
+        resumed.plan("demo9")
+    with pytest.raises(RestoreproofError, match="run r9 is not in the results store"):
+        pipeline.resume(settings, "r9")

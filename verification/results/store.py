@@ -17,6 +17,7 @@ from sqlalchemy import (
     DateTime,
     Float,
     ForeignKey,
+    Integer,
     String,
     Text,
     TypeDecorator,
@@ -26,11 +27,12 @@ from sqlalchemy import (
 from sqlalchemy.engine import Dialect, Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
 
-from verification.model import RunResult, UnreadableFile
-from verification.report_model import DatabaseEntry, RunReport
+from verification.model import RestorePlan, RunResult, UnreadableFile
+from verification.report_model import DatabaseEntry
 from verification.results import migrations
 
 _UNREADABLE = TypeAdapter(list[UnreadableFile])
+_PLAN = TypeAdapter(RestorePlan)
 
 
 def unreadable_json(files: list[UnreadableFile]) -> list[Any]:
@@ -96,6 +98,18 @@ class DatabaseRow(Base):
     run: Mapped[RunRow] = relationship(back_populates="databases")
 
 
+class PlanRow(Base):
+    """A database's restore plan as the run's discovery made it: planned once per run, read by every
+    task that verifies a database of it (a scheduler's workers plan nothing again)."""
+
+    __tablename__ = "run_plans"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_pk: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    database: Mapped[str] = mapped_column(String(256))
+    position: Mapped[int] = mapped_column(Integer)
+    plan: Mapped[dict[str, Any]] = mapped_column(default=dict)
+
+
 class DatabaseReportRow(Base):
     """A database's report.json entry as written, so a report can be assembled from the store by
     whichever worker publishes it (nothing is passed between tasks on a local disk)."""
@@ -117,20 +131,43 @@ class ResultStore:
     def close(self) -> None:
         self.engine.dispose()
 
-    def record(self, run: RunResult, report_dir: Path | None, report: RunReport) -> None:
-        """Store a finished run and its report's database entries."""
-        self.start_run(run)
-        for entry in report.databases:
-            self.record_database(run.run_id, entry)
-        self.finish_run(run.run_id, run.finished_at, str(report.verdict), report_dir, report.unreadable)
-
-    def start_run(self, run: RunResult) -> None:
-        """Create the run's row (verdict "running") if it does not exist yet."""
+    def start_run(self, run: RunResult, report_dir: Path | None = None) -> None:
+        """Create the run's row (verdict "running") if it does not exist yet; `report_dir` is the
+        run's own folder, where its evidence and reports go whichever process writes them."""
         with Session(self.engine) as session, session.begin():
             if session.scalar(select(RunRow).where(RunRow.run_id == run.run_id)) is None:
                 session.add(RunRow(run_id=run.run_id, engine=run.engine, source=run.source,
                                    target_kind=run.target_kind, verdict="running", started_at=run.started_at,
-                                   host=run.host))
+                                   report_dir=str(report_dir) if report_dir else None,
+                                   host={**run.host, "unreadable": unreadable_json(run.unreadable)}))
+
+    def set_target_kind(self, run_id: str, kind: str) -> None:
+        """The kind of target the run's restores got (what "auto" became)."""
+        with Session(self.engine) as session, session.begin():
+            self._run_row(session, run_id).target_kind = kind
+
+    def record_plans(self, run_id: str, plans: list[RestorePlan]) -> None:
+        """The run's plans, in the order they were made; replaces any recorded before."""
+        with Session(self.engine) as session, session.begin():
+            run = self._run_row(session, run_id)
+            for old in session.scalars(select(PlanRow).where(PlanRow.run_pk == run.id)):
+                session.delete(old)
+            session.add_all(PlanRow(run_pk=run.id, database=plan.database, position=position,
+                                    plan=_PLAN.dump_python(plan, mode="json")) for position, plan in enumerate(plans))
+
+    def plans(self, run_id: str) -> list[RestorePlan]:
+        """The run's plans as discovery recorded them, in its order."""
+        with Session(self.engine) as session:
+            run = self._run_row(session, run_id)
+            rows = session.scalars(select(PlanRow).where(PlanRow.run_pk == run.id).order_by(PlanRow.position))
+            return [_PLAN.validate_python(row.plan) for row in rows]
+
+    @staticmethod
+    def _run_row(session: Session, run_id: str) -> RunRow:
+        run = session.scalar(select(RunRow).where(RunRow.run_id == run_id))
+        if run is None:
+            raise KeyError(f"run {run_id} was not started in the results store")
+        return run
 
     def record_database(self, run_id: str, entry: DatabaseEntry) -> None:
         """One database's report entry. Replaces an earlier try's."""
@@ -139,9 +176,7 @@ class ResultStore:
                                restore_achieved=entry.restore_point.achieved,
                                recovery_seconds=entry.recovery_seconds, target=entry.target)
         with Session(self.engine) as session, session.begin():
-            run = session.scalar(select(RunRow).where(RunRow.run_id == run_id))
-            if run is None:
-                raise KeyError(f"run {run_id} was not started in the results store")
+            run = self._run_row(session, run_id)
             for old in [d for d in run.databases if d.database == entry.database]:
                 session.delete(old)
             for old_report in session.scalars(select(DatabaseReportRow).where(
@@ -152,15 +187,10 @@ class ResultStore:
             session.add(DatabaseReportRow(run_pk=run.id, database=entry.database,
                                           report=entry.model_dump(mode="json")))
 
-    def finish_run(self, run_id: str, finished_at: datetime | None, verdict: str, report_dir: Path | None,
-                   unreadable: list[UnreadableFile]) -> None:
+    def finish_run(self, run_id: str, finished_at: datetime, verdict: str) -> None:
         with Session(self.engine) as session, session.begin():
-            run = session.scalar(select(RunRow).where(RunRow.run_id == run_id))
-            if run is None:
-                raise KeyError(f"run {run_id} was not started in the results store")
+            run = self._run_row(session, run_id)
             run.finished_at, run.verdict = finished_at, verdict
-            run.report_dir = str(report_dir) if report_dir else None
-            run.host = {**run.host, "unreadable": unreadable_json(unreadable)}
 
     def run_with_reports(self, run_id: str) -> tuple[RunRow, list[DatabaseEntry]]:
         """A run and its databases' report entries, in the order they were recorded."""

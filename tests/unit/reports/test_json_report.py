@@ -83,7 +83,11 @@ def test_html_shows_verdicts_reasons_and_problems(tmp_path):
 def test_store_round_trip(tmp_path):
     store = ResultStore(f"sqlite:///{tmp_path}/results.db")
     run = make_run()
-    store.record(run, tmp_path / "run", build_report(run))
+    report = build_report(run)
+    store.start_run(run, tmp_path / "run")
+    for entry in report.databases:
+        store.record_database(run.run_id, entry)
+    store.finish_run(run.run_id, report.finished_at, str(report.verdict))
     (row,) = store.recent_runs()
     assert (row.run_id, row.verdict, row.engine) == ("20261122T010000Z-abcdef", "failed", "postgres")
     assert store.last_passed() == {"demo1": T0}

@@ -39,7 +39,7 @@ PG_PASSWORD = "Store-Pass-9"  # the server trusts local sockets: it is only ther
 RUN_ID = "20261122T010000Z-abcdef"
 T0 = datetime(2026, 11, 22, 1, 0, tzinfo=UTC)
 OLD_TABLES = {"runs", "databases", "chains", "phases", "checks", "database_reports"}
-HEAD_TABLES = {"restoreproof_schema_version", "runs", "databases", "database_reports"}
+HEAD_TABLES = {"restoreproof_schema_version", "runs", "databases", "database_reports", "run_plans"}
 
 Stores = Callable[[], str]  # a new, empty database's URL
 
@@ -217,7 +217,7 @@ def test_a_previous_release_store_is_upgraded_in_place_and_keeps_its_rows(previo
     assert [(run_id, started) for run_id, started, _ in store.report_entries()] == [(RUN_ID, T0), (RUN_ID, T0)]
     store.close()
 
-    assert revision(previous_release) == (head(),) == ("0002",)
+    assert revision(previous_release) == (head(),) == ("0003",)
     assert tables(previous_release) == HEAD_TABLES
     assert {table: raw_rows(previous_release, table) for table in ("runs", "databases")} == kept
 
@@ -227,7 +227,7 @@ def test_the_upgraded_store_takes_new_runs(previous_release: str) -> None:
     later = datetime(2026, 11, 23, 1, 0, tzinfo=UTC)
     store.start_run(RunResult(run_id="20261123T010000Z-bcdefa", engine="postgres", source="/backups",
                               started_at=later))
-    store.finish_run("20261123T010000Z-bcdefa", later, "passed", None, [])
+    store.finish_run("20261123T010000Z-bcdefa", later, "passed")
     assert [r.run_id for r in store.recent_runs()] == ["20261123T010000Z-bcdefa", RUN_ID]
     store.close()
 
@@ -285,7 +285,7 @@ def test_a_store_from_a_newer_restoreproof_is_refused_by_name(new_store: Stores)
         ResultStore(url)
     assert str(raised.value) == (
         f"the results store {shown} is at schema revision 0042, which this restoreproof does not know "
-        f"(its newest is 0002): a newer restoreproof made it, or it is not a restoreproof results store; "
+        f"(its newest is 0003): a newer restoreproof made it, or it is not a restoreproof results store; "
         f"upgrade restoreproof or set results_url to another store")
     assert PG_PASSWORD not in str(raised.value)
     assert revision(url) == ("0042",)  # left as it was

@@ -6,6 +6,9 @@ import pytest
 from sqlalchemy import Column, Integer, MetaData, Table, create_engine, insert, select
 from sqlalchemy.exc import StatementError
 
+from tests.unit.factories import T0
+from verification.model import RunResult
+from verification.results import ResultStore
 from verification.results.store import UtcDateTime
 
 
@@ -34,3 +37,22 @@ def test_a_timestamp_without_a_zone_is_refused(table):  # type: ignore[no-untype
     with pytest.raises(StatementError, match="a timestamp without a zone cannot be stored: 2026-11-24T03:00:00"), \
             engine.begin() as conn:
         conn.execute(insert(times), [{"id": 1, "at": datetime(2026, 11, 24, 3, 0)}])
+
+
+def test_a_runs_plans_come_back_as_discovery_made_them(tmp_path, mssql_corpus):
+    from verification.config import Settings
+    from verification.pipeline import plan_source
+
+    _, _, planned = plan_source(Settings(), mssql_corpus, "mssql")
+    store = ResultStore(f"sqlite:///{tmp_path}/r.db")
+    store.start_run(RunResult(run_id="r1", engine="mssql", source=str(mssql_corpus), started_at=T0))
+    store.record_plans("r1", planned.plans)
+    back = store.plans("r1")
+    assert [p.database for p in back] == [p.database for p in planned.plans]
+    assert back == planned.plans  # every backup, LSN, rule, defect and secured point, equal
+    assert back[0].chain.backups[0].start.tzinfo is not None
+    store.record_plans("r1", planned.plans[:2])  # a second discovery of the same run replaces the first
+    assert [p.database for p in store.plans("r1")] == [p.database for p in planned.plans[:2]]
+    with pytest.raises(KeyError, match="run r2 was not started in the results store"):
+        store.plans("r2")
+    store.close()
