@@ -342,13 +342,19 @@ class _Verification:
                                        + (f"; the server said: {'; '.join(said)}" if said else ""))
         else:
             reasons = "; ".join(said) or (start.output.strip()[-400:] if not start.ok else "server stopped")
-            if any(CONFIG_ERROR in line for line in log.errors for CONFIG_ERROR in CONFIG_ERRORS):
+            if log.backup_faults or log.early_end or log.archive_get_errors:
+                # The server's own words say the backups' WAL or data are missing or bad.
+                self.outcome.failures.append(f"the restored server did not come online: {reasons}")
+            elif any(CONFIG_ERROR in line for line in log.errors for CONFIG_ERROR in CONFIG_ERRORS):
                 # The server refused its configuration (ours, or a setting the target image cannot
                 # honour): restoreproof could not finish, the backup is not shown to be at fault.
                 self.outcome.errors.append(f"the restored server refused its configuration and did not start: "
                                            f"{reasons} (check postgres.server_options and the target image)")
             else:
-                self.outcome.failures.append(f"the restored server did not come online: {reasons}")
+                # Nothing recognised blames the backups (a missing library, the target's resources):
+                # restoreproof could not finish, and says so in the server's words.
+                self.outcome.errors.append(f"the restored server did not come online, for a reason not shown to "
+                                           f"be a fault of the backups: {reasons}")
         return None
 
     def _read_log(self) -> str:

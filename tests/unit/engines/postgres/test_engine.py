@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import TESTS
+from tests.conftest import TESTS, fixture_text
 from verification.config import Settings
 from verification.engines.base import Evidence
 from verification.engines.postgres.chain import plan
@@ -29,6 +29,8 @@ from verification.verdict import decide
 FLOW = TESTS / "fixtures" / "postgres" / "flow"
 MB16 = 16 * 1024 * 1024
 INCR = "20261124-045834F_20261124-045847I"
+# What pg_ctl 15 prints when the server it started stopped before accepting connections.
+PG_CTL_FAILED = "waiting for server to start.... stopped waiting\npg_ctl: could not start server\nExamine the log output.\n"
 
 
 def recorded(name: str) -> str:
@@ -165,9 +167,32 @@ def test_the_recorded_run_passes_for_the_reasons_it_passed(demo_plan: RestorePla
      Verdict.ERROR, "pg_checksums error: pg_checksums could not run (exit 0)"),
     ("the server did not stop", {"pg_ctl stop": (1, "pg_ctl: server does not shut down\n")},
      Verdict.ERROR, "the restored server did not stop cleanly: pg_ctl: server does not shut down"),
+    # A server that does not start, and says nothing restoreproof knows: nothing blames the backups.
     ("the server never came online", {"pg_ctl start": (1, "pg_ctl: could not start server\n"),
                                       "server.log": (0, "")},
-     Verdict.FAILED, "the restored server did not come online: pg_ctl: could not start server"),
+     Verdict.ERROR, "the restored server did not come online, for a reason not shown to be a fault of the backups: "
+                    "pg_ctl: could not start server"),
+    # Real PostgreSQL 15.18 logs of servers that did not start (scripts/capture-postgres-start-fixtures.sh).
+    ("the checkpoint's segment is missing", {"pg_ctl start": (1, PG_CTL_FAILED),
+                                             "server.log": (0, fixture_text("server-start-checkpoint-missing.log"))},
+     Verdict.FAILED, "the restored server did not come online: FATAL: could not locate required checkpoint record"),
+    ("the backup's last segment is missing", {"pg_ctl start": (1, PG_CTL_FAILED),
+                                              "server.log": (0, fixture_text("server-start-backup-end-missing.log"))},
+     Verdict.FAILED, "the restored server did not come online: FATAL: WAL ends before end of online backup"),
+    ("a library the target lacks", {"pg_ctl start": (1, PG_CTL_FAILED),
+                                    "server.log": (0, fixture_text("server-start-missing-library.log"))},
+     Verdict.ERROR, "the restored server did not come online, for a reason not shown to be a fault of the backups: "
+                    'FATAL: could not access file "restoreproof_absent": No such file or directory'),
+    # Bad WAL said before the server stopped is the backups' fault whatever the last words were.
+    ("a segment the archive could not deliver", {
+        "pg_ctl start": (1, PG_CTL_FAILED), "server.log": (0, fixture_text("server-recovery-truncated-segment.log"))},
+     Verdict.FAILED, "the restored server did not come online: pgBackRest archive-get ERROR: [042]: unable to get "
+                     "00000001000000000000000D: repo1: 15-1/0000000100000000/00000001000000000000000D-"
+                     "83c6cdd74f7f84324f15a60ad1c40eefe227010f.gz [FormatError] unexpected eof in compressed data"),
+    ("a zeroed segment", {"pg_ctl start": (1, PG_CTL_FAILED),
+                          "server.log": (0, fixture_text("server-recovery-zeroed-segment.log"))},
+     Verdict.FAILED, "the restored server did not come online: LOG: invalid magic number 0000 in log segment "
+                     "00000001000000000000000D, offset 0"),
 ])
 def test_each_recorded_output_with_one_fault(demo_plan: RestorePlan, tmp_path: Path, fault: str,
                                              replace: dict[str, tuple[int, str]], verdict: Verdict,
