@@ -16,6 +16,7 @@
 #   pg_amcheck-no-server.out              a socket folder where no server listens
 #   pg_amcheck-in-recovery.out            a server still in recovery with hot_standby off
 #   pg_amcheck-no-role.out                a role that does not exist
+#   pg_amcheck-bad-option.out             an option pg_amcheck does not know (postgres.amcheck_options)
 #
 # Run as root (the clusters run as the postgres user):
 #     scripts/capture-postgres-start-fixtures.sh [output folder]
@@ -118,12 +119,14 @@ amcheck() {  # fixture socket-folder [options]: stdout then stderr, exit code re
     local fixture=$1 sock=$2
     shift 2
     local code=0
-    as_pg "$PGBIN/pg_amcheck" -h "$sock" -p "$PORT" -U postgres --all --install-missing --verbose "$@" \
+    # Found on PATH, as restoreproof runs it: getopt's complaints begin with the name it was run by.
+    as_pg env PATH="$PGBIN:$PATH" pg_amcheck -h "$sock" -p "$PORT" -U postgres --all --install-missing --verbose "$@" \
         >"$WORK/amcheck.stdout" 2>"$WORK/amcheck.stderr" || code=$?
     cat "$WORK/amcheck.stdout" "$WORK/amcheck.stderr" >"$OUT/$fixture"
     echo "$fixture: exit $code"
 }
 amcheck pg_amcheck-no-server.out "$WORK/nosock"
+amcheck pg_amcheck-bad-option.out "$WORK/nosock" --restoreproof-absent-option
 
 # A server that stays in recovery (standby, nothing to replay yet) with hot standby off.
 data=$(restored standby)
@@ -141,7 +144,7 @@ as_pg "$PGBIN/pg_ctl" -D "$data" -m immediate -w stop >/dev/null
 data=$(restored online)
 start online server-start-online.log
 rm "$OUT/server-start-online.log"
-as_pg "$PGBIN/pg_amcheck" -h "$WORK/online-sock" -p "$PORT" -U restoreproof_absent --all --install-missing \
+as_pg env PATH="$PGBIN:$PATH" pg_amcheck -h "$WORK/online-sock" -p "$PORT" -U restoreproof_absent --all --install-missing \
     --verbose >"$WORK/amcheck.stdout" 2>"$WORK/amcheck.stderr" && code=0 || code=$?
 cat "$WORK/amcheck.stdout" "$WORK/amcheck.stderr" >"$OUT/pg_amcheck-no-role.out"
 echo "pg_amcheck-no-role.out: exit $code"
