@@ -185,21 +185,23 @@ class PostgresEngine:
 
     # -- restore and checks ----------------------------------------------------------------------
 
-    def restore_and_check(self, plan: RestorePlan, target: Target, evidence: Evidence) -> RestoreOutcome:
-        run = _Verification(self, plan, target, evidence)
+    def restore_and_check(self, plan: RestorePlan, target: Target, evidence: Evidence,
+                          outcome: RestoreOutcome | None = None) -> RestoreOutcome:
+        run = _Verification(self, plan, target, evidence, outcome or RestoreOutcome())
         return run.execute()
 
 
 class _Verification:
     """One database's restore into one target; collects phases, checks and reasons as it goes."""
 
-    def __init__(self, engine: PostgresEngine, plan: RestorePlan, target: Target, evidence: Evidence) -> None:
+    def __init__(self, engine: PostgresEngine, plan: RestorePlan, target: Target, evidence: Evidence,
+                 outcome: RestoreOutcome) -> None:
         self.pg = engine.pg
         self.sql_checks = list(engine.settings.checks.sql)
         self.plan = plan
         self.target = target
         self.evidence = evidence
-        self.outcome = RestoreOutcome()
+        self.outcome = outcome
         work = target.work_dir
         self.data = f"{work}/data"
         self.log = f"{work}/server.log"

@@ -17,10 +17,11 @@ import pytest
 
 from tests.conftest import TESTS, fixture_text
 from verification.config import Settings
-from verification.engines.base import Evidence
+from verification.engines.base import Evidence, RestoreOutcome
 from verification.engines.postgres.chain import plan
 from verification.engines.postgres.engine import PostgresEngine
 from verification.engines.postgres.repository import discover
+from verification.errors import TargetError
 from verification.model import CheckStatus, PhaseStatus, RestorePlan, Verdict
 from verification.sources import LocalSource
 from verification.targets.base import ExecResult
@@ -63,6 +64,7 @@ class RecordedTarget:
 
     kind, name, repo_path, work_dir, port, socket_dir = "recorded", "t", "/repo", "/var/lib/restoreproof", 5432, "/tmp"
     provision_seconds = 0.4
+    dies_at = ""  # the command at which the target goes away (raises), as a Docker engine that restarts
 
     def __init__(self, **replace: tuple[int, str]) -> None:
         self.sent: list[list[str]] = []
@@ -89,6 +91,8 @@ class RecordedTarget:
     def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> ExecResult:
         self.sent.append(argv)
         self.env.append(env or {})
+        if self._key(argv) == self.dies_at:
+            raise TargetError(f"the target went away running {self.dies_at}")
         code, output = self.answers.get(self._key(argv), (0, ""))  # mkdir, bash (config, wait for online)
         return ExecResult(argv, code, output, "", 0.1)
 
@@ -213,3 +217,19 @@ def test_checks_disabled_by_settings_are_said_skipped_never_passed(demo_plan: Re
     assert verdict is Verdict.PASSED and reasons[-2:] == [
         "pg_checksums skipped: not run: disabled by the setting postgres.checksums_check: false",
         "pgbackrest_verify skipped: not run: disabled by the setting postgres.repository_verify: false"]
+
+
+def test_what_the_engine_proved_before_the_target_went_away_is_in_the_outcome_given(demo_plan: RestorePlan,
+                                                                                     tmp_path: Path) -> None:
+    # pg_amcheck found corruption, then the target died at the clean stop: the caller still has the proof.
+    target = RecordedTarget(pg_amcheck=(2, recorded("pg_amcheck.out") + 'heap table "postgres.public.t", block 3:\n'))
+    target.dies_at = "pg_ctl stop"
+    given = RestoreOutcome()
+    with pytest.raises(TargetError, match="the target went away running pg_ctl stop"):
+        PostgresEngine(Settings()).restore_and_check(demo_plan, target, Evidence(tmp_path / "evidence"), given)
+    assert given.online is True
+    assert [(c.name, c.status, c.summary) for c in given.checks] == [
+        ("pg_amcheck", CheckStatus.FAILED, "pg_amcheck found corruption (1 lines)")]
+    # Without an outcome given, the engine makes its own.
+    outcome = PostgresEngine(Settings()).restore_and_check(demo_plan, RecordedTarget(), Evidence(tmp_path / "e2"))
+    assert outcome is not given and outcome.online is True
