@@ -146,6 +146,9 @@ class WalRange:
     segments: int
     # Why the range ends where it does ("end of archive", "start of the next backup", ...).
     bound: str
+    # The timelines that supply the range, oldest first, each with the first segment number it supplies
+    # (from the history file); empty: the whole range is on `timeline`.
+    timelines: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass

@@ -144,6 +144,12 @@ def predict_quietly(context: PredictionContext, engine: Engine, plan: RestorePla
         return None
 
 
+def stopped(partial: RestoreOutcome, reason: str) -> RestoreOutcome:
+    """The outcome of a restore an exception stopped: what it had found, and why it stopped."""
+    partial.errors.append(reason)
+    return partial
+
+
 def verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider | None, run_id: str,
                     repo_host_path: str, evidence: Evidence, progress: ProgressFn = _quiet, *,
                     context: PredictionContext | None = None, source: Source | None = None,
@@ -158,6 +164,8 @@ def verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider 
         outcome = RestoreOutcome(errors=[f"not restored: {no_target or 'no target was available to restore into'}"])
     else:
         target = None
+        # Filled by the engine as it goes: a failure it proved before an exception is still decided.
+        partial = RestoreOutcome()
         try:
             progress(f"{plan.database}: provisioning a {provider.kind} target")
             target = provider.provision(run_id, plan.database, repo_host_path)
@@ -168,16 +176,16 @@ def verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider 
                                                     repo_host_path, evidence, progress)
                 record_versions(engine, target, evidence)
             progress(f"{plan.database}: restoring {plan.target_backup.label if plan.target_backup else '?'}")
-            outcome = engine.restore_and_check(plan, target, evidence)
+            outcome = engine.restore_and_check(plan, target, evidence, partial)
         except TargetError as exc:
-            outcome = RestoreOutcome(errors=[f"target: {exc}"])
+            outcome = stopped(partial, f"target: {exc}")
         except RestoreproofError as exc:
-            outcome = RestoreOutcome(errors=[str(exc)])
+            outcome = stopped(partial, str(exc))
         except Exception as exc:
             # A bug or an unexpected failure: this database gets "error" with the reason, the
             # others are still verified, and the traceback is kept as evidence.
             evidence.write("internal-error.txt", traceback.format_exc())
-            outcome = RestoreOutcome(errors=[f"internal error: {type(exc).__name__}: {exc}"])
+            outcome = stopped(partial, f"internal error: {type(exc).__name__}: {exc}")
         finally:
             if target is not None:
                 progress(f"{plan.database}: removing the target")

@@ -24,7 +24,9 @@ def _decide(plan: RestorePlan, outcome: RestoreOutcome | None) -> tuple[Verdict,
     if chain.status is not ChainStatus.COMPLETE:
         reasons = [f"chain broken: {p.message}" for p in chain.problems] or ["chain broken (no detail)"]
         if outcome is not None:
-            reasons += _check_reasons(outcome)
+            # Whatever else the restore met is kept, after the failure: failed outranks error.
+            reasons += (outcome.failures + _check_reasons(outcome, CheckStatus.FAILED) + outcome.errors
+                        + _check_reasons(outcome, CheckStatus.ERROR))
         return Verdict.FAILED, defects + reasons
     if outcome is None:
         if defects:
@@ -81,10 +83,9 @@ def _describe(check: CheckResult) -> str:
     return f"{check.name} {check.status}: {check.summary}" + (": " + "; ".join(shown) + more if shown else "")
 
 
-def _check_reasons(outcome: RestoreOutcome, status: CheckStatus | None = None) -> list[str]:
-    """Reasons from the required checks with the given status (failed and error when None), with findings."""
-    wanted = {status} if status else {CheckStatus.FAILED, CheckStatus.ERROR}
-    return [_describe(c) for c in outcome.checks if c.required and c.status in wanted]
+def _check_reasons(outcome: RestoreOutcome, status: CheckStatus) -> list[str]:
+    """Reasons from the required checks with the given status, with findings."""
+    return [_describe(c) for c in outcome.checks if c.required and c.status is status]
 
 
 def _optional_notes(outcome: RestoreOutcome) -> list[str]:

@@ -9,7 +9,8 @@ import pytest
 
 from tests.unit.factories import broken_plan, complete_plan
 from verification.engines.base import Evidence, RestoreOutcome
-from verification.model import Verdict
+from verification.errors import RestoreproofError, TargetError
+from verification.model import CheckResult, CheckStatus, Verdict
 from verification.pipeline import verify_database
 from verification.targets.base import ExecResult
 
@@ -73,7 +74,8 @@ class ExplodingEngine:
     def plan(self, source: Any, at: Any) -> list[Any]:
         return []
 
-    def restore_and_check(self, plan: Any, target: Any, evidence: Evidence) -> RestoreOutcome:
+    def restore_and_check(self, plan: Any, target: Any, evidence: Evidence,
+                          outcome: RestoreOutcome | None = None) -> RestoreOutcome:
         raise self.exc
 
 
@@ -125,7 +127,8 @@ def test_redacting_evidence_never_writes_the_secret(tmp_path, monkeypatch):
 
 
 class OnlineEngine(ExplodingEngine):
-    def restore_and_check(self, plan: Any, target: Any, evidence: Evidence) -> RestoreOutcome:
+    def restore_and_check(self, plan: Any, target: Any, evidence: Evidence,
+                          outcome: RestoreOutcome | None = None) -> RestoreOutcome:
         from tests.unit.factories import online_outcome, passed_check
 
         return online_outcome(passed_check())
@@ -201,3 +204,42 @@ def test_a_check_disabled_by_configuration_is_shown_as_skipped_with_its_setting(
                              Evidence(tmp_path / "a"), context=Context())  # type: ignore[arg-type]
     assert result.verdict is Verdict.PASSED
     assert "backup_hashes skipped: not run: disabled by the setting evidence.hash_backups: false" in result.reasons
+
+
+CORRUPT = CheckResult("pg_amcheck", CheckStatus.FAILED, "pg_amcheck found corruption (1 lines)",
+                      ['heap table "postgres.public.t", block 3:'])
+
+
+class DyingEngine(ExplodingEngine):
+    """Proves the backups bad (a failure, a failed check) in the outcome it is given, then raises."""
+
+    def restore_and_check(self, plan: Any, target: Any, evidence: Evidence,
+                          outcome: RestoreOutcome | None = None) -> RestoreOutcome:
+        assert outcome is not None, "the pipeline must hand the engine the outcome it decides on"
+        outcome.failures.append("pgbackrest restore of backup X failed: [029] zlib data error")
+        outcome.checks.append(CORRUPT)
+        raise self.exc
+
+
+@pytest.mark.parametrize(("exc", "said"), [
+    (TargetError("container restoreproof-x exited"), "target: container restoreproof-x exited"),
+    (RestoreproofError("pg_ctl cannot be run"), "pg_ctl cannot be run"),
+    (ValueError("boom"), "internal error: ValueError: boom"),
+])
+def test_an_exception_after_a_proven_failure_keeps_the_failure_first(tmp_path, exc, said):
+    result = verify_database(DyingEngine(exc), complete_plan(), MemoryProvider(), "run", "/repo",
+                             Evidence(tmp_path / "a"))
+    assert (result.verdict, result.reasons) == (Verdict.FAILED, [
+        "pgbackrest restore of backup X failed: [029] zlib data error",
+        'pg_amcheck failed: pg_amcheck found corruption (1 lines): heap table "postgres.public.t", block 3:', said])
+    assert result.checks == [CORRUPT]
+
+
+def test_a_target_not_removed_after_a_proven_failure_is_kept_after_it(tmp_path):
+    result = verify_database(DyingEngine(ValueError("boom")), complete_plan(), UnremovableProvider(), "run",
+                             "/repo", Evidence(tmp_path / "a"))
+    assert result.verdict is Verdict.FAILED
+    assert result.reasons[2:] == ["internal error: ValueError: boom",
+                                  "the target was not removed (ConnectionError: ('Connection aborted.', "
+                                  "FileNotFoundError(2, 'No such file or directory'))); `restoreproof reap` "
+                                  "removes what is left"]

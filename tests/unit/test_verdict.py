@@ -222,3 +222,27 @@ def test_a_required_check_skipped_beside_one_that_passed_is_an_error_never_a_pas
 def test_eleven_findings_show_ten_and_count_the_eleventh():
     eleven = CheckResult("pg_amcheck", CheckStatus.FAILED, "corruption", [f"block {i}" for i in range(11)])
     assert decide(complete_plan(), online_outcome(eleven))[1][0].endswith("block 9 (+1 more)")
+
+
+def test_an_error_after_a_proven_failure_never_turns_the_verdict_to_error():
+    # Failed outranks error, and both are said: the failure first, then what stopped restoreproof.
+    bad = CheckResult("pg_amcheck", CheckStatus.FAILED, "pg_amcheck found corruption (1 lines)", ["block 3"])
+    errored = CheckResult("pg_checksums", CheckStatus.ERROR, "pg_checksums could not run (exit 1)")
+    outcome = online_outcome(bad, errored)
+    outcome.errors.append("the target was not removed (ConnectionError: gone); `restoreproof reap` removes what "
+                          "is left")
+    assert decide(complete_plan(), outcome) == (Verdict.FAILED, [
+        "pg_amcheck failed: pg_amcheck found corruption (1 lines): block 3",
+        "the target was not removed (ConnectionError: gone); `restoreproof reap` removes what is left",
+        "pg_checksums error: pg_checksums could not run (exit 1)"])
+
+
+def test_a_broken_chain_keeps_every_failure_and_error_the_restore_met_in_that_order():
+    outcome = RestoreOutcome(failures=["pgbackrest restore of backup X failed: [029] zlib data error"],
+                             errors=["target: container exited"],
+                             checks=[CheckResult("pgbackrest_verify", CheckStatus.ERROR, "did not report"),
+                                     CheckResult("pg_amcheck", CheckStatus.FAILED, "corruption")])
+    assert decide(broken_plan(), outcome) == (Verdict.FAILED, [
+        "chain broken: missing 000000010000000000000003",
+        "pgbackrest restore of backup X failed: [029] zlib data error", "pg_amcheck failed: corruption",
+        "target: container exited", "pgbackrest_verify error: did not report"])

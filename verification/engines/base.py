@@ -77,8 +77,12 @@ class Engine(Protocol):
         """
         ...
 
-    def restore_and_check(self, plan: RestorePlan, target: Target, evidence: Evidence) -> RestoreOutcome:
-        """Restore the planned chain into the target, bring it online, and run the integrity checks."""
+    def restore_and_check(self, plan: RestorePlan, target: Target, evidence: Evidence,
+                          outcome: RestoreOutcome | None = None) -> RestoreOutcome:
+        """Restore the planned chain into the target, bring it online, and run the integrity checks.
+
+        Fills `outcome` (a new one when None) as it goes and returns it: when it raises, what it
+        found until then (a failure proven before the target died) is still in the caller's hands."""
         ...
 
     def target_provider(self, kind: str, plans: list[RestorePlan]) -> TargetProvider:

@@ -151,20 +151,22 @@ class MssqlEngine:
                     if p.code == "log-gap" else p for p in result.chain.problems]
         return SourcePlan(plans, unreadable)
 
-    def restore_and_check(self, plan: RestorePlan, target: Target, evidence: Evidence) -> RestoreOutcome:
+    def restore_and_check(self, plan: RestorePlan, target: Target, evidence: Evidence,
+                          outcome: RestoreOutcome | None = None) -> RestoreOutcome:
         if not hasattr(target, "sql"):
             raise TargetError(f"a {target.kind} target cannot restore SQL Server backups")
         sql_target: SqlServerTarget = target  # type: ignore[assignment]
-        return _Restore(self.settings, plan, sql_target, evidence).execute()
+        return _Restore(self.settings, plan, sql_target, evidence, outcome or RestoreOutcome()).execute()
 
 
 class _Restore:
-    def __init__(self, settings: Settings, plan: RestorePlan, target: SqlServerTarget, evidence: Evidence) -> None:
+    def __init__(self, settings: Settings, plan: RestorePlan, target: SqlServerTarget, evidence: Evidence,
+                 outcome: RestoreOutcome) -> None:
         self.ms = settings.mssql
         self.plan = plan
         self.target = target
         self.evidence = evidence
-        self.outcome = RestoreOutcome()
+        self.outcome = outcome
         self.transcript: list[str] = []
         self.database = plan.chain.backups[0].database if plan.chain.backups else plan.database
         self.options = tsql.RestoreOptions(self.ms.buffer_count, self.ms.max_transfer_size)

@@ -231,6 +231,7 @@ def _check_wal(
         last=expected[-1].name(segment_size),
         segments=len(expected),
         bound=bound if len(path.steps) == 1 else f"{bound}, across timelines {path.describe()}",
+        timelines=path.steps,
     )
     rules.append(RuleCheck(
         "wal-for-consistency", not consistency_missing,

@@ -187,21 +187,23 @@ class PostgresEngine:
 
     # -- restore and checks ----------------------------------------------------------------------
 
-    def restore_and_check(self, plan: RestorePlan, target: Target, evidence: Evidence) -> RestoreOutcome:
-        run = _Verification(self, plan, target, evidence)
+    def restore_and_check(self, plan: RestorePlan, target: Target, evidence: Evidence,
+                          outcome: RestoreOutcome | None = None) -> RestoreOutcome:
+        run = _Verification(self, plan, target, evidence, outcome or RestoreOutcome())
         return run.execute()
 
 
 class _Verification:
     """One database's restore into one target; collects phases, checks and reasons as it goes."""
 
-    def __init__(self, engine: PostgresEngine, plan: RestorePlan, target: Target, evidence: Evidence) -> None:
+    def __init__(self, engine: PostgresEngine, plan: RestorePlan, target: Target, evidence: Evidence,
+                 outcome: RestoreOutcome) -> None:
         self.pg = engine.pg
         self.sql_checks = list(engine.settings.checks.sql)
         self.plan = plan
         self.target = target
         self.evidence = evidence
-        self.outcome = RestoreOutcome()
+        self.outcome = outcome
         work = target.work_dir
         self.data = f"{work}/data"
         self.log = f"{work}/server.log"
@@ -344,13 +346,19 @@ class _Verification:
                                        + (f"; the server said: {'; '.join(said)}" if said else ""))
         else:
             reasons = "; ".join(said) or (start.output.strip()[-400:] if not start.ok else "server stopped")
-            if any(CONFIG_ERROR in line for line in log.errors for CONFIG_ERROR in CONFIG_ERRORS):
+            if log.backup_faults or log.early_end or log.archive_get_errors:
+                # The server's own words say the backups' WAL or data are missing or bad.
+                self.outcome.failures.append(f"the restored server did not come online: {reasons}")
+            elif any(CONFIG_ERROR in line for line in log.errors for CONFIG_ERROR in CONFIG_ERRORS):
                 # The server refused its configuration (ours, or a setting the target image cannot
                 # honour): restoreproof could not finish, the backup is not shown to be at fault.
                 self.outcome.errors.append(f"the restored server refused its configuration and did not start: "
                                            f"{reasons} (check postgres.server_options and the target image)")
             else:
-                self.outcome.failures.append(f"the restored server did not come online: {reasons}")
+                # Nothing recognised blames the backups (a missing library, the target's resources):
+                # restoreproof could not finish, and says so in the server's words.
+                self.outcome.errors.append(f"the restored server did not come online, for a reason not shown to "
+                                           f"be a fault of the backups: {reasons}")
         return None
 
     def _read_log(self) -> str:

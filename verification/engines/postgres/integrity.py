@@ -30,11 +30,25 @@ def parse_pg_amcheck(output: str, exit_code: int) -> CheckResult:
     if exit_code == 0 and heaps == 0:
         return CheckResult("pg_amcheck", CheckStatus.ERROR, "pg_amcheck checked no table", findings, details)
     # Exit 2 means corruption was found; 1 means pg_amcheck itself could not run.
-    corruption = exit_code == 2 or any(not line.startswith("pg_amcheck: error:") for line in findings)
+    corruption = exit_code == 2 or _reports_on_the_data(lines)
     status = CheckStatus.FAILED if corruption else CheckStatus.ERROR
     summary = (f"pg_amcheck found corruption ({len(findings)} lines)" if corruption
                else f"pg_amcheck could not run (exit {exit_code})")
     return CheckResult("pg_amcheck", status, summary, findings, details)
+
+
+def _reports_on_the_data(lines: list[str]) -> bool:
+    """Whether a line reports on the checked data: one that is not progress, nor pg_amcheck's own
+    message (every one begins 'pg_amcheck: ': error, detail, hint, getopt's complaint), nor a line that
+    goes on from such a message (the server's DETAIL and HINT of a refused connection, libpq's
+    indented hint)."""
+    own = False
+    for line in lines:
+        if line.startswith("pg_amcheck: "):
+            own = not AMCHECK_PROGRESS.match(line)
+        elif line.strip() and not own:
+            return True
+    return False
 
 
 CHECKSUMS_NUMBER = re.compile(r"^(Files scanned|Blocks scanned|Bad checksums|Data checksum version):\s+(\d+)")

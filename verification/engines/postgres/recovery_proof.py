@@ -6,7 +6,10 @@ a segment in the middle was another cluster's, zeroed, or cut short. So "restore
 claimed only when the log shows all of:
 
 - redo ended (`redo done at <LSN>`) in or beyond the plan's last WAL segment;
-- every segment of the planned range was fetched (`restored log file "<segment>" from archive`);
+- every segment of the planned range was fetched (`restored log file "<segment>" from archive`), each
+  on the timeline the plan expects for it: a segment number on another timeline is other WAL (the
+  abandoned branch of a fork, or a newer timeline the plan does not follow), so it proves nothing.
+  The timeline changes where the plan's history file says it does, and only there;
 - no line that ends recovery early was written before redo ended (another system's WAL, an
   invalid record, a bad page address or magic number, a pgBackRest archive-get error), and no
   `recovery stopping` when no target was asked.
@@ -17,6 +20,7 @@ say it stopped for the target (`recovery stopping before|after ...`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from verification.engines.postgres.serverlog import SEGMENT_NAME_RE, RecoveryLog
@@ -41,6 +45,23 @@ def _names(segments: list[str]) -> str:
     return shown + (f" and {len(segments) - NAMES_SHOWN} more" if len(segments) > NAMES_SHOWN else "")
 
 
+def _planned_segments(steps: tuple[tuple[int, int], ...]) -> Callable[[int], Segment]:
+    """The segment the plan expects for a number: on the newest timeline that has begun by then."""
+    def planned(number: int) -> Segment:
+        timeline = steps[0][0]
+        for later, begins in steps[1:]:
+            if number >= begins:
+                timeline = later
+        return Segment(timeline, number)
+    return planned
+
+
+def _missing(segment: Segment, restored: set[Segment], segment_size: int) -> str:
+    """A planned segment's name, with the same-numbered segments of other timelines restored instead."""
+    instead = sorted(s.name(segment_size) for s in restored if s.number == segment.number)
+    return segment.name(segment_size) + (f" (restored instead: {', '.join(instead)})" if instead else "")
+
+
 def prove_recovery(log: RecoveryLog, plan: RestorePlan, segment_size: int) -> RecoveryProof:
     proof = RecoveryProof()
     wal = plan.chain.wal
@@ -48,12 +69,11 @@ def prove_recovery(log: RecoveryLog, plan: RestorePlan, segment_size: int) -> Re
         proof.errors.append("the plan has no WAL range, so the end of recovery cannot be checked against it")
         return proof
     first, last = parse_segment(wal.first, segment_size), parse_segment(wal.last, segment_size)
-    restored: dict[int, str] = {}
-    for name in log.segments_restored:
-        restored.setdefault(parse_segment(name, segment_size).number, name)
+    restored = {parse_segment(name, segment_size) for name in log.segments_restored}
+    planned = _planned_segments(wal.timelines or ((wal.timeline, first.number),))
 
     def name_of(number: int) -> str:
-        return restored.get(number) or Segment(wal.timeline, number).name(segment_size)
+        return planned(number).name(segment_size)
 
     if log.redo_done_lsn is None:
         proof.errors.append("the server came online but its log does not say where redo ended "
@@ -87,7 +107,8 @@ def prove_recovery(log: RecoveryLog, plan: RestorePlan, segment_size: int) -> Re
                                   f"the target (no 'recovery stopping' line); {done_at}")
         end = min(done, last.number)
 
-    missing = [name_of(n) for n in range(first.number, end + 1) if n not in restored]
+    missing = [_missing(planned(n), restored, segment_size) for n in range(first.number, end + 1)
+               if planned(n) not in restored]
     if missing:
         proof.failures.append(f"{len(missing)} planned WAL segment(s) were never restored from the archive: "
                               f"{_names(missing)}")

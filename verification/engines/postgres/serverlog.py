@@ -33,6 +33,24 @@ POLLING_NOISE = ("the database system is not accepting connections", "the databa
 # Logged at LOG level just before the FATAL they cause; they say what is actually wrong.
 CONFIG_ERRORS = ("invalid value for parameter", "unrecognized configuration parameter", "syntax error in file",
                  "could not open configuration file")
+# What PostgreSQL 15 logs (FATAL or PANIC; xlogrecovery.c, xlog.c) when it cannot start from the
+# restored files because their WAL or data are missing or corrupt: the backups' fault. Any other
+# reason a restored server does not start (a setting, a library, the target) is not shown to be.
+BACKUP_FAULT_MESSAGES = (
+    "could not locate required checkpoint record",
+    "could not locate a valid checkpoint record",
+    "could not find redo location",  # "... %X/%08X referenced by checkpoint record at %X/%08X"
+    "invalid checkpoint link in backup_label file",
+    "backup_label contains data inconsistent with control file",
+    "incorrect checksum in control file",
+    "control file contains invalid",  # "... checkpoint location", "... database cluster state"
+    "WAL ends before end of online backup",
+    "WAL ends before consistent recovery point",
+    "recovery ended before configured recovery target was reached",
+    "requested timeline ",  # "%u is not a child of this server's history", "... is not in", "... does not contain"
+    "unexpected timeline ID ",  # "%u (should be %u) in checkpoint record" and its variants
+    "unexpected previous timeline ID ",
+)
 RESTORED_RE = re.compile(r'^restored log file "(?P<segment>[0-9A-F]{24})" from archive')
 # What PostgreSQL 15 logs (at LOG level, during archive recovery) when it stops reading WAL because
 # the next record is unusable (xlogreader.c, xlogrecovery.c). Any of them before "redo done" means
@@ -95,6 +113,8 @@ class RecoveryLog:
     early_end: list[str] = field(default_factory=list)
     # pgBackRest archive-get errors and warnings (a segment it could not deliver), verbatim.
     archive_get_errors: list[str] = field(default_factory=list)
+    # FATAL and PANIC lines saying the restored WAL or data are bad (BACKUP_FAULT_MESSAGES), verbatim.
+    backup_faults: list[str] = field(default_factory=list)
 
     @property
     def redo_bytes(self) -> int | None:
@@ -128,6 +148,8 @@ def parse_server_log(text: str) -> RecoveryLog:
         failure = (level in ("FATAL", "PANIC") or (level == "ERROR" and log.ready is None)) and msg not in POLLING_NOISE
         if failure or (level == "LOG" and msg.startswith(CONFIG_ERRORS)):
             log.errors.append(f"{level}: {msg}")
+        if level in ("FATAL", "PANIC") and msg.startswith(BACKUP_FAULT_MESSAGES):
+            log.backup_faults.append(f"{level}: {msg}")
         if level in ("LOG", "WARNING") and log.redo_done is None and msg.startswith(EARLY_END_MESSAGES):
             log.early_end.append(f"{level}: {msg}")
         if msg.startswith("starting PostgreSQL"):

@@ -12,11 +12,12 @@ import pytest
 from tests.unit.engines.mssql.test_chain import _finish_two_minutes_later
 from tests.unit.engines.mssql.test_outputs import ERRORLOG_2013
 from verification.config import load_settings
-from verification.engines.base import Evidence
+from verification.engines.base import Evidence, RestoreOutcome
 from verification.engines.mssql.catalog import scan
 from verification.engines.mssql.chain import plan
 from verification.engines.mssql.engine import MssqlEngine
 from verification.engines.mssql.outputs import SEPARATOR
+from verification.errors import TargetError
 from verification.model import CheckStatus, PhaseStatus, Verdict
 from verification.sources import LocalSource
 from verification.targets.base import ExecResult
@@ -336,3 +337,20 @@ def test_a_backup_newer_than_the_image_is_an_error_of_restoreproofs_setup_not_a_
     assert reasons[0].startswith("the backup was written by a newer SQL Server than the restore target: configure an "
                                  "image at least as new (mssql.images) (SQL Server error 3169: The database was "
                                  "backed up on a server running version 16.00.4135.")
+
+
+class VanishingServer(StandInServer):
+    """A server whose container is gone by the time its errorlog is read (the engine stopped)."""
+
+    def errorlog(self) -> str:
+        raise TargetError("container restoreproof-x is gone")
+
+
+def test_a_failure_proven_before_the_server_went_away_is_in_the_outcome_given(restore_plan, tmp_path):
+    server = VanishingServer({"RESTORE LOG [RestoreTimeClean] FROM DISK = N'/backups/RestoreTimeClean2_3.trn'":
+                              (1, ERROR_4305)})
+    given = RestoreOutcome()
+    with pytest.raises(TargetError, match="container restoreproof-x is gone"):
+        MssqlEngine(load_settings()).restore_and_check(restore_plan, server, Evidence(tmp_path / "e"), given)
+    assert given.failures[0].startswith("the log chain is broken"), given.failures
+    assert "SQL Server error 4305" in given.failures[0]

@@ -29,6 +29,7 @@ def test_latest_restores_the_incremental_with_its_whole_chain(captured_repo):
     # From the incremental's start segment to the end of the archive.
     assert (result.chain.wal.first, result.chain.wal.last) == ("000000010000000000000008", "00000001000000000000000A")
     assert result.chain.wal.segments == 3
+    assert result.chain.wal.timelines == ((1, 0),)  # one timeline, supplying every segment
     assert result.chain.problems == []
     assert all(rules(result).values()) and len(rules(result)) >= 5
 

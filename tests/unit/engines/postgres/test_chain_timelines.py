@@ -47,6 +47,8 @@ def test_latest_follows_the_newest_timeline_to_the_end_of_its_wal(timeline_repo)
     assert (wal.timeline, wal.first, wal.last, wal.segments) == (2, "00000001000000000000000C",
                                                                  "00000002000000000000000F", 4)
     assert "across timelines 1 -> 2" in wal.bound
+    # Timeline 2 supplies segments from E, where its history file says it left timeline 1 (0/E000000).
+    assert wal.timelines == ((1, 0), (2, 0xE))
 
 
 def test_a_missing_segment_on_the_new_timeline_breaks_the_chain(timeline_repo):

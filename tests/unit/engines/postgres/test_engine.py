@@ -15,12 +15,13 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import TESTS
+from tests.conftest import TESTS, fixture_text
 from verification.config import Settings
-from verification.engines.base import Evidence
+from verification.engines.base import Evidence, RestoreOutcome
 from verification.engines.postgres.chain import plan
 from verification.engines.postgres.engine import PostgresEngine
 from verification.engines.postgres.repository import discover
+from verification.errors import TargetError
 from verification.model import CheckStatus, PhaseStatus, RestorePlan, Verdict
 from verification.sources import LocalSource
 from verification.targets.base import ExecResult
@@ -29,6 +30,8 @@ from verification.verdict import decide
 FLOW = TESTS / "fixtures" / "postgres" / "flow"
 MB16 = 16 * 1024 * 1024
 INCR = "20261124-045834F_20261124-045847I"
+# What pg_ctl 15 prints when the server it started stopped before accepting connections.
+PG_CTL_FAILED = "waiting for server to start.... stopped waiting\npg_ctl: could not start server\nExamine the log output.\n"
 
 
 def recorded(name: str) -> str:
@@ -61,6 +64,7 @@ class RecordedTarget:
 
     kind, name, repo_path, work_dir, port, socket_dir = "recorded", "t", "/repo", "/var/lib/restoreproof", 5432, "/tmp"
     provision_seconds = 0.4
+    dies_at = ""  # the command at which the target goes away (raises), as a Docker engine that restarts
 
     def __init__(self, **replace: tuple[int, str]) -> None:
         self.sent: list[list[str]] = []
@@ -87,6 +91,8 @@ class RecordedTarget:
     def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> ExecResult:
         self.sent.append(argv)
         self.env.append(env or {})
+        if self._key(argv) == self.dies_at:
+            raise TargetError(f"the target went away running {self.dies_at}")
         code, output = self.answers.get(self._key(argv), (0, ""))  # mkdir, bash (config, wait for online)
         return ExecResult(argv, code, output, "", 0.1)
 
@@ -165,9 +171,32 @@ def test_the_recorded_run_passes_for_the_reasons_it_passed(demo_plan: RestorePla
      Verdict.ERROR, "pg_checksums error: pg_checksums could not run (exit 0)"),
     ("the server did not stop", {"pg_ctl stop": (1, "pg_ctl: server does not shut down\n")},
      Verdict.ERROR, "the restored server did not stop cleanly: pg_ctl: server does not shut down"),
+    # A server that does not start, and says nothing restoreproof knows: nothing blames the backups.
     ("the server never came online", {"pg_ctl start": (1, "pg_ctl: could not start server\n"),
                                       "server.log": (0, "")},
-     Verdict.FAILED, "the restored server did not come online: pg_ctl: could not start server"),
+     Verdict.ERROR, "the restored server did not come online, for a reason not shown to be a fault of the backups: "
+                    "pg_ctl: could not start server"),
+    # Real PostgreSQL 15.18 logs of servers that did not start (scripts/capture-postgres-start-fixtures.sh).
+    ("the checkpoint's segment is missing", {"pg_ctl start": (1, PG_CTL_FAILED),
+                                             "server.log": (0, fixture_text("server-start-checkpoint-missing.log"))},
+     Verdict.FAILED, "the restored server did not come online: FATAL: could not locate required checkpoint record"),
+    ("the backup's last segment is missing", {"pg_ctl start": (1, PG_CTL_FAILED),
+                                              "server.log": (0, fixture_text("server-start-backup-end-missing.log"))},
+     Verdict.FAILED, "the restored server did not come online: FATAL: WAL ends before end of online backup"),
+    ("a library the target lacks", {"pg_ctl start": (1, PG_CTL_FAILED),
+                                    "server.log": (0, fixture_text("server-start-missing-library.log"))},
+     Verdict.ERROR, "the restored server did not come online, for a reason not shown to be a fault of the backups: "
+                    'FATAL: could not access file "restoreproof_absent": No such file or directory'),
+    # Bad WAL said before the server stopped is the backups' fault whatever the last words were.
+    ("a segment the archive could not deliver", {
+        "pg_ctl start": (1, PG_CTL_FAILED), "server.log": (0, fixture_text("server-recovery-truncated-segment.log"))},
+     Verdict.FAILED, "the restored server did not come online: pgBackRest archive-get ERROR: [042]: unable to get "
+                     "00000001000000000000000D: repo1: 15-1/0000000100000000/00000001000000000000000D-"
+                     "83c6cdd74f7f84324f15a60ad1c40eefe227010f.gz [FormatError] unexpected eof in compressed data"),
+    ("a zeroed segment", {"pg_ctl start": (1, PG_CTL_FAILED),
+                          "server.log": (0, fixture_text("server-recovery-zeroed-segment.log"))},
+     Verdict.FAILED, "the restored server did not come online: LOG: invalid magic number 0000 in log segment "
+                     "00000001000000000000000D, offset 0"),
 ])
 def test_each_recorded_output_with_one_fault(demo_plan: RestorePlan, tmp_path: Path, fault: str,
                                              replace: dict[str, tuple[int, str]], verdict: Verdict,
@@ -188,3 +217,19 @@ def test_checks_disabled_by_settings_are_said_skipped_never_passed(demo_plan: Re
     assert verdict is Verdict.PASSED and reasons[-2:] == [
         "pg_checksums skipped: not run: disabled by the setting postgres.checksums_check: false",
         "pgbackrest_verify skipped: not run: disabled by the setting postgres.repository_verify: false"]
+
+
+def test_what_the_engine_proved_before_the_target_went_away_is_in_the_outcome_given(demo_plan: RestorePlan,
+                                                                                     tmp_path: Path) -> None:
+    # pg_amcheck found corruption, then the target died at the clean stop: the caller still has the proof.
+    target = RecordedTarget(pg_amcheck=(2, recorded("pg_amcheck.out") + 'heap table "postgres.public.t", block 3:\n'))
+    target.dies_at = "pg_ctl stop"
+    given = RestoreOutcome()
+    with pytest.raises(TargetError, match="the target went away running pg_ctl stop"):
+        PostgresEngine(Settings()).restore_and_check(demo_plan, target, Evidence(tmp_path / "evidence"), given)
+    assert given.online is True
+    assert [(c.name, c.status, c.summary) for c in given.checks] == [
+        ("pg_amcheck", CheckStatus.FAILED, "pg_amcheck found corruption (1 lines)")]
+    # Without an outcome given, the engine makes its own.
+    outcome = PostgresEngine(Settings()).restore_and_check(demo_plan, RecordedTarget(), Evidence(tmp_path / "e2"))
+    assert outcome is not given and outcome.online is True

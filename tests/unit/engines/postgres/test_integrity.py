@@ -4,6 +4,8 @@ import dataclasses
 import json
 import os
 
+import pytest
+
 from tests.conftest import TESTS, fixture_text
 from verification.engines.postgres.integrity import parse_pg_amcheck, parse_pg_checksums
 from verification.model import CheckStatus
@@ -34,6 +36,49 @@ def test_amcheck_that_could_not_connect_is_an_error_not_a_failure():
            'system is not accepting connections\n')
     check = parse_pg_amcheck(out, 1)
     assert check.status is CheckStatus.ERROR
+
+
+CONNECTION_FAILURES = {
+    # Real pg_amcheck 15.18 outputs (scripts/capture-postgres-start-fixtures.sh), each with its exit code.
+    "pg_amcheck-in-recovery.out": 'FATAL:  the database system is not accepting connections',
+    "pg_amcheck-no-server.out": "No such file or directory",
+    "pg_amcheck-no-role.out": 'FATAL:  role "restoreproof_absent" does not exist',
+}
+
+
+@pytest.mark.parametrize("fixture", sorted(CONNECTION_FAILURES))
+def test_amcheck_that_could_not_connect_did_not_run_whatever_lines_follow_the_error(fixture: str) -> None:
+    output = fixture_text(fixture)
+    check = parse_pg_amcheck(output, 1)
+    assert (check.status, check.summary) == (CheckStatus.ERROR, "pg_amcheck could not run (exit 1)")
+    assert check.findings == output.splitlines()  # the server's and libpq's words kept
+    assert check.findings[0].endswith(CONNECTION_FAILURES[fixture])
+
+
+def test_amcheck_connection_failure_lines_are_exactly_what_was_captured() -> None:
+    # The DETAIL and the indented hint that made a refused connection read as corruption.
+    assert fixture_text("pg_amcheck-in-recovery.out").splitlines()[1] == "DETAIL:  Hot standby mode is disabled."
+    assert fixture_text("pg_amcheck-no-server.out").splitlines()[1] == (
+        "\tIs the server running locally and accepting connections on that socket?")
+    hint = parse_pg_amcheck(fixture_text("pg_amcheck-bad-option.out"), 1)
+    assert (hint.status, hint.findings) == (CheckStatus.ERROR, [
+        "pg_amcheck: unrecognized option '--restoreproof-absent-option'",
+        'pg_amcheck: hint: Try "pg_amcheck --help" for more information.'])
+
+
+def test_corruption_reported_after_pg_amcheck_own_error_is_still_corruption() -> None:
+    # pg_amcheck lost one database and checked another: the report after the next progress line is
+    # about the data, whatever the exit code.
+    corrupt = fixture_text("pg_amcheck-corrupt.out")
+    output = fixture_text("pg_amcheck-in-recovery.out") + corrupt
+    check = parse_pg_amcheck(output, 1)
+    assert (check.status, check.summary) == (CheckStatus.FAILED, "pg_amcheck found corruption (17 lines)")
+    # A report right after an error, with no progress line between, belongs to the error.
+    assert parse_pg_amcheck("pg_amcheck: error: x\nheap table \"postgres.public.t\", block 0:\n", 1).status \
+        is CheckStatus.ERROR
+    # A report before any pg_amcheck line is about the data.
+    assert parse_pg_amcheck("heap table \"postgres.public.t\", block 0:\npg_amcheck: error: x\n", 1).status \
+        is CheckStatus.FAILED
 
 
 def test_checksums_clean():
@@ -122,6 +167,10 @@ INTEGRITY_CASES = {
     "amcheck-no-table-and-a-warning": (
         parse_pg_amcheck, lambda: 'pg_amcheck: including database "postgres"\nWARNING:  something\n', 0),
     "amcheck-cannot-connect": (parse_pg_amcheck, lambda: "pg_amcheck: error: could not connect\n", 1),
+    "amcheck-in-recovery": (parse_pg_amcheck, lambda: fixture_text("pg_amcheck-in-recovery.out"), 1),
+    "amcheck-no-server": (parse_pg_amcheck, lambda: fixture_text("pg_amcheck-no-server.out"), 1),
+    "amcheck-no-role": (parse_pg_amcheck, lambda: fixture_text("pg_amcheck-no-role.out"), 1),
+    "amcheck-bad-option": (parse_pg_amcheck, lambda: fixture_text("pg_amcheck-bad-option.out"), 1),
     "checksums-clean": (parse_pg_checksums, lambda: fixture_text("pg_checksums-clean.out"), 0),
     "checksums-corrupt": (parse_pg_checksums, lambda: fixture_text("pg_checksums-corrupt.out"), 1),
     "checksums-disabled": (parse_pg_checksums,

@@ -6,6 +6,7 @@ replaced by another cluster's segment, by zeros, and by a truncated file (tests/
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
 import pytest
@@ -171,11 +172,82 @@ def test_a_line_ending_recovery_early_is_quoted_with_its_segment(line: str, fail
     assert proof.failures == [failure]
 
 
-def test_the_segment_named_is_the_one_the_server_restored():
-    # The last segment came from timeline 2: the proof names that file, not one made up from the plan.
+def test_a_segment_restored_from_another_timeline_does_not_prove_the_planned_one():
+    # The plan follows timeline 1 to A; the server replayed A from timeline 2 (another branch of WAL
+    # with the same segment number): A of timeline 1 was never replayed.
     text = _latest(replace=('restored log file "00000001000000000000000A"', 'restored log file "00000002000000000000000A"'))
     proof = prove_recovery(parse_server_log(text), plan_for(*LATEST), MB16)
-    assert proof.proofs[0].startswith("server log: redo done at 0/A000088 (in segment 00000002000000000000000A)")
+    assert (proof.proofs, proof.errors) == ([], [])
+    assert proof.failures == ["1 planned WAL segment(s) were never restored from the archive: "
+                              "00000001000000000000000A (restored instead: 00000002000000000000000A)"]
+
+
+def test_every_other_timeline_restored_instead_is_named_in_order():
+    text = _latest(replace=('restored log file "00000001000000000000000A"', 'restored log file "00000002000000000000000A"'))
+    text = text.replace('restored log file "00000002000000000000000A"', 'restored log file "00000003000000000000000A"', 1)
+    proof = prove_recovery(parse_server_log(text), plan_for(*LATEST), MB16)
+    assert proof.failures == ["1 planned WAL segment(s) were never restored from the archive: "
+                              "00000001000000000000000A (restored instead: 00000002000000000000000A, "
+                              "00000003000000000000000A)"]
+
+
+def test_and_vice_versa_timeline_one_does_not_stand_in_for_the_timeline_the_plan_switched_to():
+    # The plan switches to timeline 2 at segment A (its history file); the server replayed timeline 1's A.
+    plan = plan_for(*LATEST)
+    assert plan.chain.wal is not None
+    plan.chain.wal = replace(plan.chain.wal, timeline=2, last="00000002000000000000000A", timelines=((1, 0), (2, 0xA)))
+    proof = prove("server-recovery-latest.log", plan)
+    assert proof.failures == ["1 planned WAL segment(s) were never restored from the archive: "
+                              "00000002000000000000000A (restored instead: 00000001000000000000000A)"]
+
+
+SWITCH = ("000000010000000000000002", "000000020000000000000008")
+
+
+def switch_plan(timelines: tuple[tuple[int, int], ...]) -> RestorePlan:
+    """The plan of the real timeline-switch restore: timeline 1 from the backup's segment 2, then
+    timeline 2 from segment 6, where its history file (fixture .history: 1, 0/6000000) left timeline 1."""
+    plan = complete_plan()
+    plan.chain.wal = WalRange(2, *SWITCH, 7, "the end of the archive, across timelines 1 -> 2", timelines)
+    return plan
+
+
+def test_a_switch_of_timeline_in_the_middle_is_proven_where_the_history_file_puts_it():
+    # A real PostgreSQL 15.18 restore (scripts/capture-postgres-timeline-recovery.sh).
+    assert fixture_text("server-recovery-timeline-switch.history") == "1\t0/6000000\tno recovery target specified\n"
+    proof = prove("server-recovery-timeline-switch.log", switch_plan(((1, 0), (2, 6))))
+    assert (proof.failures, proof.errors) == ([], [])
+    assert proof.proofs == [
+        "server log: redo done at 0/80000D8 (in segment 000000020000000000000008), the plan's last segment is "
+        "000000020000000000000008; all 7 planned segments 000000010000000000000002 to 000000020000000000000008 "
+        "restored from the archive; no line ending recovery early"]
+
+
+@pytest.mark.parametrize(("timelines", "missing"), [
+    # A plan that puts the switch one segment later or earlier than the server did is not proven.
+    (((1, 0), (2, 7)), "000000010000000000000006 (restored instead: 000000020000000000000006)"),
+    (((1, 0), (2, 5)), "000000020000000000000005 (restored instead: 000000010000000000000005)"),
+    # Nor one that never switches (the backup's timeline only, or timeline 2 throughout).
+    (((1, 0),), "000000010000000000000006 (restored instead: 000000020000000000000006), "
+                "000000010000000000000007 (restored instead: 000000020000000000000007), "
+                "000000010000000000000008 (restored instead: 000000020000000000000008)"),
+])
+def test_the_switch_must_be_where_the_plan_says(timelines: tuple[tuple[int, int], ...], missing: str) -> None:
+    proof = prove("server-recovery-timeline-switch.log", switch_plan(timelines))
+    assert proof.proofs == []
+    count = missing.count("restored instead")
+    assert proof.failures[-1] == f"{count} planned WAL segment(s) were never restored from the archive: {missing}"
+
+
+def test_a_plan_without_timelines_is_on_its_own_timeline_throughout():
+    plan = switch_plan(())
+    proof = prove("server-recovery-timeline-switch.log", plan)
+    assert proof.failures[-1] == (
+        "4 planned WAL segment(s) were never restored from the archive: "
+        "000000020000000000000002 (restored instead: 000000010000000000000002), "
+        "000000020000000000000003 (restored instead: 000000010000000000000003), "
+        "000000020000000000000004 (restored instead: 000000010000000000000004), "
+        "000000020000000000000005 (restored instead: 000000010000000000000005)")
 
 
 def test_at_most_ten_missing_segments_are_spelled_out():

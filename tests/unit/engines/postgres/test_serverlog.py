@@ -2,6 +2,8 @@
 
 from datetime import UTC, datetime
 
+import pytest
+
 from tests.conftest import fixture_text
 from verification.engines.postgres.serverlog import parse_pg_timestamp, parse_server_log
 from verification.engines.postgres.wal import parse_lsn
@@ -114,3 +116,46 @@ def test_only_indented_lines_right_after_a_pgbackrest_error_continue_it():
     assert parse_server_log(text).archive_get_errors == [
         "pgBackRest archive-get ERROR: [042]: unable to get 00000001000000000000000D: repo1: file missing "
         "[RepoFileMissing]"]
+
+
+def test_a_server_that_could_not_start_from_the_backups_says_which_fault():
+    # Real PostgreSQL 15.18 logs (scripts/capture-postgres-start-fixtures.sh): the checkpoint's
+    # segment, then the backup's last segment, removed from the archive.
+    missing = parse_server_log(fixture_text("server-start-checkpoint-missing.log"))
+    assert missing.backup_faults == ["FATAL: could not locate required checkpoint record"]
+    assert missing.errors == missing.backup_faults
+    end = parse_server_log(fixture_text("server-start-backup-end-missing.log"))
+    assert end.backup_faults == ["FATAL: WAL ends before end of online backup"]
+
+
+def test_a_server_that_could_not_start_for_another_reason_names_no_backup_fault():
+    log = parse_server_log(fixture_text("server-start-missing-library.log"))
+    assert log.errors == ['FATAL: could not access file "restoreproof_absent": No such file or directory']
+    assert log.backup_faults == []
+
+
+@pytest.mark.parametrize("message", [
+    # Each as PostgreSQL 15.18 words it (the format strings in its binary, filled in).
+    "could not locate required checkpoint record",
+    "could not locate a valid checkpoint record",
+    "could not find redo location 0/6000150 referenced by checkpoint record at 0/603D1F8",
+    "could not find redo location referenced by checkpoint record",
+    "invalid checkpoint link in backup_label file",
+    "backup_label contains data inconsistent with control file",
+    "incorrect checksum in control file",
+    "control file contains invalid checkpoint location",
+    "control file contains invalid database cluster state",
+    "WAL ends before end of online backup",
+    "WAL ends before consistent recovery point",
+    "recovery ended before configured recovery target was reached",
+    "requested timeline 2 is not a child of this server's history",
+    "requested timeline 2 is not in this server's history",
+    "requested timeline 2 does not contain minimum recovery point 0/A000088 on timeline 1",
+    "unexpected timeline ID 3 (should be 2) in checkpoint record",
+    "unexpected previous timeline ID 1 (current timeline ID 3) in checkpoint record",
+])
+def test_each_backup_fault_is_recognised_at_fatal_and_panic_only(message: str) -> None:
+    lines = [f"2026-11-24 19:05:27.587 UTC [18878] {level}:  {message}" for level in ("LOG", "FATAL", "PANIC")]
+    assert parse_server_log("\n".join(lines) + "\n").backup_faults == [f"FATAL: {message}", f"PANIC: {message}"]
+    # Only a message that begins with the words: another message that merely contains them is not one.
+    assert parse_server_log(f"2026-11-24 19:05:27.587 UTC [1] FATAL:  x{message}\n").backup_faults == []
