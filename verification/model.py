@@ -64,7 +64,7 @@ class CheckName(StrEnum):
 
     PG_AMCHECK = "pg_amcheck"
     PG_CHECKSUMS = "pg_checksums"
-    REPOSITORY_VERIFY = "repository_verify"
+    PGBACKREST_VERIFY = "pgbackrest_verify"
     DBCC_CHECKDB = "dbcc_checkdb"
     BACKUP_HASHES = "backup_hashes"
 

@@ -24,6 +24,7 @@ from verification.engines.base import Engine, Evidence, RestoreOutcome, SourcePl
 from verification.errors import RestoreproofError, SourceError, TargetError
 from verification.model import (
     ChainStatus,
+    CheckName,
     CheckResult,
     CheckStatus,
     DatabaseResult,
@@ -201,7 +202,7 @@ def verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider 
     # Only what a restore read is hashed as its evidence.
     read = outcome is not None and provider is not None and plan.chain.status is ChainStatus.COMPLETE
     if read and not hashing and outcome is not None:
-        outcome.checks.append(CheckResult("backup_hashes", CheckStatus.SKIPPED,
+        outcome.checks.append(CheckResult(CheckName.BACKUP_HASHES, CheckStatus.SKIPPED,
                                           "not run: disabled by the setting evidence.hash_backups: false",
                                           details={"disabled_by": "evidence.hash_backups"}, required=False))
     if read and source is not None and plan.files and hashing:

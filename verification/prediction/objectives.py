@@ -12,12 +12,12 @@ from datetime import datetime, timedelta
 from itertools import pairwise
 from typing import Literal
 
-from verification.model import RECOVERY_PHASES, BackupHistory, PhaseStatus, PhaseTiming
+from verification.model import RECOVERY_PHASES, BackupHistory, PhaseName, PhaseStatus, PhaseTiming
 from verification.report_model import LogGap, RpoObjective, RtoObjective
 
 TargetSource = Literal["configured", "default"]
 
-CHECK_PHASES = ("data_checks", "integrity_check")
+CHECK_PHASES = (PhaseName.DATA_CHECKS, PhaseName.INTEGRITY_CHECK)
 
 
 def checks_seconds(phases: list[PhaseTiming]) -> float | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from verification.model import RECOVERY_PHASES
+from verification.model import RECOVERY_PHASES, PhaseName
 from verification.model import PhaseWork as PhaseWork  # defined with the domain types; engines state it
 from verification.report_model import (
     Bound,
@@ -63,10 +63,10 @@ DEFAULT_RATES: dict[str, Rate] = {
 # The per-file cost of restoring many small files (a PostgreSQL cluster has about a thousand).
 DEFAULT_PER_FILE_SECONDS = 0.001
 DEFAULT_CONSTANTS: dict[str, Constant] = {
-    "provision": Constant(5.0, Provenance.DEFAULT, detail="documented default: 5 s to start a target"),
-    "server_start": Constant(1.0, Provenance.DEFAULT, detail="documented default: 1 s to start the server"),
-    "recovery_end": Constant(0.5, Provenance.DEFAULT, detail="documented default: 0.5 s to end recovery"),
-    "data_checks": Constant(0.5, Provenance.DEFAULT, detail="documented default: 0.5 s of data checks"),
+    PhaseName.PROVISION: Constant(5.0, Provenance.DEFAULT, detail="documented default: 5 s to start a target"),
+    PhaseName.SERVER_START: Constant(1.0, Provenance.DEFAULT, detail="documented default: 1 s to start the server"),
+    PhaseName.RECOVERY_END: Constant(0.5, Provenance.DEFAULT, detail="documented default: 0.5 s to end recovery"),
+    PhaseName.DATA_CHECKS: Constant(0.5, Provenance.DEFAULT, detail="documented default: 0.5 s of data checks"),
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from verification.model import PhaseName
 from verification.prediction.calibration import Calibration
 from verification.prediction.phase_model import (
     DEFAULT_CONSTANTS,
@@ -21,12 +22,14 @@ from verification.prediction.phase_model import (
 )
 
 # Phases whose seconds follow the bytes they move through a chain of links.
-LINK_PHASES = ("zeroing", "transfer", "log_restore")
+LINK_PHASES = (PhaseName.ZEROING, PhaseName.TRANSFER, PhaseName.LOG_RESTORE)
 # Phases with their own single rate: (bound, per database?).
-RATE_PHASES = {"redo": (Bound.REDO_RATE, True), "integrity_check": (Bound.CHECK_RATE, False)}
+RATE_PHASES: dict[str, tuple[Bound, bool]] = {PhaseName.REDO: (Bound.REDO_RATE, True),
+                                              PhaseName.INTEGRITY_CHECK: (Bound.CHECK_RATE, False)}
 # Phases that take a constant time: per database?
-CONSTANT_PHASES = {"provision": False, "server_start": False, "recovery_end": True, "data_checks": True,
-                   "repository_verify": True}
+CONSTANT_PHASES: dict[str, bool] = {PhaseName.PROVISION: False, PhaseName.SERVER_START: False,
+                                    PhaseName.RECOVERY_END: True, PhaseName.DATA_CHECKS: True,
+                                    PhaseName.REPOSITORY_VERIFY: True}
 PROBE_RATES = {"source read": Bound.SOURCE_READ, "target write": Bound.TARGET_WRITE,
                "decompression": Bound.DECOMPRESSION}
 
@@ -49,7 +52,7 @@ class Predictor:
         return rates
 
     def cold_constant(self, phase: str) -> Constant | None:
-        if phase == "provision":
+        if phase == PhaseName.PROVISION:
             probe = next((p for p in self.probes if p.name in ("container start", "target start")), None)
             if probe is not None:
                 return Constant(probe.seconds, Provenance.PROBE, detail=f"probe: {probe.detail}")

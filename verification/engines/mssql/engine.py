@@ -37,8 +37,10 @@ from verification.engines.mssql.restore_proof import last_restore_query, point_n
 from verification.errors import RestoreproofError, TargetError
 from verification.model import (
     BackupSet,
+    CheckName,
     CheckResult,
     CheckStatus,
+    PhaseName,
     PhaseStatus,
     PhaseTiming,
     PhaseWork,
@@ -195,7 +197,7 @@ class _Restore:
 
     def execute(self) -> RestoreOutcome:
         out = self.outcome
-        out.phases.append(PhaseTiming("provision", PhaseStatus.MEASURED, seconds=self.target.provision_seconds))
+        out.phases.append(PhaseTiming(PhaseName.PROVISION, PhaseStatus.MEASURED, seconds=self.target.provision_seconds))
         try:
             if self.restore_chain():
                 self.recover()
@@ -206,7 +208,8 @@ class _Restore:
             errorlog = self.target.redact(self.target.errorlog())
             self.evidence.write("errorlog.txt", errorlog)
             self.log_phases(errorlog)
-        for name in ("transfer", "log_restore", "redo", "recovery_end", "integrity_check"):
+        for name in (PhaseName.TRANSFER, PhaseName.LOG_RESTORE, PhaseName.REDO, PhaseName.RECOVERY_END,
+                     PhaseName.INTEGRITY_CHECK):
             if not any(p.name == name for p in out.phases):
                 out.phases.append(PhaseTiming.not_reached(name, "an earlier step did not complete"))
         return out
@@ -260,15 +263,15 @@ class _Restore:
                 else:
                     data_seconds += message.seconds or 0.0
                     data_bytes += message.bytes or 0
-        self.outcome.phases.append(PhaseTiming("transfer", PhaseStatus.MEASURED, seconds=data_seconds,
+        self.outcome.phases.append(PhaseTiming(PhaseName.TRANSFER, PhaseStatus.MEASURED, seconds=data_seconds,
                                                bytes=data_bytes,
                                                details={"source": "RESTORE DATABASE ... successfully processed"}))
         if any(group[0].type == "log" for group in sets):
-            self.outcome.phases.append(PhaseTiming("log_restore", PhaseStatus.MEASURED, seconds=log_seconds,
+            self.outcome.phases.append(PhaseTiming(PhaseName.LOG_RESTORE, PhaseStatus.MEASURED, seconds=log_seconds,
                                                    bytes=log_bytes,
                                                    details={"source": "RESTORE LOG ... successfully processed"}))
         else:
-            self.outcome.phases.append(PhaseTiming.absent("log_restore", "the chain has no log backup"))
+            self.outcome.phases.append(PhaseTiming.absent(PhaseName.LOG_RESTORE, "the chain has no log backup"))
         return True
 
     def recover(self) -> None:
@@ -327,46 +330,48 @@ class _Restore:
         proven = (last_good is not None and server_time is not None and last_good != previous
                   and last_good >= server_time)
         if findings:
-            check = CheckResult("dbcc_checkdb", CheckStatus.FAILED, f"CHECKDB reported {len(findings)} error(s)",
+            check = CheckResult(CheckName.DBCC_CHECKDB, CheckStatus.FAILED,
+                                f"CHECKDB reported {len(findings)} error(s)",
                                 [f"Msg {f.error}, Level {f.level}: {f.message}" for f in findings], details,
                                 evidence)
         elif not result.ok:
             errors = parse_sql_errors(result.output)
             failed = any(e.number in BACKUP_FAULTS for e in errors)
-            check = CheckResult("dbcc_checkdb", CheckStatus.FAILED if failed else CheckStatus.ERROR,
+            check = CheckResult(CheckName.DBCC_CHECKDB, CheckStatus.FAILED if failed else CheckStatus.ERROR,
                                 f"CHECKDB ended with an error (exit {result.exit_code})",
                                 [e.plain for e in errors] or [result.output.strip()[-300:]], details, evidence)
         elif not proven:
-            check = CheckResult("dbcc_checkdb", CheckStatus.ERROR,
+            check = CheckResult(CheckName.DBCC_CHECKDB, CheckStatus.ERROR,
                                 "CHECKDB returned nothing and LastGoodCheckDbTime does not show it completed "
                                 f"(before {previous}, after {last_good}, server clock at start {server_time})",
                                 details=details, evidence=evidence)
         else:
-            check = CheckResult("dbcc_checkdb", CheckStatus.PASSED,
+            check = CheckResult(CheckName.DBCC_CHECKDB, CheckStatus.PASSED,
                                 f"no allocation or consistency errors (LastGoodCheckDbTime {last_good})",
                                 details=details, evidence=evidence)
         self.outcome.checks.append(check)
-        self.outcome.phases.append(PhaseTiming("integrity_check", PhaseStatus.MEASURED, seconds=result.seconds))
+        self.outcome.phases.append(PhaseTiming(PhaseName.INTEGRITY_CHECK, PhaseStatus.MEASURED, seconds=result.seconds))
 
     def log_phases(self, errorlog: str) -> None:
         steps = parse_restore_steps(errorlog, self.database)
         zeroed = [z.seconds for z in steps.zeroed.values() if z.seconds is not None]
         if zeroed:
             self.outcome.phases.append(PhaseTiming(
-                "zeroing", PhaseStatus.MEASURED, seconds=sum(zeroed),
+                PhaseName.ZEROING, PhaseStatus.MEASURED, seconds=sum(zeroed),
                 details={"files": {name: z.seconds for name, z in steps.zeroed.items()},
                          "source": "error log (trace flag 3004): Zeroing ... / Zeroing completed"}))
         else:
             self.outcome.phases.append(PhaseTiming.absent(
-                "zeroing", "the error log shows no file zeroing (instant file initialization, or no trace)"))
+                PhaseName.ZEROING, "the error log shows no file zeroing (instant file initialization, or no trace)"))
         if steps.recovery_seconds is not None:
-            self.outcome.phases.append(PhaseTiming("redo", PhaseStatus.MEASURED, seconds=(steps.redo_ms or 0) / 1000,
+            self.outcome.phases.append(PhaseTiming(PhaseName.REDO, PhaseStatus.MEASURED,
+                                                   seconds=(steps.redo_ms or 0) / 1000,
                                                    details={"source": "message 3421"}))
             self.outcome.phases.append(PhaseTiming(
-                "recovery_end", PhaseStatus.MEASURED,
+                PhaseName.RECOVERY_END, PhaseStatus.MEASURED,
                 seconds=((steps.analysis_ms or 0) + (steps.undo_ms or 0)) / 1000,
                 details={"analysis_ms": steps.analysis_ms, "undo_ms": steps.undo_ms, "source": "message 3421"}))
         wait = steps.between("waiting_for_log_zero", "log_zero_complete")
         if wait is not None:
-            self.outcome.phases.append(PhaseTiming("log_zero_wait", PhaseStatus.MEASURED, seconds=wait,
+            self.outcome.phases.append(PhaseTiming(PhaseName.LOG_ZERO_WAIT, PhaseStatus.MEASURED, seconds=wait,
                                                    details={"source": "error log: Waiting for log zero"}))

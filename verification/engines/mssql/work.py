@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from verification.model import BackupType, PhaseWork, RestorePlan
+from verification.model import BackupType, PhaseName, PhaseWork, RestorePlan
 
 
 def phase_work(plan: RestorePlan) -> list[PhaseWork]:
@@ -11,11 +11,12 @@ def phase_work(plan: RestorePlan) -> list[PhaseWork]:
     logs = sum(b.size_bytes or 0 for b in backups if b.type is BackupType.LOG)
     full = sum(b.size_bytes or 0 for b in backups if b.type is BackupType.FULL)
     works = [
-        PhaseWork("provision"),
-        PhaseWork("transfer", data, data, note="full and differential backup files read and written"),
+        PhaseWork(PhaseName.PROVISION),
+        PhaseWork(PhaseName.TRANSFER, data, data, note="full and differential backup files read and written"),
     ]
     if logs:
-        works.append(PhaseWork("log_restore", logs, logs, note="log backup files read"))
-    works += [PhaseWork("redo", logs or None, logs or None, note="log bytes to replay"),
-              PhaseWork("recovery_end"), PhaseWork("integrity_check", full, full, note="the database's bytes checked")]
+        works.append(PhaseWork(PhaseName.LOG_RESTORE, logs, logs, note="log backup files read"))
+    works += [PhaseWork(PhaseName.REDO, logs or None, logs or None, note="log bytes to replay"),
+              PhaseWork(PhaseName.RECOVERY_END),
+              PhaseWork(PhaseName.INTEGRITY_CHECK, full, full, note="the database's bytes checked")]
     return works

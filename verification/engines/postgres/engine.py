@@ -39,8 +39,10 @@ from verification.errors import SourceError, TargetError
 from verification.model import (
     Chain,
     ChainStatus,
+    CheckName,
     CheckResult,
     CheckStatus,
+    PhaseName,
     PhaseStatus,
     PhaseTiming,
     PhaseWork,
@@ -222,15 +224,17 @@ class _Verification:
 
     def execute(self) -> RestoreOutcome:
         out = self.outcome
-        out.phases.append(PhaseTiming("provision", PhaseStatus.MEASURED, seconds=self.target.provision_seconds))
-        out.phases.append(PhaseTiming.absent("zeroing", "PostgreSQL restores files as they are; nothing is zeroed"))
+        out.phases.append(PhaseTiming(PhaseName.PROVISION, PhaseStatus.MEASURED, seconds=self.target.provision_seconds))
+        out.phases.append(PhaseTiming.absent(PhaseName.ZEROING,
+                                             "PostgreSQL restores files as they are; nothing is zeroed"))
         restored = self.restore()
         if restored:
             log = self.start_and_recover()
             if out.online and log is not None:
                 self.data_checks()
                 self.integrity_checks()
-        for name in ("server_start", "redo", "recovery_end", "data_checks", "integrity_check"):
+        for name in (PhaseName.SERVER_START, PhaseName.REDO, PhaseName.RECOVERY_END, PhaseName.DATA_CHECKS,
+                     PhaseName.INTEGRITY_CHECK):
             if not any(p.name == name for p in out.phases):
                 out.phases.append(PhaseTiming.not_reached(name, "an earlier step did not complete"))
         if self.pg.repository_verify:
@@ -259,7 +263,7 @@ class _Verification:
         seconds = time.monotonic() - started
         evidence = self.evidence.write("pgbackrest-restore.log", result.output)
         size = re.search(r"restore size = (\S+), file total = (\d+)", result.output)
-        phase = PhaseTiming("transfer", PhaseStatus.MEASURED, seconds=seconds, bytes=backup.size_bytes,
+        phase = PhaseTiming(PhaseName.TRANSFER, PhaseStatus.MEASURED, seconds=seconds, bytes=backup.size_bytes,
                             details={"repo_bytes": backup.repo_size_bytes, "evidence": evidence,
                                      "process_max": self.pg.restore_process_max,
                                      "files": int(size.group(2)) if size else None})
@@ -372,20 +376,20 @@ class _Verification:
         started = log.server_started
         redo_from = log.redo_started
         redo_to = log.redo_done
-        phases.append(PhaseTiming("server_start", PhaseStatus.MEASURED,
+        phases.append(PhaseTiming(PhaseName.SERVER_START, PhaseStatus.MEASURED,
                                   seconds=seconds_between(started, redo_from or log.ready), started_at=started,
                                   details={"source": "server log: 'starting PostgreSQL' to 'redo starts at'",
                                            "wall_seconds_start_to_online": round(wall, 3)}))
         if log.redo_not_required:
-            phases.append(PhaseTiming("redo", PhaseStatus.MEASURED, seconds=0.0, bytes=0,
+            phases.append(PhaseTiming(PhaseName.REDO, PhaseStatus.MEASURED, seconds=0.0, bytes=0,
                                       details={"why": "redo is not required"}))
         else:
-            phases.append(PhaseTiming("redo", PhaseStatus.MEASURED, seconds=seconds_between(redo_from, redo_to),
+            phases.append(PhaseTiming(PhaseName.REDO, PhaseStatus.MEASURED, seconds=seconds_between(redo_from, redo_to),
                                       bytes=log.redo_bytes, started_at=redo_from,
                                       details={"reported_elapsed_seconds": log.redo_elapsed_seconds,
                                                "segments_restored": len(log.segments_restored),
                                                "source": "server log: 'redo starts at' to 'redo done at'"}))
-        phases.append(PhaseTiming("recovery_end", PhaseStatus.MEASURED,
+        phases.append(PhaseTiming(PhaseName.RECOVERY_END, PhaseStatus.MEASURED,
                                   seconds=seconds_between(redo_to or redo_from or started, log.ready),
                                   started_at=redo_to,
                                   details={"source": "server log: 'redo done at' to 'ready to accept connections'"}))
@@ -414,7 +418,7 @@ class _Verification:
 
     def data_checks(self) -> None:
         if not self.sql_checks:
-            self.outcome.phases.append(PhaseTiming.absent("data_checks", "no data checks are configured"))
+            self.outcome.phases.append(PhaseTiming.absent(PhaseName.DATA_CHECKS, "no data checks are configured"))
             return
         started = time.monotonic()
         for check in self.sql_checks:
@@ -434,7 +438,7 @@ class _Verification:
                                       [f"{check.query} -> {value!r} (expected {check.expect!r})"], details,
                                       required=check.required)
             self.outcome.checks.append(outcome)
-        self.outcome.phases.append(PhaseTiming("data_checks", PhaseStatus.MEASURED,
+        self.outcome.phases.append(PhaseTiming(PhaseName.DATA_CHECKS, PhaseStatus.MEASURED,
                                                seconds=time.monotonic() - started,
                                                details={"checks": len(self.sql_checks)}))
 
@@ -451,13 +455,13 @@ class _Verification:
         if not stop.ok:
             self.outcome.errors.append(f"the restored server did not stop cleanly: {stop.output.strip()[-300:]}")
         elif not self.pg.checksums_check:
-            self.outcome.checks.append(disabled_check("pg_checksums", "postgres.checksums_check"))
+            self.outcome.checks.append(disabled_check(CheckName.PG_CHECKSUMS, "postgres.checksums_check"))
         else:
             checksums = self.target.run(["pg_checksums", "--check", "-D", self.data], timeout=self.pg.check_timeout)
             result = parse_pg_checksums(checksums.output, checksums.exit_code)
             result.evidence = self.evidence.write("pg_checksums.out", checksums.output)
             self.outcome.checks.append(result)
-        self.outcome.phases.append(PhaseTiming("integrity_check", PhaseStatus.MEASURED,
+        self.outcome.phases.append(PhaseTiming(PhaseName.INTEGRITY_CHECK, PhaseStatus.MEASURED,
                                                seconds=time.monotonic() - started,
                                                bytes=backup.size_bytes if backup else None))
 
@@ -468,5 +472,5 @@ class _Verification:
         check = parse_pgbackrest_verify(result.output, result.exit_code, self.plan.database)
         check.evidence = self.evidence.write("pgbackrest-verify.out", result.output)
         self.outcome.checks.append(check)
-        self.outcome.phases.append(PhaseTiming("repository_verify", PhaseStatus.MEASURED,
+        self.outcome.phases.append(PhaseTiming(PhaseName.REPOSITORY_VERIFY, PhaseStatus.MEASURED,
                                                seconds=time.monotonic() - started))

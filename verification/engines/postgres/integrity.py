@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from verification.model import CheckResult, CheckStatus
+from verification.model import CheckName, CheckResult, CheckStatus
 
 AMCHECK_PROGRESS = re.compile(
     r"^pg_amcheck: (including database|in database \".*\": using amcheck|checking (heap table|btree index))"
@@ -24,17 +24,17 @@ def parse_pg_amcheck(output: str, exit_code: int) -> CheckResult:
     findings = [line for line in lines if line.strip() and not AMCHECK_PROGRESS.match(line)]
     details = {"heap_tables": heaps, "btree_indexes": indexes, "databases": databases, "exit_code": exit_code}
     if exit_code == 0 and not findings and heaps > 0:
-        return CheckResult("pg_amcheck", CheckStatus.PASSED,
+        return CheckResult(CheckName.PG_AMCHECK, CheckStatus.PASSED,
                            f"{heaps} tables and {indexes} indexes in {len(databases)} databases: no corruption",
                            details=details)
     if exit_code == 0 and heaps == 0:
-        return CheckResult("pg_amcheck", CheckStatus.ERROR, "pg_amcheck checked no table", findings, details)
+        return CheckResult(CheckName.PG_AMCHECK, CheckStatus.ERROR, "pg_amcheck checked no table", findings, details)
     # Exit 2 means corruption was found; 1 means pg_amcheck itself could not run.
     corruption = exit_code == 2 or _reports_on_the_data(lines)
     status = CheckStatus.FAILED if corruption else CheckStatus.ERROR
     summary = (f"pg_amcheck found corruption ({len(findings)} lines)" if corruption
                else f"pg_amcheck could not run (exit {exit_code})")
-    return CheckResult("pg_amcheck", status, summary, findings, details)
+    return CheckResult(CheckName.PG_AMCHECK, status, summary, findings, details)
 
 
 def _reports_on_the_data(lines: list[str]) -> bool:
@@ -61,16 +61,16 @@ def parse_pg_checksums(output: str, exit_code: int) -> CheckResult:
     details = {"files_scanned": numbers.get("Files scanned"), "blocks_scanned": numbers.get("Blocks scanned"),
                "bad_checksums": numbers.get("Bad checksums"), "exit_code": exit_code}
     if any("data checksums are not enabled" in line for line in findings):
-        return CheckResult("pg_checksums", CheckStatus.SKIPPED,
+        return CheckResult(CheckName.PG_CHECKSUMS, CheckStatus.SKIPPED,
                            "the cluster was initialised without data checksums", findings, details, required=False)
     if exit_code == 0 and numbers.get("Bad checksums") == 0 and "Checksum operation completed" in output:
-        return CheckResult("pg_checksums", CheckStatus.PASSED,
+        return CheckResult(CheckName.PG_CHECKSUMS, CheckStatus.PASSED,
                            f"{numbers.get('Blocks scanned')} blocks in {numbers.get('Files scanned')} files: "
                            "0 bad checksums", details=details)
     if numbers.get("Bad checksums"):
-        return CheckResult("pg_checksums", CheckStatus.FAILED,
+        return CheckResult(CheckName.PG_CHECKSUMS, CheckStatus.FAILED,
                            f"{numbers['Bad checksums']} bad checksums", findings, details)
     failed = any("checksum verification failed" in line for line in findings)
-    return CheckResult("pg_checksums", CheckStatus.FAILED if failed else CheckStatus.ERROR,
+    return CheckResult(CheckName.PG_CHECKSUMS, CheckStatus.FAILED if failed else CheckStatus.ERROR,
                        f"pg_checksums {'found bad pages' if failed else 'could not run'} (exit {exit_code})",
                        findings or output.strip().splitlines()[-5:], details)

@@ -45,9 +45,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from verification.model import CheckResult, CheckStatus
+from verification.model import CheckName, CheckResult, CheckStatus
 
-NAME = "pgbackrest_verify"
+NAME = CheckName.PGBACKREST_VERIFY
 VERSION = "2.45"
 LEVELS = "ASSERT|ERROR|WARN|INFO|DETAIL|DEBUG|TRACE"
 # The console log (stdout): time, process, level aligned to 6 characters. Continuation lines are

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from verification.config import Settings
-from verification.model import BackupType, PhaseWork, RestorePlan
+from verification.model import BackupType, PhaseName, PhaseWork, RestorePlan
 
 COMPRESSED_SUFFIXES = (".gz", ".lz4", ".zst", ".bz2")
 
@@ -18,16 +18,18 @@ def phase_work(plan: RestorePlan, settings: Settings) -> list[PhaseWork]:
     full = next((b for b in plan.chain.backups if b.type is BackupType.FULL and b.path), None)
     files = sum(1 for f in plan.files if full is not None and f.startswith(f"{full.path}/pg_data/")) or None
     works = [
-        PhaseWork("provision"),
-        PhaseWork("transfer", target.repo_size_bytes if target else None, size, compressed, pg.restore_process_max,
-                  files, "the backup set's bytes in the repository read, the database's bytes written"),
-        PhaseWork("server_start"),
-        PhaseWork("redo", wal_bytes, wal_bytes, note=f"{wal.segments if wal else 0} WAL segments to replay (at most)"),
-        PhaseWork("recovery_end"),
-        PhaseWork("integrity_check", size, size, note="the database's bytes checked"),
+        PhaseWork(PhaseName.PROVISION),
+        PhaseWork(PhaseName.TRANSFER, target.repo_size_bytes if target else None, size, compressed,
+                  pg.restore_process_max, files,
+                  "the backup set's bytes in the repository read, the database's bytes written"),
+        PhaseWork(PhaseName.SERVER_START),
+        PhaseWork(PhaseName.REDO, wal_bytes, wal_bytes,
+                  note=f"{wal.segments if wal else 0} WAL segments to replay (at most)"),
+        PhaseWork(PhaseName.RECOVERY_END),
+        PhaseWork(PhaseName.INTEGRITY_CHECK, size, size, note="the database's bytes checked"),
     ]
     if settings.checks.sql:
-        works.append(PhaseWork("data_checks", note=f"{len(settings.checks.sql)} SQL checks"))
+        works.append(PhaseWork(PhaseName.DATA_CHECKS, note=f"{len(settings.checks.sql)} SQL checks"))
     if pg.repository_verify:
-        works.append(PhaseWork("repository_verify"))
+        works.append(PhaseWork(PhaseName.REPOSITORY_VERIFY))
     return works
