@@ -274,6 +274,7 @@ def discover(settings: Settings, request: RunRequest, run_id: str, started: date
              report_dir: Path | None = None, progress: ProgressFn = _quiet) -> Discovery:
     """Read and plan the source once, and start the run in the store with its plans, the databases
     due and every file not read."""
+    progress = _redacting(progress, Redactor(settings))
     engine, source, planned = plan_source(settings, request.source, request.engine, request.at, request.point)
     plans, unreadable = list(planned.plans), list(planned.unreadable)
     if request.databases:

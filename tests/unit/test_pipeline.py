@@ -243,3 +243,65 @@ def test_a_target_not_removed_after_a_proven_failure_is_kept_after_it(tmp_path):
                                   "the target was not removed (ConnectionError: ('Connection aborted.', "
                                   "FileNotFoundError(2, 'No such file or directory'))); `restoreproof reap` "
                                   "removes what is left"]
+
+
+def damaged_corpus(mssql_copy: Any) -> Any:
+    """RestoreTimeClean with its newest log's head zeroed: a corrupt file its trailer still attributes."""
+    root = mssql_copy("RestoreTimeClean")
+    newest = root / "RestoreTimeClean/RestoreTimeClean2_3.trn"
+    data = bytearray(newest.read_bytes())
+    data[0:4] = bytes(4)
+    newest.write_bytes(bytes(data))
+    return root
+
+
+def test_discover_verify_one_publish_is_the_whole_run_without_a_server(mssql_copy, tmp_path):
+    import json
+    from datetime import UTC, datetime
+
+    from verification.config import load_settings
+    from verification.pipeline import RunRequest, discover, publish, resume, verify_one
+
+    root = damaged_corpus(mssql_copy)
+    settings = load_settings(None, state_dir=tmp_path / "state", report_dir=tmp_path / "reports")
+    started = datetime(2026, 11, 24, 1, 0, tzinfo=UTC)
+    said: list[str] = []
+    discovery = discover(settings, RunRequest(str(root), "mssql"), "run1", started, progress=said.append)
+    assert [p.database for p in discovery.plans] == ["RestoreTimeClean"]
+    assert [(u.path, u.kind, u.database) for u in discovery.unreadable] == [
+        ("RestoreTimeClean/RestoreTimeClean2_3.trn", "corrupt", "RestoreTimeClean")]
+    assert said[0].startswith("corrupt: RestoreTimeClean/RestoreTimeClean2_3.trn")
+    # Another process picks the run up from the store alone.
+    resumed = resume(settings, "run1")
+    verified = verify_one(settings, resumed, resumed.plan("RestoreTimeClean"),
+                          target=(None, "no SQL Server image can be had here"))
+    assert verified.entry.verdict == "failed"
+    assert verified.entry.reasons[0].startswith("log backup RestoreTimeClean/RestoreTimeClean2_3.trn (LSN 25000000021000001")
+    assert "not restored: no SQL Server image can be had here" in verified.entry.reasons
+    published = publish(settings, "run1")
+    report = json.loads(published.outputs.json_path.read_text())
+    assert published.outputs.json_path == tmp_path / "reports" / "run1" / "report.json"
+    assert (report["verdict"], report["summary"], report["not_verified"]) == (
+        "failed", {"passed": 0, "failed": 1, "error": 0}, [])
+    assert report["databases"] == [verified.entry.model_dump(mode="json")]
+    assert [u["path"] for u in report["unreadable"]] == ["RestoreTimeClean/RestoreTimeClean2_3.trn"]
+    assert report["target_kind"] is None and "due" not in report["host"] and "target_asked" not in report["host"]
+
+
+def test_a_database_left_out_takes_its_own_unread_files_with_it(mssql_copy, tmp_path):
+    from datetime import UTC, datetime
+
+    from verification.config import load_settings
+    from verification.errors import SourceError
+    from verification.pipeline import RunRequest, discover
+
+    root = damaged_corpus(mssql_copy)
+    (root / "notes.txt").write_text("not a backup")
+    settings = load_settings(None, state_dir=tmp_path / "state", report_dir=tmp_path / "reports")
+    now = datetime.now(UTC)
+    left_out = discover(settings, RunRequest(str(root), "mssql", exclude=("RestoreTimeClean",)), "r1", now)
+    assert left_out.plans == []
+    # Its damaged log is its own to answer for; a file nobody owns stays named.
+    assert [(u.path, u.kind) for u in left_out.unreadable] == [("notes.txt", "not-a-backup")]
+    with pytest.raises(SourceError, match=r"has no database RestoreTimeClan \(it has: RestoreTimeClean\)$"):
+        discover(settings, RunRequest(str(root), "mssql", databases=("RestoreTimeClan",)), "r2", now)
