@@ -199,7 +199,7 @@ def _run_and_report(settings: Settings, source: str, *, engine: str, at: datetim
             style = "red" if unread.kind in BLOCKING_UNREADABLE else "yellow"
             err.print(f"[{style}]{unread.kind}:[/] {escape(unread.describe())}", highlight=False)
         err.print(f"report: {result.html_path}\n        {result.json_path}", highlight=False)
-    raise typer.Exit(exit_code(result.run.verdict))
+    raise typer.Exit(exit_code(result.report.verdict))  # the verdict the published report states
 
 
 @app.command()

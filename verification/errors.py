@@ -25,3 +25,8 @@ class ImageMissingError(TargetError):
 
 class StoreVersionError(RestoreproofError):
     """The results store's schema is at a revision this restoreproof does not know (a newer one made it)."""
+
+
+class StaleDiscoveryError(RestoreproofError):
+    """A step of a run whose discovery has since been made again (a scheduler's task cleared): what it
+    did belongs to plans that are no longer the run's, so it records nothing."""

@@ -12,6 +12,7 @@ import os
 import platform
 import socket
 import traceback
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -42,7 +43,7 @@ from verification.reports import ReportOutputs, write_reports
 from verification.reports.json_report import database_entry, run_report
 from verification.restore_points import PointChoice
 from verification.results import ResultStore
-from verification.results.store import unreadable_of
+from verification.results.store import DISCOVERY, unreadable_of
 from verification.sources import LocalSource
 from verification.sources.base import Source
 from verification.targets.base import Target, TargetProvider
@@ -230,8 +231,9 @@ def verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider 
 # What the run row's host facts carry for the later steps, beside the host's own facts; never in the
 # report's `host`: the databases due, in the run's order; the target kind the run asked for ("auto",
 # "docker", "local"); every file not read (results.store.unreadable_json).
+# And which discovery the run's plans and entries belong to (results.store.DISCOVERY).
 DUE, TARGET_ASKED, UNREADABLE = "due", "target_asked", "unreadable"
-RUN_FACTS = frozenset({DUE, TARGET_ASKED, UNREADABLE})
+RUN_FACTS = frozenset({DUE, TARGET_ASKED, UNREADABLE, DISCOVERY})
 
 
 @dataclass(frozen=True)
@@ -261,6 +263,9 @@ class Discovery:
     # The kind of target asked for ("auto" until a provider is chosen) and the run's own folder.
     target: str
     run_dir: Path
+    # Which discovery of the run this is: a run discovered again (a scheduler's task cleared) makes
+    # every step of the earlier one record nothing.
+    generation: str
 
     def plan(self, database: str) -> RestorePlan:
         found = next((p for p in self.plans if p.database == database), None)
@@ -284,26 +289,30 @@ def discover(settings: Settings, request: RunRequest, run_id: str, started: date
                               f"(it has: {', '.join(p.database for p in plans) or 'none'})")
         plans = [p for p in plans if p.database in request.databases]
     plans = [p for p in plans if p.database not in request.exclude]
-    # Files of databases not asked for are theirs to answer for; unattributed files stay.
+    # A file goes with a database left out only when it is positively that database's: one the source
+    # could read backups of. A file whose owner is a guess (a database known only from unreadable
+    # files), none, or a database the source does not plan at all stays named in this run.
     kept = {p.database for p in plans}
-    unreadable = [u for u in unreadable if u.database is None or u.database in kept]
+    left_out = {p.database for p in planned.plans if p.database not in kept and p.chain.backups}
+    unreadable = [u for u in unreadable if u.database not in left_out]
     for unread in unreadable:
         progress(f"{unread.kind}: {unread.describe()}")
     run_dir = (report_dir or settings.report_dir) / run_id
+    generation = uuid.uuid4().hex[:12]
     store = ResultStore(settings.results_database_url)
     try:
         # The target kind stays unset until a restore gets one: a run that restored nothing names none.
-        store.start_run(RunResult(run_id=run_id, engine=engine.name, source=source.describe(), started_at=started,
-                                  unreadable=unreadable, host={**host_facts(), **{
-                                      DUE: [p.database for p in plans],
-                                      TARGET_ASKED: request.target}}), run_dir)
+        store.restart_run(RunResult(run_id=run_id, engine=engine.name, source=source.describe(), started_at=started,
+                                    unreadable=unreadable, host={**host_facts(), **{
+                                        DUE: [p.database for p in plans], TARGET_ASKED: request.target,
+                                        DISCOVERY: generation}}), run_dir)
         store.record_plans(run_id, plans)
     finally:
         store.close()
     for plan in plans:
         progress(f"{plan.database}: chain {plan.chain.status}"
                  + (f", {len(plan.chain.defects)} known-bad backups" if plan.chain.defects else ""))
-    return Discovery(run_id, started, engine, source, plans, unreadable, request.target, run_dir)
+    return Discovery(run_id, started, engine, source, plans, unreadable, request.target, run_dir, generation)
 
 
 def resume(settings: Settings, run_id: str) -> Discovery:
@@ -320,7 +329,7 @@ def resume(settings: Settings, run_id: str) -> Discovery:
     engine = engines(settings)[run.engine]
     return Discovery(run_id, run.started_at, engine, open_source(run.source), plans, unreadable_of(run.host),
                      str(run.host.get(TARGET_ASKED, "auto")),
-                     Path(run.report_dir or settings.report_dir / run_id))
+                     Path(run.report_dir or settings.report_dir / run_id), str(run.host.get(DISCOVERY, "")))
 
 
 def choose_target(settings: Settings, discovery: Discovery, plans: list[RestorePlan],
@@ -355,6 +364,12 @@ def verify_one(settings: Settings, discovery: Discovery, plan: RestorePlan, *,
     provider already chosen for the run (else one is chosen for this plan alone)."""
     redact = Redactor(settings)
     progress = _redacting(progress, redact)
+    store = ResultStore(settings.results_database_url)
+    try:
+        # An earlier try's entry goes first: if this one dies, the database has no result, not that one.
+        store.forget_database(discovery.run_id, plan.database, discovery.generation)
+    finally:
+        store.close()
     provider, no_target = target if target is not None else choose_target(settings, discovery, [plan], progress)
     engine = discovery.engine
     context = context or PredictionContext.load_or_cold(settings, engine.name, progress)
@@ -367,7 +382,7 @@ def verify_one(settings: Settings, discovery: Discovery, plan: RestorePlan, *,
     entry = redact.model(entry)
     store = ResultStore(settings.results_database_url)
     try:
-        store.record_database(discovery.run_id, entry)
+        store.record_database(discovery.run_id, entry, discovery.generation)
     finally:
         store.close()
     progress(f"{plan.database}: {result.verdict}")

@@ -3,6 +3,9 @@ unexpected exception becomes that database's "error" verdict with the reason and
 
 from __future__ import annotations
 
+import shutil
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -305,3 +308,127 @@ def test_a_database_left_out_takes_its_own_unread_files_with_it(mssql_copy, tmp_
     assert [(u.path, u.kind) for u in left_out.unreadable] == [("notes.txt", "not-a-backup")]
     with pytest.raises(SourceError, match=r"has no database RestoreTimeClan \(it has: RestoreTimeClean\)$"):
         discover(settings, RunRequest(str(root), "mssql", databases=("RestoreTimeClan",)), "r2", now)
+
+
+# ---- a run discovered again, a try that dies, what a selection leaves out (review findings F1-F4) --------
+
+START = datetime(2026, 11, 24, 1, 0, tzinfo=UTC)
+
+
+def two_stanzas(repo: Path) -> Path:
+    shutil.copytree(repo / "backup" / "demo1", repo / "backup" / "demo2")
+    shutil.copytree(repo / "archive" / "demo1", repo / "archive" / "demo2")
+    return repo
+
+
+def settings_for(tmp_path: Path, **extra: Any) -> Any:
+    from verification.config import load_settings
+
+    return load_settings(None, state_dir=tmp_path, results_url=f"sqlite:///{tmp_path / 'r.db'}",
+                         report_dir=tmp_path / "reports", **extra)
+
+
+def record_passed(settings: Any, run_id: str, name: str, discovery: str | None = None) -> None:
+    from tests.unit.factories import online_outcome, passed_check
+    from verification.model import DatabaseResult, RestorePoint
+    from verification.reports.json_report import database_entry
+    from verification.results import ResultStore
+
+    plan = complete_plan()
+    plan.database = name
+    outcome = online_outcome(passed_check())
+    result = DatabaseResult(name, Verdict.PASSED, ["ok"], plan, RestorePoint("latest", START), outcome.phases,
+                            outcome.checks)
+    store = ResultStore(settings.results_database_url)
+    try:
+        store.record_database(run_id, database_entry(result), discovery)
+    finally:
+        store.close()
+
+
+def test_a_run_discovered_again_is_due_what_the_new_discovery_found(captured_repo, tmp_path):
+    from verification import pipeline
+
+    repo = two_stanzas(captured_repo)
+    settings = settings_for(tmp_path)
+    first = pipeline.discover(settings, pipeline.RunRequest(str(repo), "postgres", ("demo1",)), "r1", START)
+    second = pipeline.discover(settings, pipeline.RunRequest(str(repo), "postgres"), "r1", START)
+    assert [p.database for p in second.plans] == ["demo1", "demo2"] and first.generation != second.generation
+    record_passed(settings, "r1", "demo1", second.generation)  # demo2 never verified (budget, a lost worker)
+    report = pipeline.publish(settings, "r1").report
+    assert [n.database for n in report.not_verified] == ["demo2"] and report.verdict == "error"
+
+
+def test_a_run_discovered_again_reports_the_files_the_new_discovery_could_not_read(captured_repo, tmp_path):
+    from verification import pipeline
+
+    settings = settings_for(tmp_path)
+    pipeline.discover(settings, pipeline.RunRequest(str(captured_repo), "postgres"), "r1", START)
+    (captured_repo / "archive" / "demo1" / "15-1" / "0000000100000000" / "garbage-segment").write_bytes(b"x")
+    second = pipeline.discover(settings, pipeline.RunRequest(str(captured_repo), "postgres"), "r1", START)
+    record_passed(settings, "r1", "demo1", second.generation)
+    report = pipeline.publish(settings, "r1").report
+    assert [(u.path, u.kind) for u in report.unreadable] == [
+        ("archive/demo1/15-1/0000000100000000/garbage-segment", "corrupt")]
+    assert report.verdict == "failed"
+
+
+def test_nothing_verified_from_an_earlier_discovery_is_published_or_recorded(captured_repo, tmp_path):
+    from verification import pipeline
+    from verification.errors import StaleDiscoveryError
+
+    settings = settings_for(tmp_path)
+    first = pipeline.discover(settings, pipeline.RunRequest(str(captured_repo), "postgres"), "r1", START)
+    record_passed(settings, "r1", "demo1", first.generation)
+    pipeline.discover(settings, pipeline.RunRequest(str(captured_repo), "postgres"), "r1", START)
+    # The first discovery's entry went with it; a task of it still running records nothing.
+    with pytest.raises(StaleDiscoveryError, match=rf"run r1 was discovered again .*\(discovery {first.generation}, "):
+        record_passed(settings, "r1", "demo1", first.generation)
+    report = pipeline.publish(settings, "r1").report
+    assert report.databases == [] and [n.database for n in report.not_verified] == ["demo1"]
+    assert report.verdict == "error"
+
+
+def test_a_try_that_dies_leaves_no_result_not_the_previous_tries(captured_repo, tmp_path, monkeypatch):
+    from verification import pipeline
+
+    settings = settings_for(tmp_path)
+    discovery = pipeline.discover(settings, pipeline.RunRequest(str(captured_repo), "postgres"), "r1", START)
+    record_passed(settings, "r1", "demo1", discovery.generation)  # an earlier try of the task
+
+    def killed(*_: object, **__: object) -> None:
+        raise KeyboardInterrupt  # the worker killed mid-restore
+
+    monkeypatch.setattr(pipeline, "verify_database", killed)
+    with pytest.raises(KeyboardInterrupt):
+        pipeline.verify_one(settings, discovery, discovery.plan("demo1"), target=(None, "x"))
+    report = pipeline.publish(settings, "r1").report
+    assert report.databases == [] and [n.database for n in report.not_verified] == ["demo1"]
+
+
+def test_a_stanza_excluded_by_a_pattern_stays_named(captured_repo, tmp_path):
+    from verification import pipeline
+
+    repo = two_stanzas(captured_repo)
+    settings = settings_for(tmp_path, exclude=["backup/demo2/*"])
+    discovery = pipeline.discover(settings, pipeline.RunRequest(str(repo), "postgres"), "r1", START)
+    assert [(u.path, u.kind) for u in discovery.unreadable] == [("backup/demo2", "excluded")]
+    assert [p.database for p in discovery.plans] == ["demo1"]
+
+
+def test_a_corrupt_file_nobody_can_be_sure_owns_stays_when_one_database_is_asked_for(mssql_copy, tmp_path):
+    from verification import pipeline
+
+    root = mssql_copy("DoubleDiffing", "RestoreTimeClean")
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    for f in [*(root / "DoubleDiffing").iterdir(), *(root / "RestoreTimeClean").iterdir()]:
+        shutil.copy(f, flat / f.name)
+    # doublediff's newest differential, cut so short that nothing in it says whose it is.
+    (flat / "broken.bak").write_bytes((root / "DoubleDiffing" / "difftest-diff2.bak").read_bytes()[:300000])
+    settings = settings_for(tmp_path)
+    everything = pipeline.discover(settings, pipeline.RunRequest(str(flat), "mssql"), "all", START)
+    assert [(u.path, u.kind) for u in everything.unreadable] == [("broken.bak", "corrupt")]
+    only = pipeline.discover(settings, pipeline.RunRequest(str(flat), "mssql", ("doublediff",)), "one", START)
+    assert [p.database for p in only.plans] == ["doublediff"]
+    assert [(u.path, u.kind) for u in only.unreadable] == [("broken.bak", "corrupt")]

@@ -27,11 +27,14 @@ from sqlalchemy import (
 from sqlalchemy.engine import Dialect, Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
 
+from verification.errors import StaleDiscoveryError
 from verification.model import RestorePlan, RunResult, UnreadableFile
 from verification.report_model import DatabaseEntry
 from verification.results import migrations
 
 _UNREADABLE = TypeAdapter(list[UnreadableFile])
+# The run row's host facts name the discovery the run's plans and entries belong to.
+DISCOVERY = "discovery"
 _PLAN = TypeAdapter(RestorePlan)
 
 
@@ -136,10 +139,28 @@ class ResultStore:
         run's own folder, where its evidence and reports go whichever process writes them."""
         with Session(self.engine) as session, session.begin():
             if session.scalar(select(RunRow).where(RunRow.run_id == run.run_id)) is None:
-                session.add(RunRow(run_id=run.run_id, engine=run.engine, source=run.source,
-                                   target_kind=run.target_kind, verdict="running", started_at=run.started_at,
-                                   report_dir=str(report_dir) if report_dir else None,
-                                   host={**run.host, "unreadable": unreadable_json(run.unreadable)}))
+                session.add(self._new_row(run, report_dir))
+
+    def restart_run(self, run: RunResult, report_dir: Path) -> None:
+        """Start the run anew under the same id (a scheduler's run discovered again): its row takes the
+        new facts, and every plan and entry of the earlier discovery is deleted, so nothing verified
+        from an earlier plan can be published as this discovery's result."""
+        with Session(self.engine) as session, session.begin():
+            old = session.scalar(select(RunRow).where(RunRow.run_id == run.run_id))
+            if old is not None:
+                for table in (PlanRow, DatabaseReportRow):
+                    for row in session.scalars(select(table).where(table.run_pk == old.id)):
+                        session.delete(row)
+                session.delete(old)
+                session.flush()
+            session.add(self._new_row(run, report_dir))
+
+    @staticmethod
+    def _new_row(run: RunResult, report_dir: Path | None) -> RunRow:
+        return RunRow(run_id=run.run_id, engine=run.engine, source=run.source, target_kind=run.target_kind,
+                      verdict="running", started_at=run.started_at,
+                      report_dir=str(report_dir) if report_dir else None,
+                      host={**run.host, "unreadable": unreadable_json(run.unreadable)})
 
     def set_target_kind(self, run_id: str, kind: str) -> None:
         """The kind of target the run's restores got (what "auto" became)."""
@@ -169,23 +190,41 @@ class ResultStore:
             raise KeyError(f"run {run_id} was not started in the results store")
         return run
 
-    def record_database(self, run_id: str, entry: DatabaseEntry) -> None:
-        """One database's report entry. Replaces an earlier try's."""
+    def record_database(self, run_id: str, entry: DatabaseEntry, discovery: str | None = None) -> None:
+        """One database's report entry. Replaces an earlier try's. With `discovery`, only while the run
+        is still that discovery's (a task of a discovery since replaced records nothing)."""
         database = DatabaseRow(database=entry.database, verdict=str(entry.verdict), reasons=entry.reasons,
                                restore_target=entry.restore_point.target,
                                restore_achieved=entry.restore_point.achieved,
                                recovery_seconds=entry.recovery_seconds, target=entry.target)
         with Session(self.engine) as session, session.begin():
-            run = self._run_row(session, run_id)
-            for old in [d for d in run.databases if d.database == entry.database]:
-                session.delete(old)
-            for old_report in session.scalars(select(DatabaseReportRow).where(
-                    DatabaseReportRow.run_pk == run.id, DatabaseReportRow.database == entry.database)):
-                session.delete(old_report)
+            run = self._current_run(session, run_id, discovery)
+            self._delete_entry(session, run, entry.database)
             database.run_pk = run.id
             session.add(database)
             session.add(DatabaseReportRow(run_pk=run.id, database=entry.database,
                                           report=entry.model_dump(mode="json")))
+
+    def forget_database(self, run_id: str, database: str, discovery: str | None = None) -> None:
+        """Delete a database's entry before it is verified again: a try that dies leaves no result
+        (the run then names it not verified), never the previous try's."""
+        with Session(self.engine) as session, session.begin():
+            self._delete_entry(session, self._current_run(session, run_id, discovery), database)
+
+    def _current_run(self, session: Session, run_id: str, discovery: str | None) -> RunRow:
+        run = self._run_row(session, run_id)
+        if discovery is not None and run.host.get(DISCOVERY) != discovery:
+            raise StaleDiscoveryError(f"run {run_id} was discovered again since this step started (discovery "
+                                      f"{discovery}, now {run.host.get(DISCOVERY)}): nothing recorded")
+        return run
+
+    @staticmethod
+    def _delete_entry(session: Session, run: RunRow, database: str) -> None:
+        for old in [d for d in run.databases if d.database == database]:
+            session.delete(old)
+        for old_report in session.scalars(select(DatabaseReportRow).where(
+                DatabaseReportRow.run_pk == run.id, DatabaseReportRow.database == database)):
+            session.delete(old_report)
 
     def finish_run(self, run_id: str, finished_at: datetime, verdict: str) -> None:
         with Session(self.engine) as session, session.begin():

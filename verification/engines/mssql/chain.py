@@ -236,12 +236,12 @@ def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
     rules.append(RuleCheck("log-continuity", True,
                            f"{log_count} log backup(s) continue the chain from LSN {base_lsn} to {reached}"))
     if at is not None:
-        if straddling:
-            # Said, so that an auditor sees why a log that finished after the target is not the terminal one.
-            rules.append(RuleCheck("terminal-log-by-start", True, "; ".join(
-                f"{_listed(media.files)} started at {media.start.isoformat()}, before the target, and finished at "
-                f"{media.finish.isoformat()}: its records end near its start, so it is restored whole and is not "
-                "the terminal log" for media in straddling)))
+        # Said for each, so that an auditor sees why a log that finished after the target is not the terminal one.
+        rules.extend(RuleCheck(
+            "terminal-log-by-start", True,
+            f"{_listed(media.files)} started at {media.start.isoformat()}, before the target, and finished at "
+            f"{media.finish.isoformat()}: its records end near its start, so it is restored whole and is not "
+            "the terminal log") for media in straddling)
         if terminal is not None:
             rules.append(RuleCheck("terminal-log", True,
                                    f"{_listed(terminal.files)} starts at {terminal.start.isoformat()}, at or "
