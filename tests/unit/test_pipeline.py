@@ -23,8 +23,6 @@ class MemoryTarget:
     name = "memory-target"
     repo_path = "/repo"
     work_dir = "/work"
-    port = 5432
-    socket_dir = "/tmp"
     provision_seconds = 0.1
 
     def __init__(self) -> None:

@@ -36,8 +36,6 @@ class Target(Protocol):
     name: str
     repo_path: str  # the repository, as the target's commands see it (read-only)
     work_dir: str   # a writable folder, private to this target
-    port: int
-    socket_dir: str
     provision_seconds: float
 
     def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> ExecResult:

@@ -123,8 +123,6 @@ class DockerTarget:
     kind = "docker"
     repo_path = REPO_PATH
     work_dir = WORK_DIR
-    socket_dir = "/tmp"
-    port = 5432
 
     def __init__(self, client: docker.DockerClient, container: Container, volume: Volume,
                  image: str, provision_seconds: float) -> None:

@@ -1,4 +1,4 @@
-"""Disposable targets as local processes: a private temporary folder and a server on a private socket.
+"""Disposable targets as local processes: a private temporary folder, owned by the database's OS user.
 
 Used where no Docker engine is reachable. Commands run as the `postgres` OS user when restoreproof
 runs as root (PostgreSQL refuses to run as root). Each target leaves a small state file naming its
@@ -34,12 +34,10 @@ def leftovers_dir(state_dir: Path) -> Path:
 
 class LocalTarget:
     kind = "local"
-    port = 5432  # the socket folder is private to the target, so the port cannot clash
 
     def __init__(self, work_dir: Path, repo_path: str, bin_dir: Path, state_file: Path,
                  provision_seconds: float) -> None:
         self.work_dir = str(work_dir)
-        self.socket_dir = str(work_dir / "socket")
         self.repo_path = repo_path
         self.name = work_dir.name
         self._bin_dir = bin_dir
@@ -128,9 +126,7 @@ class LocalTargetProvider:
         state_file = folder / f"{work_dir.name}.json"
         state_file.write_text(json.dumps({"run_id": run_id, "database": database, "folder": str(work_dir),
                                           "bin_dir": str(self.bin_dir), "pid": os.getpid()}))
-        (work_dir / "socket").mkdir()
-        for path in (work_dir, work_dir / "socket"):
-            _give_to_os_user(path)
+        _give_to_os_user(work_dir)
         target = LocalTarget(work_dir, repo_host_path, self.bin_dir, state_file, time.monotonic() - started)
         # The restore and the server's archive-get run as the OS user: it must be able to read the
         # repository, or pgBackRest reports a missing backup set, which would read as a bad backup.

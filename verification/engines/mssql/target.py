@@ -62,8 +62,6 @@ class MssqlTarget(DockerTarget):
     kind = "docker-mssql"
     repo_path = BACKUP_MOUNT
     work_dir = DATA_ROOT
-    port = 1433
-    socket_dir = ""
 
     def __init__(self, client: docker.DockerClient, container: Container, volume: Volume, image: str,
                  password: str) -> None:

@@ -98,6 +98,7 @@ def unreadable_stanza(name: str, exc: RepositoryFileError) -> RestorePlan:
     return RestorePlan("postgres", name, chain)
 
 
+PORT = 5432  # the restored server's; on a socket private to its target
 TOOL_VERSION_COMMANDS = [["pgbackrest", "version"], ["postgres", "--version"], ["pg_amcheck", "--version"]]
 
 
@@ -208,6 +209,9 @@ class _Verification:
         self.outcome = outcome
         work = target.work_dir
         self.data = f"{work}/data"
+        # The restored server listens only on a Unix socket in a folder of the target's own, so the
+        # port cannot clash with any other server (a target holds one), and nothing reaches it over TCP.
+        self.socket_dir = f"{work}/socket"
         self.log = f"{work}/server.log"
         self.tool_dir = f"{work}/pgbackrest"
         env: dict[str, str] = {}
@@ -248,7 +252,8 @@ class _Verification:
     def restore(self) -> bool:
         backup = self.plan.target_backup
         assert backup is not None, "restore_and_check needs a plan with a backup"
-        prepared = self.target.run(["mkdir", "-p", "-m", "700", self.data, self.tool_dir], timeout=60)
+        prepared = self.target.run(["mkdir", "-p", "-m", "700", self.data, self.tool_dir, self.socket_dir],
+                                   timeout=60)
         if not prepared.ok:
             self.outcome.errors.append(f"cannot prepare {self.data} in the target: {prepared.output.strip()}")
             return False
@@ -294,8 +299,8 @@ class _Verification:
 
     def server_settings(self) -> str:
         settings = {
-            "listen_addresses": "", "port": str(self.target.port),
-            "unix_socket_directories": self.target.socket_dir,
+            "listen_addresses": "", "port": str(PORT),
+            "unix_socket_directories": self.socket_dir,
             # Without hot standby the server accepts connections only once recovery has ended.
             "hot_standby": "off", "archive_mode": "off", "ssl": "off",
             "logging_collector": "off", "log_destination": "stderr",
@@ -326,8 +331,8 @@ class _Verification:
                                 timeout=timeout + 30, env=self.env)
         waited = None
         if start.ok:
-            waited = self.target.run(["bash", "-c", WAIT_ONLINE, "wait", self.target.socket_dir,
-                                      str(self.target.port), self.pg.superuser, self.data],
+            waited = self.target.run(["bash", "-c", WAIT_ONLINE, "wait", self.socket_dir,
+                                      str(PORT), self.pg.superuser, self.data],
                                      timeout=max(30.0, timeout - (time.monotonic() - started)), env=self.env)
         wall = time.monotonic() - started
         log_text = self._read_log()
@@ -412,7 +417,7 @@ class _Verification:
 
     def _psql(self, database: str, query: str) -> ExecResult:
         return self.target.run(["psql", "-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1",
-                                "-h", self.target.socket_dir, "-p", str(self.target.port),
+                                "-h", self.socket_dir, "-p", str(PORT),
                                 "-U", self.pg.superuser, "-d", database, "-c", query],
                                timeout=self.pg.check_timeout, env=self.env)
 
@@ -445,7 +450,7 @@ class _Verification:
     def integrity_checks(self) -> None:
         backup = self.plan.target_backup
         started = time.monotonic()
-        amcheck = self.target.run(["pg_amcheck", "-h", self.target.socket_dir, "-p", str(self.target.port),
+        amcheck = self.target.run(["pg_amcheck", "-h", self.socket_dir, "-p", str(PORT),
                                    "-U", self.pg.superuser, "--all", "--install-missing", "--verbose",
                                    *self.pg.amcheck_options], timeout=self.pg.check_timeout, env=self.env)
         check = parse_pg_amcheck(amcheck.output, amcheck.exit_code)

@@ -62,7 +62,7 @@ def demo_plan(tmp_path: Path) -> RestorePlan:
 class RecordedTarget:
     """Answers each command with what the real run's tools printed; records what it was sent."""
 
-    kind, name, repo_path, work_dir, port, socket_dir = "recorded", "t", "/repo", "/var/lib/restoreproof", 5432, "/tmp"
+    kind, name, repo_path, work_dir = "recorded", "t", "/repo", "/var/lib/restoreproof"
     provision_seconds = 0.4
     dies_at = ""  # the command at which the target goes away (raises), as a Docker engine that restarts
 

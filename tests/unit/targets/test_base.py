@@ -1,0 +1,6 @@
+"""The target interface: the generic lifecycle of a disposable server, no engine's knowledge."""
+def test_the_target_interface_names_no_engines_fields():
+    from verification.targets.base import Target
+
+    # Where a server listens, its port, its data folder: the engine's to decide inside work_dir.
+    assert set(Target.__annotations__) == {"kind", "name", "repo_path", "work_dir", "provision_seconds"}
