@@ -24,8 +24,9 @@ def start_verify(repo: Path, tmp_path: Path) -> subprocess.Popen[bytes]:
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
-def wait_for_restore(process: subprocess.Popen[bytes], timeout: float = 120) -> str:
-    """Wait until the run has a target container and pgBackRest is restoring into it; return the run id."""
+def wait_for_restore(process: subprocess.Popen[bytes], reports: Path, timeout: float = 120) -> str:
+    """Wait until the run has a target container and pgBackRest is restoring into it; return the run id.
+    Only this process's run counts (its folder is in `reports`): other runs may share the Docker engine."""
     import docker.errors
 
     from verification.targets.docker import docker_client
@@ -35,7 +36,10 @@ def wait_for_restore(process: subprocess.Popen[bytes], timeout: float = 120) -> 
     try:
         while time.monotonic() < deadline:
             assert process.poll() is None, process.communicate()
+            ours = {folder.name for folder in reports.iterdir()} if reports.is_dir() else set()
             for container in client.containers.list(filters={"label": "restoreproof.role=target"}):
+                if container.labels.get("restoreproof.run") not in ours:
+                    continue
                 try:
                     processes = container.top(ps_args="-eo pid,args")["Processes"] or []
                 except docker.errors.APIError:
@@ -50,7 +54,7 @@ def wait_for_restore(process: subprocess.Popen[bytes], timeout: float = 120) -> 
 
 def test_a_run_killed_during_the_restore_leaves_nothing_after_reap(demo, tmp_path):
     process = start_verify(demo.repository, tmp_path)
-    run_id = wait_for_restore(process)
+    run_id = wait_for_restore(process, tmp_path / "reports")
     process.send_signal(signal.SIGKILL)
     process.wait(timeout=30)
     left = leftovers(run_id)
@@ -66,7 +70,7 @@ def test_a_run_killed_during_the_restore_leaves_nothing_after_reap(demo, tmp_pat
 
 def test_sigterm_during_the_restore_removes_the_target_itself(demo, tmp_path):
     process = start_verify(demo.repository, tmp_path)
-    run_id = wait_for_restore(process)
+    run_id = wait_for_restore(process, tmp_path / "reports")
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 130, stderr.decode()
