@@ -264,8 +264,8 @@ class Discovery:
     target: str
     run_dir: Path
     # Which discovery of the run this is: a run discovered again (a scheduler's task cleared) makes
-    # every step of the earlier one record nothing.
-    generation: str
+    # every step of the earlier one record nothing. None for a run started before discoveries had one.
+    generation: str | None
 
     def plan(self, database: str) -> RestorePlan:
         found = next((p for p in self.plans if p.database == database), None)
@@ -329,7 +329,7 @@ def resume(settings: Settings, run_id: str) -> Discovery:
     engine = engines(settings)[run.engine]
     return Discovery(run_id, run.started_at, engine, open_source(run.source), plans, unreadable_of(run.host),
                      str(run.host.get(TARGET_ASKED, "auto")),
-                     Path(run.report_dir or settings.report_dir / run_id), str(run.host.get(DISCOVERY, "")))
+                     Path(run.report_dir or settings.report_dir / run_id), run.host.get(DISCOVERY))
 
 
 def choose_target(settings: Settings, discovery: Discovery, plans: list[RestorePlan],

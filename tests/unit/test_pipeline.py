@@ -430,3 +430,22 @@ def test_a_corrupt_file_nobody_can_be_sure_owns_stays_when_one_database_is_asked
     only = pipeline.discover(settings, pipeline.RunRequest(str(flat), "mssql", ("doublediff",)), "one", START)
     assert [p.database for p in only.plans] == ["doublediff"]
     assert [(u.path, u.kind) for u in only.unreadable] == [("broken.bak", "corrupt")]
+
+
+def test_a_run_started_before_discoveries_had_a_generation_is_still_verified(captured_repo, tmp_path):
+    from verification import pipeline
+    from verification.model import RunResult
+    from verification.results import ResultStore
+
+    settings = settings_for(tmp_path)
+    plans = pipeline.plan_source(settings, captured_repo, "postgres")[2].plans
+    store = ResultStore(settings.results_database_url)
+    store.start_run(RunResult(run_id="r0", engine="postgres", source=str(captured_repo), started_at=START,
+                              host={"due": ["demo1"]}), tmp_path / "reports" / "r0")
+    store.record_plans("r0", plans)
+    store.close()
+    resumed = pipeline.resume(settings, "r0")
+    assert resumed.generation is None
+    entry = pipeline.verify_one(settings, resumed, resumed.plan("demo1"), target=(None, "no target here")).entry
+    assert (entry.verdict, entry.reasons[-1]) == ("error", "not restored: no target here")
+    assert [d.database for d in pipeline.publish(settings, "r0").report.databases] == ["demo1"]
