@@ -324,3 +324,13 @@ def test_processes_opening_one_fresh_store_at_once_all_succeed(new_store: Stores
     store = ResultStore(url)
     assert sorted(r.run_id for r in store.recent_runs()) == [f"run-{n}" for n in range(PROCESSES)]
     store.close()
+
+
+def test_opening_a_store_logs_nothing_below_a_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    caplog.set_level(logging.INFO)
+    ResultStore(f"sqlite:///{tmp_path}/quiet.db").close()  # made and upgraded: the steps run
+    ResultStore(f"sqlite:///{tmp_path}/quiet.db").close()  # opened at head
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("alembic")] == []
+    assert logging.getLogger("alembic.runtime.migration").level == logging.NOTSET  # left as it was

@@ -17,6 +17,7 @@ A new revision, next to the others (then review what autogenerate wrote):
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -79,11 +80,26 @@ def masked(url: URL) -> str:
 
 def upgrade(engine: Engine) -> None:
     """Bring the store to the newest revision (a no-op, without locking, when it is there already)."""
-    with engine.connect() as connection:
-        if current(connection) == (head(),):
-            return
-    with _exclusive(engine) as connection:
-        _upgrade(connection, engine.url)
+    with _alembic_says_only_warnings():
+        with engine.connect() as connection:
+            if current(connection) == (head(),):
+                return
+        with _exclusive(engine) as connection:
+            _upgrade(connection, engine.url)
+
+
+@contextmanager
+def _alembic_says_only_warnings() -> Iterator[None]:
+    """Alembic logs two INFO lines each time a store is opened ("Context impl ...") and one per step:
+    in a host that logs INFO (an Airflow task) they would bury the task's own lines. Only ours are
+    quietened, for as long as we run, so Airflow's own migrations still say what they do."""
+    logger = logging.getLogger("alembic.runtime.migration")
+    level = logger.level
+    logger.setLevel(max(level, logging.WARNING))
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def _upgrade(connection: Connection, url: URL) -> None:
