@@ -223,12 +223,16 @@ class RestorePointEntry(ReportModel):
 # ---- objectives (1.3) ------------------------------------------------------------------------------------
 
 
+# In the objectives, a field an older report may lack reads as None (not known), never as a claim
+# the older writer did not make (that the target was configured, that the backups were not stale).
+
+
 class RtoObjective(ReportModel):
     target_seconds: float
-    target_source: Literal["configured", "default"] = "configured"
+    target_source: Literal["configured", "default"] | None = None
     measured_seconds: float | None
     predicted_seconds: float | None
-    counts_checks: bool = False
+    counts_checks: bool | None = None
     checks_seconds: float | None = None
     margin_seconds: float | None
     # Only on evidence: the database passed, came online, and every counted phase was measured.
@@ -249,7 +253,7 @@ class LogGap(ReportModel):
 
 class RpoObjective(ReportModel):
     target_seconds: float
-    target_source: Literal["configured", "default"] = "configured"
+    target_source: Literal["configured", "default"] | None = None
     restore_point: Timestamp | None = None
     newest_backup: Timestamp | None = None
     newest_backup_name: str | None = None
@@ -257,9 +261,9 @@ class RpoObjective(ReportModel):
     worst_log_gap_seconds: float | None
     worst_log_gap: LogGap | None = None
     newest_backup_age_seconds: float | None = None
-    stale: bool = False
-    points: int = 0
-    basis: str = ""
+    stale: bool | None = None
+    points: int | None = None
+    basis: str | None = None
     met: bool | None
 
 

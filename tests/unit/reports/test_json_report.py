@@ -168,3 +168,16 @@ def test_json_is_written_as_every_earlier_version_wrote_it():
     text = dumps(report)
     assert text == json.dumps(json.loads(text), indent=2) + "\n"
     assert '"started_at": "2026-11-22T01:00:00+00:00"' in text  # Python's offset, not pydantic's "Z"
+
+
+def test_what_an_older_report_did_not_say_reads_as_unknown_not_as_a_claim():
+    sample = json.loads((TESTS / "fixtures" / "reports" / "report-1.3.json").read_text())
+    objectives = sample["databases"][0]["objectives"]
+    for key in ("target_source", "stale", "points", "basis"):
+        objectives["rpo"].pop(key, None)
+    for key in ("target_source", "counts_checks"):
+        objectives["rto"].pop(key, None)
+    typed = validate_report(sample).databases[0].objectives
+    assert typed is not None
+    assert (typed.rpo.target_source, typed.rpo.stale, typed.rpo.points, typed.rpo.basis) == (None, None, None, None)
+    assert (typed.rto.target_source, typed.rto.counts_checks) == (None, None)
