@@ -67,3 +67,13 @@ def test_paths_prints_where_the_shipped_files_are(monkeypatch, tmp_path):
     assert runner.invoke(app, ["paths", "dags"]).stdout == f"{DAGS_DIR}\n"
     monkeypatch.setenv(BUILD_CONTEXT_ENV, str(tmp_path))
     assert runner.invoke(app, ["paths", "images"]).stdout == f"{tmp_path}\n"
+
+
+def test_schema_prints_and_writes_the_schema_the_models_generate(tmp_path):
+    from verification.reports.json_report import report_schema, schema_text
+
+    printed = runner.invoke(app, ["schema"])
+    assert printed.exit_code == 0 and printed.stdout == schema_text()
+    assert json.loads(printed.stdout) == report_schema()
+    written = runner.invoke(app, ["schema", "-o", str(tmp_path / "s.json")])
+    assert written.exit_code == 0 and (tmp_path / "s.json").read_text() == schema_text()
