@@ -180,7 +180,9 @@ def _block_streams(reader: ByteRangeReader, offset: int, block: bytes,
     streams: list[tuple[bytes, int, int]] = []
     for _ in range(64):
         if position + STREAM_HEADER > size:
-            raise MtfError(reader.name, position, "stream header", "22 bytes", "end of file")
+            # Also where a stream's data runs past the end: the walk steps over it to the next header.
+            raise MtfError(reader.name, position, "stream header", f"{STREAM_HEADER} bytes",
+                           f"end of file at {size:#x}: the file is truncated")
         header = reader.read(position, STREAM_HEADER)
         stream_id, length = header[:4], struct.unpack_from("<Q", header, 8)[0]
         if struct.unpack_from("<H", header, 20)[0] != stream_checksum(header):
@@ -307,6 +309,8 @@ def scan_pages(reader: ByteRangeReader) -> PageScan:
             count = min(READ_PAGES, stream.pages - first)
             offset = stream.offset + first * PAGE
             data = reader.read(offset, count * PAGE)
+            if len(data) != count * PAGE:  # a reader that answers short rather than refusing
+                raise MtfError(reader.name, offset, "data pages", f"{count * PAGE} bytes", f"{len(data)} bytes")
             # READ_PAGES is a multiple of EXTENT, so a group never straddles two reads.
             for group in range(0, count, EXTENT):
                 pages = [data[at * PAGE:(at + 1) * PAGE] for at in range(group, min(group + EXTENT, count))]

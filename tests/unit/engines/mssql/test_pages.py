@@ -225,3 +225,34 @@ def test_an_unknown_page_type(mssql_copy):
         PageFinding(FULL, page_at(52), "1:52", 3, 0, "unknown page type 99"),
         PageFinding(FULL, page_at(52), "1:52", 3, 0, "checksum mismatch", 0x1AA9DDDB, 0x2BA9DDDB),
     )
+
+
+def test_a_file_cut_inside_its_data_pages(mssql_copy):
+    root = mssql_copy(FULL)
+    path = root / FULL
+    path.write_bytes(path.read_bytes()[:page_at(100)])
+    with pytest.raises(MtfError) as caught:
+        scan(root, FULL)
+    # The walk steps over the MQDA stream's data (2 + 168 pages) to the next stream header, past the end.
+    assert (caught.value.offset, caught.value.expected, caught.value.found) == (
+        page_at(168), "22 bytes", f"end of file at {page_at(100):#x}: the file is truncated")
+
+
+class ShortReads:
+    """A reader that answers a long read with one byte less instead of refusing it."""
+
+    def __init__(self, name: str, data: bytes) -> None:
+        self.name, self.data = name, data
+
+    def size(self) -> int:
+        return len(self.data)
+
+    def read(self, offset: int, length: int) -> bytes:
+        return self.data[offset:offset + length - (1 if length >= PAGE else 0)]
+
+
+def test_a_short_answer_from_the_reader_is_an_error_not_a_page(mssql_corpus):
+    with pytest.raises(MtfError) as caught:
+        scan_pages(ShortReads(FULL, (mssql_corpus / FULL).read_bytes()))
+    assert (caught.value.offset, caught.value.expected, caught.value.found) == (
+        0x1E00, f"{128 * PAGE} bytes", f"{128 * PAGE - 1} bytes")
