@@ -30,6 +30,8 @@ WORK=$(mktemp -d /tmp/rp-start.XXXXXX)
 chmod 755 "$WORK"
 chown postgres:postgres "$WORK"
 
+# shellcheck source=scripts/lib/restore-target.sh
+source "$(dirname "$0")/lib/restore-target.sh"
 as_pg() { runuser -u postgres -- "$@"; }
 
 cleanup() {
@@ -72,23 +74,7 @@ restored() {  # name -> data folder
     local name=$1
     as_pg cp -a "$WORK/base" "$WORK/$name-data"
     as_pg cp -a "$WORK/archive" "$WORK/$name-archive"
-    as_pg mkdir -p "$WORK/$name-sock"
-    as_pg touch "$WORK/$name-data/recovery.signal"
-    as_pg tee -a "$WORK/$name-data/postgresql.auto.conf" >/dev/null <<EOF
-restore_command = 'cp $WORK/$name-archive/%f "%p"'
-
-# Added by restoreproof for the disposable restore target
-listen_addresses = ''
-port = '$PORT'
-unix_socket_directories = '$WORK/$name-sock'
-hot_standby = 'off'
-archive_mode = 'off'
-ssl = 'off'
-logging_collector = 'off'
-log_destination = 'stderr'
-log_line_prefix = '%m [%p] '
-log_timezone = 'UTC'
-EOF
+    restore_target "$WORK/$name-data" "$WORK/$name-archive" "$WORK/$name-sock" "$PORT"
     echo "$WORK/$name-data"
 }
 start() {  # name fixture: pg_ctl start as restoreproof runs it; the server log kept once recovery ends

@@ -21,6 +21,8 @@ WORK=$(mktemp -d /tmp/rp-timeline.XXXXXX)
 chmod 755 "$WORK"
 chown postgres:postgres "$WORK"
 
+# shellcheck source=scripts/lib/restore-target.sh
+source "$(dirname "$0")/lib/restore-target.sh"
 as_pg() { runuser -u postgres -- "$@"; }
 sql() { as_pg "$PGBIN/psql" -X -q -h "$WORK/$1-sock" -p "$PORT" -U postgres -d postgres -c "$2" >/dev/null; }
 
@@ -78,23 +80,7 @@ as_pg "$PGBIN/pg_ctl" -D "$WORK/tl2-data" -m fast -w stop >/dev/null
 
 # The backup restored as restoreproof restores it: it follows timeline 1, then 2.
 as_pg cp -a "$WORK/base" "$WORK/final-data"
-as_pg mkdir -p "$WORK/final-sock"
-as_pg touch "$WORK/final-data/recovery.signal"
-as_pg tee -a "$WORK/final-data/postgresql.auto.conf" >/dev/null <<EOF
-restore_command = 'cp $WORK/archive/%f "%p"'
-
-# Added by restoreproof for the disposable restore target
-listen_addresses = ''
-port = '$PORT'
-unix_socket_directories = '$WORK/final-sock'
-hot_standby = 'off'
-archive_mode = 'off'
-ssl = 'off'
-logging_collector = 'off'
-log_destination = 'stderr'
-log_line_prefix = '%m [%p] '
-log_timezone = 'UTC'
-EOF
+restore_target "$WORK/final-data" "$WORK/archive" "$WORK/final-sock" "$PORT"
 as_pg "$PGBIN/pg_ctl" start -w -t 60 -D "$WORK/final-data" -l "$WORK/final.log" >/dev/null
 ready final
 cp "$WORK/final.log" "$OUT/server-recovery-timeline-switch.log"
