@@ -43,7 +43,7 @@ from verification.reports import ReportOutputs, write_reports
 from verification.reports.json_report import database_entry, run_report
 from verification.restore_points import PointChoice
 from verification.results import ResultStore
-from verification.results.store import DISCOVERY, unreadable_of
+from verification.results.store import DISCOVERY, UNREADABLE, unreadable_of
 from verification.sources import LocalSource
 from verification.sources.base import Source
 from verification.targets.base import Target, TargetProvider
@@ -230,9 +230,8 @@ def verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider 
 
 # What the run row's host facts carry for the later steps, beside the host's own facts; never in the
 # report's `host`: the databases due, in the run's order; the target kind the run asked for ("auto",
-# "docker", "local"); every file not read (results.store.unreadable_json).
-# And which discovery the run's plans and entries belong to (results.store.DISCOVERY).
-DUE, TARGET_ASKED, UNREADABLE = "due", "target_asked", "unreadable"
+# "docker", "local"); and the store's own (every file not read, which discovery the run is at).
+DUE, TARGET_ASKED = "due", "target_asked"
 RUN_FACTS = frozenset({DUE, TARGET_ASKED, UNREADABLE, DISCOVERY})
 
 
@@ -302,7 +301,7 @@ def discover(settings: Settings, request: RunRequest, run_id: str, started: date
     store = ResultStore(settings.results_database_url)
     try:
         # The target kind stays unset until a restore gets one: a run that restored nothing names none.
-        store.restart_run(RunResult(run_id=run_id, engine=engine.name, source=source.describe(), started_at=started,
+        store.start_run(RunResult(run_id=run_id, engine=engine.name, source=source.describe(), started_at=started,
                                     unreadable=unreadable, host={**host_facts(), **{
                                         DUE: [p.database for p in plans], TARGET_ASKED: request.target,
                                         DISCOVERY: generation}}), run_dir)
@@ -368,20 +367,16 @@ def verify_one(settings: Settings, discovery: Discovery, plan: RestorePlan, *,
     try:
         # An earlier try's entry goes first: if this one dies, the database has no result, not that one.
         store.forget_database(discovery.run_id, plan.database, discovery.generation)
-    finally:
-        store.close()
-    provider, no_target = target if target is not None else choose_target(settings, discovery, [plan], progress)
-    engine = discovery.engine
-    context = context or PredictionContext.load_or_cold(settings, engine.name, progress)
-    evidence = RedactingEvidence(discovery.run_dir / "evidence" / slug(plan.database), redact)
-    result = verify_database(engine, plan, provider, discovery.run_id, discovery.source.describe(), evidence,
-                             progress, context=context, source=discovery.source, no_target=no_target)
-    redact_result(result, redact)
-    entry = database_entry(result)
-    context.annotate_quietly(entry, result, discovery.run_id, discovery.started_at, progress)
-    entry = redact.model(entry)
-    store = ResultStore(settings.results_database_url)
-    try:
+        provider, no_target = target if target is not None else choose_target(settings, discovery, [plan], progress)
+        engine = discovery.engine
+        context = context or PredictionContext.load_or_cold(settings, engine.name, progress)
+        evidence = RedactingEvidence(discovery.run_dir / "evidence" / slug(plan.database), redact)
+        result = verify_database(engine, plan, provider, discovery.run_id, discovery.source.describe(), evidence,
+                                 progress, context=context, source=discovery.source, no_target=no_target)
+        redact_result(result, redact)
+        entry = database_entry(result)
+        context.annotate_quietly(entry, result, discovery.run_id, discovery.started_at, progress)
+        entry = redact.model(entry)
         store.record_database(discovery.run_id, entry, discovery.generation)
     finally:
         store.close()

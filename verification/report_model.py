@@ -349,9 +349,6 @@ class DatabaseEntry(ReportModel):
                 data.pop(name, None)
         return data
 
-    def phase(self, name: str) -> PhaseEntry | None:
-        return next((p for p in self.phases if p.name == name), None)
-
     @property
     def alerts(self) -> list[DriftAlert]:
         return self.drift.alerts if self.drift is not None else []

@@ -33,8 +33,9 @@ from verification.report_model import DatabaseEntry
 from verification.results import migrations
 
 _UNREADABLE = TypeAdapter(list[UnreadableFile])
-# The run row's host facts name the discovery the run's plans and entries belong to.
-DISCOVERY = "discovery"
+# Keys of the run row's host facts: every file not read, and the discovery the run's plans and
+# entries belong to.
+UNREADABLE, DISCOVERY = "unreadable", "discovery"
 _PLAN = TypeAdapter(RestorePlan)
 
 
@@ -44,7 +45,7 @@ def unreadable_json(files: list[UnreadableFile]) -> list[Any]:
 
 
 def unreadable_of(host: dict[str, Any]) -> list[UnreadableFile]:
-    return _UNREADABLE.validate_python(host.get("unreadable", []))
+    return _UNREADABLE.validate_python(host.get(UNREADABLE, []))
 
 
 class UtcDateTime(TypeDecorator[datetime]):
@@ -135,16 +136,11 @@ class ResultStore:
         self.engine.dispose()
 
     def start_run(self, run: RunResult, report_dir: Path | None = None) -> None:
-        """Create the run's row (verdict "running") if it does not exist yet; `report_dir` is the
-        run's own folder, where its evidence and reports go whichever process writes them."""
-        with Session(self.engine) as session, session.begin():
-            if session.scalar(select(RunRow).where(RunRow.run_id == run.run_id)) is None:
-                session.add(self._new_row(run, report_dir))
-
-    def restart_run(self, run: RunResult, report_dir: Path) -> None:
-        """Start the run anew under the same id (a scheduler's run discovered again): its row takes the
-        new facts, and every plan and entry of the earlier discovery is deleted, so nothing verified
-        from an earlier plan can be published as this discovery's result."""
+        """The run's row (verdict "running"); `report_dir` is the run's own folder, where its evidence
+        and reports go whichever process writes them. A run started again under the same id (a
+        scheduler's run discovered again) starts anew: its row takes the new facts, and every plan and
+        entry of the earlier start is deleted, so nothing verified from an earlier plan can be
+        published as this start's result."""
         with Session(self.engine) as session, session.begin():
             old = session.scalar(select(RunRow).where(RunRow.run_id == run.run_id))
             if old is not None:
@@ -153,14 +149,10 @@ class ResultStore:
                         session.delete(row)
                 session.delete(old)
                 session.flush()
-            session.add(self._new_row(run, report_dir))
-
-    @staticmethod
-    def _new_row(run: RunResult, report_dir: Path | None) -> RunRow:
-        return RunRow(run_id=run.run_id, engine=run.engine, source=run.source, target_kind=run.target_kind,
-                      verdict="running", started_at=run.started_at,
-                      report_dir=str(report_dir) if report_dir else None,
-                      host={**run.host, "unreadable": unreadable_json(run.unreadable)})
+            session.add(RunRow(run_id=run.run_id, engine=run.engine, source=run.source, target_kind=run.target_kind,
+                               verdict="running", started_at=run.started_at,
+                               report_dir=str(report_dir) if report_dir else None,
+                               host={**run.host, UNREADABLE: unreadable_json(run.unreadable)}))
 
     def set_target_kind(self, run_id: str, kind: str) -> None:
         """The kind of target the run's restores got (what "auto" became)."""
