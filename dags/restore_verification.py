@@ -87,7 +87,7 @@ with DAG(
         "at": Param(None, type=["null", "string"],
                     description="Restore every database to this point in time instead (ISO 8601 with a UTC offset, "
                                 "e.g. 2026-11-22T01:30:00Z); a time without an offset is refused."),
-        "target": Param("docker", enum=["docker", "local", "auto"]),
+        "target": Param("docker", enum=["docker", "local", "auto", "offline"]),
         "time_budget_minutes": Param(360, type=["null", "number"],
                                      description="Stop starting new verifications after this long."),
         "config": Param(os.environ.get("RESTOREPROOF_CONFIG"), type=["null", "string"],

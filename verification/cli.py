@@ -45,6 +45,7 @@ class TargetChoice(StrEnum):
     auto = "auto"
     docker = "docker"
     local = "local"
+    offline = "offline"  # no restore: chain proof and the backup files' own checks (SQL Server pages)
 
 
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML configuration file.",
@@ -57,7 +58,8 @@ PointOpt = Annotated[PointStrategy, typer.Option(
 SeedOpt = Annotated[int | None, typer.Option(help="Seed for --point older-full/random (default: today's date, "
                                                   "so nightly runs rotate).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON on stdout; no progress output.")]
-TargetOpt = Annotated[TargetChoice, typer.Option(help="Where to restore.")]
+TargetOpt = Annotated[TargetChoice, typer.Option(
+    help="Where to restore (offline: restore nothing, check the chain and the backup files only).")]
 ReportDirOpt = Annotated[Path | None, typer.Option(help="Reports go to DIR/<run id>/. Default ./reports.")]
 DatabaseOpt = Annotated[list[str] | None, typer.Option(
     "--database", "-d", help="Only this database (a stanza for PostgreSQL); repeat for several. Default: all.")]

@@ -207,7 +207,7 @@ class Settings(BaseSettings):
     # Only an explicit pattern keeps an unreadable file from failing the run; what matched is still
     # listed in the report as excluded.
     exclude: list[str] = Field(default_factory=list)
-    target: Literal["auto", "docker", "local"] = "auto"
+    target: Literal["auto", "docker", "local", "offline"] = "auto"
     docker: DockerSettings = DockerSettings()
     postgres: PostgresSettings = PostgresSettings()
     mssql: MssqlSettings = MssqlSettings()

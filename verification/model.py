@@ -67,6 +67,15 @@ class CheckName(StrEnum):
     PGBACKREST_VERIFY = "pgbackrest_verify"
     DBCC_CHECKDB = "dbcc_checkdb"
     BACKUP_HASHES = "backup_hashes"
+    PAGE_VERIFICATION = "page_verification"
+
+
+class CheckKind(StrEnum):
+    """What a check looked at. Only a check of the restored database can prove the data intact; a
+    check of the backup files themselves (read without a server) can fail a database, never pass it."""
+
+    RESTORED = "restored"
+    BACKUP_FILES = "backup_files"
 
 
 class PhaseStatus(StrEnum):
@@ -264,6 +273,7 @@ class CheckResult:
     evidence: str | None = None
     # A required check that did not pass blocks a "passed" verdict.
     required: bool = True
+    kind: CheckKind = CheckKind.RESTORED
 
 
 @dataclass

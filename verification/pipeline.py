@@ -152,22 +152,45 @@ def stopped(partial: RestoreOutcome, reason: str) -> RestoreOutcome:
     return partial
 
 
+def check_backup_files(engine: Engine, plan: RestorePlan, source: Source | None, evidence: Evidence,
+                       progress: ProgressFn) -> RestoreOutcome:
+    """The engine's checks of the backup files, needing no server, as the start of the outcome."""
+    outcome = RestoreOutcome()
+    if source is None:
+        return outcome
+    progress(f"{plan.database}: checking the backup files without a server")
+    try:
+        outcome.checks += engine.check_backup_files(plan, source, evidence)
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # a bug must not pass for a clean file, nor stop the restore
+        evidence.write("internal-error-backup-files.txt", traceback.format_exc())
+        outcome.errors.append(f"checking the backup files stopped: internal error: {type(exc).__name__}: {exc}")
+    return outcome
+
+
 def verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider | None, run_id: str,
                     repo_host_path: str, evidence: Evidence, progress: ProgressFn = _quiet, *,
                     context: PredictionContext | None = None, source: Source | None = None,
                     no_target: str | None = None) -> DatabaseResult:
     point = RestorePoint(target=plan.stop_at.isoformat() if plan.stop_at else "latest")
     result = DatabaseResult(plan.database, Verdict.ERROR, [], plan, point)
+    # Before any target: what the backup files show without a server fails a database that cannot be
+    # restored here (a broken chain, no image) all the same, and is kept beside the restore's own checks.
+    offline = check_backup_files(engine, plan, source, evidence, progress)
     outcome: RestoreOutcome | None = None
     if plan.chain.status is not ChainStatus.COMPLETE:
         progress(f"{plan.database}: chain broken, not restoring")
+        if offline.checks or offline.errors:
+            outcome = offline
     elif provider is None:
         # Still decided: what the plan proved wrong (a known-bad backup) fails the database all the same.
-        outcome = RestoreOutcome(errors=[f"not restored: {no_target or 'no target was available to restore into'}"])
+        outcome = offline
+        outcome.errors.insert(0, f"not restored: {no_target or 'no target was available to restore into'}")
     else:
         target = None
         # Filled by the engine as it goes: a failure it proved before an exception is still decided.
-        partial = RestoreOutcome()
+        partial = offline
         try:
             progress(f"{plan.database}: provisioning a {provider.kind} target")
             target = provider.provision(run_id, plan.database, repo_host_path)
@@ -179,6 +202,8 @@ def verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider 
                 record_versions(engine, target, evidence)
             progress(f"{plan.database}: restoring {plan.target_backup.label if plan.target_backup else '?'}")
             outcome = engine.restore_and_check(plan, target, evidence, partial)
+            if outcome is not partial:  # an engine that made its own outcome still keeps what came before it
+                outcome.checks[:0], outcome.errors[:0] = partial.checks, partial.errors
         except TargetError as exc:
             outcome = stopped(partial, f"target: {exc}")
         except RestoreproofError as exc:
@@ -232,6 +257,10 @@ def verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider 
 # report's `host`: the databases due, in the run's order; the target kind the run asked for ("auto",
 # "docker", "local"); and the store's own (every file not read, which discovery the run is at).
 DUE, TARGET_ASKED = "due", "target_asked"
+# The target kind that restores nothing on purpose: chain proof and the checks of the backup files only
+# (a fast pre-check of a whole folder); every database is then "failed" or "error: not restored".
+OFFLINE = "offline"
+OFFLINE_REASON = "offline verification asked for (--target offline): the backup files were checked without a server"
 RUN_FACTS = frozenset({DUE, TARGET_ASKED, UNREADABLE, DISCOVERY})
 
 
@@ -335,6 +364,8 @@ def choose_target(settings: Settings, discovery: Discovery, plans: list[RestoreP
                   progress: ProgressFn = _quiet) -> tuple[TargetProvider | None, str | None]:
     """The provider the plans restore into, or why there is none: every database is still decided
     without one (a broken or known-bad chain is "failed" without a server; the others are "error")."""
+    if discovery.target == OFFLINE:
+        return None, OFFLINE_REASON
     if not any(p.chain.status is ChainStatus.COMPLETE for p in plans):
         return None, None
     try:

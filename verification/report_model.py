@@ -23,6 +23,7 @@ from pydantic import model_validator as _model_validator
 from verification.model import (
     BackupType,
     ChainStatus,
+    CheckKind,
     CheckStatus,
     PhaseName,
     PhaseStatus,
@@ -34,8 +35,8 @@ from verification.model import (
 )
 
 # Every version a reader accepts: 1.0 plus what each minor version added (docs/report-schema.md).
-SchemaVersion = Literal["1.0", "1.1", "1.2", "1.3", "1.4", "1.5"]
-SCHEMA_VERSION: SchemaVersion = "1.5"
+SchemaVersion = Literal["1.0", "1.1", "1.2", "1.3", "1.4", "1.5", "1.6"]
+SCHEMA_VERSION: SchemaVersion = "1.6"
 
 # Times as Python writes them (`isoformat`: "+00:00", not pydantic's "Z"), so reports stay byte-compatible.
 Timestamp = Annotated[datetime, PlainSerializer(lambda value: value.isoformat(), return_type=str)]
@@ -208,6 +209,8 @@ class CheckEntry(ReportModel):
     name: str
     status: CheckStatus
     required: bool = True
+    # 1.6: what the check looked at; a report before 1.6 checked only restored databases.
+    kind: CheckKind = CheckKind.RESTORED
     summary: str
     findings: list[str] = Field(default_factory=list)
     details: dict[str, Any] = Field(default_factory=dict)

@@ -2,14 +2,16 @@
 
 `passed` needs positive evidence for each of: a complete chain with no known-bad backup beside it,
 a restore that came online at the planned point (proven from the server's own words, not copied
-from the plan), and at least one integrity check that passed, with no required check that did
-not. Anything missing is not a pass: there is no default verdict.
+from the plan), and at least one integrity check of the restored database that passed, with no
+required check that did not. A check of the backup files read without a server (page checksums,
+a repository's file checksums) can fail a database but never stands in for that integrity check.
+Anything missing is not a pass: there is no default verdict.
 """
 
 from __future__ import annotations
 
 from verification.engines.base import RestoreOutcome
-from verification.model import ChainStatus, CheckResult, CheckStatus, RestorePlan, Verdict
+from verification.model import ChainStatus, CheckKind, CheckResult, CheckStatus, RestorePlan, Verdict
 
 
 def decide(plan: RestorePlan, outcome: RestoreOutcome | None) -> tuple[Verdict, list[str]]:
@@ -40,15 +42,19 @@ def _decide(plan: RestorePlan, outcome: RestoreOutcome | None) -> tuple[Verdict,
         proven = [] if failures or errors else outcome.proofs + _passed(outcome)
         return Verdict.FAILED, defects + failures + errors + proven + notes
     if errors:
-        return Verdict.ERROR, errors + notes
+        # What the backup files showed without a server is said too: an error is not a verdict on them.
+        return Verdict.ERROR, errors + notes + [f"{c.name} (backup files, not a verdict on the data): {c.summary}"
+                                                for c in outcome.checks if c.kind is CheckKind.BACKUP_FILES
+                                                and c.status is CheckStatus.PASSED]
     if not outcome.online:
         return Verdict.ERROR, ["the restored server never came online, and no step said why"]
     if not outcome.proofs:
         return Verdict.ERROR, ["nothing the server said proves the restore reached the planned point"]
     required = [c for c in outcome.checks if c.required]
-    passed = [c for c in required if c.status is CheckStatus.PASSED]
+    passed = [c for c in required if c.status is CheckStatus.PASSED and c.kind is CheckKind.RESTORED]
     if not passed:
-        return Verdict.ERROR, ["no integrity check ran, so nothing proves the restored data intact"]
+        return Verdict.ERROR, ["no integrity check of the restored database ran, so nothing proves the restored "
+                               "data intact"]
     not_passed = [c for c in required if c.status is not CheckStatus.PASSED]
     if not_passed:
         return Verdict.ERROR, [f"required check {c.name} is {c.status}: {c.summary}" for c in not_passed]

@@ -197,3 +197,139 @@ def test_an_excluded_pattern_is_named_and_keeps_a_damaged_file_from_failing(mssq
     (unread,) = result.report["unreadable"]
     assert (unread["kind"], unread["reason"]) == ("excluded", "excluded by the pattern '*/old.bak'")
     assert os.environ.get("RESTOREPROOF_CONFIG") is None
+
+
+# ---- pages: faults in the data itself, found offline by page verification --------------------------------
+
+FULL = f"{RTC}/RestoreTimeClean.bak"
+
+
+def _pages(path: Path, kind: int = 1):  # type: ignore[no-untyped-def]
+    """(byte offset, header) of every checksummed page of `kind` in a backup's data stream, in file order."""
+    from verification.engines.mssql.pages import PAGE, decode_header, locate_data_streams
+    from verification.sources import LocalSource
+    from verification.sources.base import SourceFile
+
+    reader = SourceFile(LocalSource(path.parent), path.name)
+    data = path.read_bytes()
+    found = []
+    for stream in locate_data_streams(reader):
+        for index in range(stream.pages):
+            offset = stream.offset + index * PAGE
+            header = decode_header(data[offset:offset + PAGE])
+            if header.header_version == 1 and header.page_type == kind and header.has_checksum:
+                found.append((offset, header))
+    assert found, f"no checksummed page of type {kind} in {path}"
+    return found
+
+
+def _damage(victim: Path, change) -> None:  # type: ignore[no-untyped-def]
+    data = bytearray(victim.read_bytes())
+    change(data)
+    victim.write_bytes(bytes(data))
+
+
+def _page_check(run, database: str = RTC) -> dict:  # type: ignore[no-untyped-def,type-arg]
+    return next(c for c in run.database(database)["checks"] if c["name"] == "page_verification")
+
+
+def test_the_clean_copy_verifies_every_page_offline_and_says_it_is_no_verdict_on_the_data(
+        mssql_copy, restoreproof, config):
+    root = mssql_copy(RTC)
+    run = verify(restoreproof, root, config)
+    check = _page_check(run)
+    assert (check["status"], check["kind"], check["required"]) == ("passed", "backup_files", True)
+    # Both data backups of the chain, every checksummed page verified.
+    assert set(check["details"]["per_file"]) == {FULL, f"{RTC}/RestoreTimeClean2.bak"}
+    assert check["details"]["checksums_verified"] > 100 and check["details"]["pages"] >= \
+        check["details"]["checksums_verified"]
+    assert run.database(RTC)["verdict"] == "error"
+    assert any(r.startswith("page_verification (backup files, not a verdict on the data): no damaged page;")
+               for r in run.database(RTC)["reasons"])
+
+
+@pytest.mark.parametrize("target", ["auto", "offline"])
+def test_a_flipped_bit_in_a_pages_body_fails_naming_file_offset_page_and_both_checksums(
+        mssql_copy, restoreproof, config, target):
+    root = mssql_copy(RTC)
+    victim = root / FULL
+    offset, header = _pages(victim)[0]
+    _damage(victim, lambda data: data.__setitem__(offset + 4000, data[offset + 4000] ^ 0x10))
+    run = restoreproof("verify", root, "--engine", "mssql", "--config", str(config), "--target", target)
+    assert run.database(RTC)["verdict"] == "failed" and run.exit_code == 1
+    check = _page_check(run)
+    assert check["status"] == "failed" and check["summary"].startswith("1 damaged page(s);")
+    (finding,) = check["findings"]
+    assert finding.startswith(f"{FULL}: offset {offset:#x}, page {header.file_id}:{header.page_id} "
+                              f"(object {header.object_id}, index {header.index_id}): checksum mismatch (stored "
+                              f"{header.stored_checksum:#010x}, computed 0x")
+    assert run.database(RTC)["reasons"][0].startswith("page_verification failed: 1 damaged page(s)")
+
+
+def test_a_flipped_bit_in_a_page_header_fails_as_a_misplaced_page_with_a_bad_checksum(mssql_copy, restoreproof,
+                                                                                          config):
+    root = mssql_copy(RTC)
+    victim = root / FULL
+    offset, header = _pages(victim)[0]
+    _damage(victim, lambda data: data.__setitem__(offset + 0x20, data[offset + 0x20] ^ 0x04))  # the page id
+    run = verify(restoreproof, root, config)
+    assert run.database(RTC)["verdict"] == "failed" and run.exit_code == 1
+    said = "\n".join(_page_check(run)["findings"])
+    moved = f"{header.file_id}:{header.page_id ^ 0x04}"
+    assert f"{FULL}: offset {offset:#x}, page {moved}" in said
+    assert f"holds page {moved}" in said and "checksum mismatch" in said
+
+
+def test_two_pages_swapped_are_both_named_out_of_place(mssql_copy, restoreproof, config):
+    root = mssql_copy(RTC)
+    victim = root / FULL
+    (first, a), (second, b) = _pages(victim)[0], _pages(victim)[-1]
+    assert (a.page_id // 8) != (b.page_id // 8)  # from two different extents
+
+    def swap(data: bytearray) -> None:
+        data[first:first + 8192], data[second:second + 8192] = data[second:second + 8192], data[first:first + 8192]
+
+    _damage(victim, swap)
+    run = verify(restoreproof, root, config)
+    assert run.database(RTC)["verdict"] == "failed" and run.exit_code == 1
+    said = "\n".join(_page_check(run)["findings"])
+    assert f"offset {first:#x}, page {b.file_id}:{b.page_id}" in said
+    assert f"offset {second:#x}, page {a.file_id}:{a.page_id}" in said
+    assert "checksum mismatch" not in said  # each page is whole: only where it lies is wrong
+
+
+def test_a_torn_write_of_one_sector_fails_naming_the_page(mssql_copy, restoreproof, config):
+    root = mssql_copy(RTC)
+    victim = root / FULL
+    (offset, header), (other, _) = _pages(victim)[0], _pages(victim)[1]
+    data = victim.read_bytes()
+    # One 512-byte sector of the page written from another page's write (the first sector that differs).
+    sector = next(s * 512 for s in range(1, 16)
+                  if data[offset + s * 512:offset + s * 512 + 512] != data[other + s * 512:other + s * 512 + 512])
+    _damage(victim, lambda data: data.__setitem__(slice(offset + sector, offset + sector + 512),
+                                                  data[other + sector:other + sector + 512]))
+    run = restoreproof("verify", root, "--engine", "mssql", "--target", "offline")
+    assert run.database(RTC)["verdict"] == "failed" and run.exit_code == 1
+    (finding,) = _page_check(run)["findings"]
+    assert f"offset {offset:#x}, page {header.file_id}:{header.page_id}" in finding and "checksum mismatch" in finding
+
+
+def test_a_zeroed_stretch_of_the_data_streams_framing_is_the_files_damage_not_a_page_fault(mssql_copy, restoreproof,
+                                                                                           config):
+    from verification.engines.mssql.mtf import STREAM_HEADER
+    from verification.engines.mssql.pages import STREAM_PREFIX, locate_data_streams
+    from verification.sources import LocalSource
+    from verification.sources.base import SourceFile
+
+    root = mssql_copy(RTC)
+    victim = root / FULL
+    (stream,) = locate_data_streams(SourceFile(LocalSource(root), FULL))
+    header_at = stream.offset - STREAM_PREFIX - STREAM_HEADER  # the MQDA stream's own header
+    _damage(victim, lambda data: data.__setitem__(slice(header_at, header_at + STREAM_HEADER), bytes(STREAM_HEADER)))
+    run = verify(restoreproof, root, config)
+    assert run.database(RTC)["verdict"] == "failed" and run.exit_code == 1
+    check = _page_check(run)
+    (said,) = check["findings"]
+    # The MTF reader names the file and where its structure stopped making sense; no page is blamed.
+    assert said.startswith(f"backup file damaged: {FULL}: ") and "stream header" in said
+    assert ", page " not in said and check["details"]["damaged"] == [said.removeprefix("backup file damaged: ")]

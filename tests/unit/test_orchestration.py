@@ -182,3 +182,25 @@ def test_a_run_is_planned_once_and_every_later_step_works_from_the_recorded_plan
         resumed.plan("demo9")
     with pytest.raises(RestoreproofError, match="run r9 is not in the results store"):
         pipeline.resume(settings, "r9")
+
+
+def test_an_offline_run_reserves_no_target_and_decides_every_database_from_its_files(mssql_copy, tmp_path,
+                                                                                      monkeypatch):
+    from verification.engines.mssql.engine import MssqlEngine
+
+    def no_target(self: object, kind: str) -> None:
+        raise AssertionError("an offline run must not ask for a target")
+
+    monkeypatch.setattr(MssqlEngine, "check_target", no_target)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    settings = load_settings()
+    root = mssql_copy("RestoreTimeClean")
+    params = orchestration.NightlyParams(source=str(root), engine="mssql", target="offline")
+    started = datetime(2026, 11, 24, 1, 0, tzinfo=UTC)
+    assert orchestration.discover(settings, params, "off1", started, progress=lambda _: None) == ["RestoreTimeClean"]
+    orchestration.reserve(settings, "off1")
+    said = orchestration.verify(settings, params, "off1", "RestoreTimeClean", progress=lambda _: None)
+    assert said["verdict"] == "error"
+    assert said["reasons"][0] == ("not restored: offline verification asked for (--target offline): the backup "
+                                  "files were checked without a server")
+    assert said["reasons"][1].startswith("page_verification (backup files, not a verdict on the data): no damaged page")

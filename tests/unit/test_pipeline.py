@@ -449,3 +449,107 @@ def test_a_run_started_before_discoveries_had_a_generation_is_still_verified(cap
     entry = pipeline.verify_one(settings, resumed, resumed.plan("demo1"), target=(None, "no target here")).entry
     assert (entry.verdict, entry.reasons[-1]) == ("error", "not restored: no target here")
     assert [d.database for d in pipeline.publish(settings, "r0").report.databases] == ["demo1"]
+
+
+# ---- the checks of the backup files, before any target ----------------------------------------------------
+
+
+def _files_check(status: CheckStatus, summary: str, findings: list[str] | None = None) -> CheckResult:
+    from verification.model import CheckKind
+
+    return CheckResult("page_verification", status, summary, findings or [], kind=CheckKind.BACKUP_FILES)
+
+
+class FilesCheckingEngine(OnlineEngine):
+    """Restores and passes; its offline check of the backup files answers `found` (or raises it)."""
+
+    def __init__(self, found: CheckResult | BaseException) -> None:
+        super().__init__(AssertionError())
+        self.found = found
+        self.order: list[str] = []
+
+    def check_backup_files(self, plan: Any, source: Any, evidence: Evidence) -> list[CheckResult]:
+        self.order.append("files")
+        if isinstance(self.found, BaseException):
+            raise self.found
+        return [self.found]
+
+    def restore_and_check(self, plan: Any, target: Any, evidence: Evidence,
+                          outcome: RestoreOutcome | None = None) -> RestoreOutcome:
+        self.order.append("restore")
+        return super().restore_and_check(plan, target, evidence, outcome)
+
+
+DAMAGED = _files_check(CheckStatus.FAILED, "1 damaged page(s)", ["x.bak: offset 0x4000, page 1:9: checksum mismatch"])
+
+
+def test_a_page_damaged_offline_fails_a_database_no_server_could_restore(tmp_path):
+    engine = FilesCheckingEngine(DAMAGED)
+    result = verify_database(engine, complete_plan(), None, "run", "/repo", Evidence(tmp_path / "db"),
+                             source=object(), no_target="image x unavailable")  # type: ignore[arg-type]
+    assert result.verdict is Verdict.FAILED
+    assert result.reasons == ["page_verification failed: 1 damaged page(s): x.bak: offset 0x4000, page 1:9: "
+                              "checksum mismatch", "not restored: image x unavailable"]
+    assert engine.order == ["files"] and result.checks == [DAMAGED]
+
+
+def test_a_clean_offline_check_without_a_server_is_an_error_that_says_what_was_checked(tmp_path):
+    clean = _files_check(CheckStatus.PASSED, "no damaged page; 376 pages")
+    result = verify_database(FilesCheckingEngine(clean), complete_plan(), None, "run", "/repo",
+                             Evidence(tmp_path / "db"), source=object(), no_target="image x unavailable")  # type: ignore[arg-type]
+    assert (result.verdict, result.reasons) == (Verdict.ERROR, [
+        "not restored: image x unavailable",
+        "page_verification (backup files, not a verdict on the data): no damaged page; 376 pages"])
+
+
+def test_the_backup_files_are_checked_before_the_restore_and_kept_beside_its_checks(tmp_path):
+    clean = _files_check(CheckStatus.PASSED, "no damaged page; 376 pages")
+    engine = FilesCheckingEngine(clean)
+    provider = MemoryProvider()
+    result = verify_database(engine, complete_plan(), provider, "run", "/repo", Evidence(tmp_path / "db"),
+                             source=object())  # type: ignore[arg-type]
+    assert engine.order == ["files", "restore"]
+    assert result.verdict is Verdict.PASSED, result.reasons
+    assert [c.name for c in result.checks] == ["page_verification", "pg_amcheck"]
+    assert "page_verification: no damaged page; 376 pages" in result.reasons
+
+
+def test_a_page_damaged_offline_fails_a_database_whose_restore_passed(tmp_path):
+    engine = FilesCheckingEngine(DAMAGED)
+    result = verify_database(engine, complete_plan(), MemoryProvider(), "run", "/repo", Evidence(tmp_path / "db"),
+                             source=object())  # type: ignore[arg-type]
+    assert result.verdict is Verdict.FAILED
+    assert result.reasons[0].startswith("page_verification failed: 1 damaged page(s)")
+
+
+def test_a_broken_chain_keeps_what_its_backup_files_showed(tmp_path):
+    engine = FilesCheckingEngine(DAMAGED)
+    provider = MemoryProvider()
+    result = verify_database(engine, broken_plan(), provider, "run", "/repo", Evidence(tmp_path / "db"),
+                             source=object())  # type: ignore[arg-type]
+    assert (result.verdict, result.reasons) == (Verdict.FAILED, [
+        "chain broken: missing 000000010000000000000003",
+        "page_verification failed: 1 damaged page(s): x.bak: offset 0x4000, page 1:9: checksum mismatch"])
+    assert provider.targets == [] and engine.order == ["files"]
+
+
+def test_a_bug_in_the_offline_check_is_an_error_with_its_traceback_and_the_restore_still_runs(tmp_path):
+    engine = FilesCheckingEngine(ValueError("bad offset"))
+    result = verify_database(engine, complete_plan(), MemoryProvider(), "run", "/repo", Evidence(tmp_path / "db"),
+                             source=object())  # type: ignore[arg-type]
+    assert engine.order == ["files", "restore"]
+    assert result.verdict is Verdict.ERROR
+    assert result.reasons == ["checking the backup files stopped: internal error: ValueError: bad offset"]
+    assert "ValueError: bad offset" in (tmp_path / "db" / "internal-error-backup-files.txt").read_text()
+
+
+def test_an_offline_run_asks_no_engine_for_a_target(tmp_path):
+    from verification.pipeline import OFFLINE, OFFLINE_REASON, Discovery, choose_target
+
+    class NoTargets(ExplodingEngine):
+        def target_provider(self, kind: str, plans: Any) -> Any:
+            raise AssertionError("an offline run must not ask for a target")
+
+    discovery = Discovery("run", datetime.now(UTC), NoTargets(AssertionError()), object(), [complete_plan()], [],  # type: ignore[arg-type]
+                          OFFLINE, tmp_path, None)
+    assert choose_target(settings_for(tmp_path), discovery, [complete_plan()]) == (None, OFFLINE_REASON)

@@ -26,7 +26,7 @@ def test_no_restore_is_an_error_not_a_pass():
 def test_online_but_no_check_ran_is_not_a_pass():
     verdict, reasons = decide(complete_plan(), online_outcome())
     assert verdict is Verdict.ERROR
-    assert "no integrity check ran" in reasons[0]
+    assert "no integrity check of the restored database ran" in reasons[0]
 
 
 def test_only_optional_checks_is_not_a_pass():
@@ -160,7 +160,7 @@ def test_not_online_and_no_check_say_exactly_why():
     assert decide(complete_plan(), outcome) == (
         Verdict.ERROR, ["the restored server never came online, and no step said why"])
     assert decide(complete_plan(), online_outcome()) == (
-        Verdict.ERROR, ["no integrity check ran, so nothing proves the restored data intact"])
+        Verdict.ERROR, ["no integrity check of the restored database ran, so nothing proves the restored data intact"])
 
 
 def test_a_passed_verdict_names_every_backup_the_wal_the_point_and_each_check():
@@ -246,3 +246,46 @@ def test_a_broken_chain_keeps_every_failure_and_error_the_restore_met_in_that_or
         "chain broken: missing 000000010000000000000003",
         "pgbackrest restore of backup X failed: [029] zlib data error", "pg_amcheck failed: corruption",
         "target: container exited", "pgbackrest_verify error: did not report"])
+
+
+def _backup_files_check(status: CheckStatus, summary: str = "6,280 pages verified",
+                        findings: list[str] | None = None) -> CheckResult:
+    from verification.model import CheckKind
+
+    return CheckResult("page_verification", status, summary, findings or [], kind=CheckKind.BACKUP_FILES)
+
+
+def test_a_passed_check_of_the_backup_files_alone_never_passes_a_database():
+    verdict, reasons = decide(complete_plan(), online_outcome(_backup_files_check(CheckStatus.PASSED)))
+    assert verdict is Verdict.ERROR
+    assert reasons == ["no integrity check of the restored database ran, so nothing proves the restored data intact"]
+
+
+def test_a_check_of_the_backup_files_passes_beside_a_check_of_the_restored_database():
+    verdict, reasons = decide(complete_plan(), online_outcome(_backup_files_check(CheckStatus.PASSED), passed_check()))
+    assert verdict is Verdict.PASSED
+    assert "page_verification: 6,280 pages verified" in reasons
+
+
+def test_a_failed_check_of_the_backup_files_fails_the_database_without_a_restore():
+    bad = _backup_files_check(CheckStatus.FAILED, "1 damaged page", ["x.bak offset 0x2000 page 1:9: checksum mismatch"])
+    outcome = RestoreOutcome(errors=["not restored: no image"], checks=[bad])
+    assert decide(complete_plan(), outcome) == (Verdict.FAILED, [
+        "page_verification failed: 1 damaged page: x.bak offset 0x2000 page 1:9: checksum mismatch",
+        "not restored: no image"])
+
+
+def test_a_failed_check_of_the_backup_files_fails_a_database_that_restored_and_passed_its_checks():
+    bad = _backup_files_check(CheckStatus.FAILED, "1 damaged page", ["page 1:9: checksum mismatch"])
+    verdict, reasons = decide(complete_plan(), online_outcome(passed_check(), bad))
+    assert verdict is Verdict.FAILED
+    assert reasons[0] == "page_verification failed: 1 damaged page: page 1:9: checksum mismatch"
+
+
+def test_an_error_says_what_the_backup_files_showed_and_that_it_is_no_verdict_on_the_data():
+    restored = CheckResult("dbcc_checkdb", CheckStatus.PASSED, "no errors")
+    outcome = RestoreOutcome(errors=["not restored: no image"],
+                             checks=[_backup_files_check(CheckStatus.PASSED), restored])
+    assert decide(complete_plan(), outcome) == (Verdict.ERROR, [
+        "not restored: no image",
+        "page_verification (backup files, not a verdict on the data): 6,280 pages verified"])

@@ -77,6 +77,12 @@ class Engine(Protocol):
         """
         ...
 
+    def check_backup_files(self, plan: RestorePlan, source: Source, evidence: Evidence) -> list[CheckResult]:
+        """The checks of the chain's backup files that need no server (SQL Server's page checksums),
+        run before any restore and also when none can run. Each is of kind `backup_files`: it can fail
+        the database, never pass it. A file it could not read is named in an error, never skipped."""
+        ...
+
     def restore_and_check(self, plan: RestorePlan, target: Target, evidence: Evidence,
                           outcome: RestoreOutcome | None = None) -> RestoreOutcome:
         """Restore the planned chain into the target, bring it online, and run the integrity checks.

@@ -60,7 +60,8 @@ def phase_entry(phase: PhaseTiming) -> PhaseEntry:
 
 
 def check_entry(check: CheckResult) -> CheckEntry:
-    return CheckEntry(name=check.name, status=check.status, required=check.required, summary=check.summary,
+    return CheckEntry(name=check.name, status=check.status, required=check.required, kind=check.kind,
+                      summary=check.summary,
                       findings=check.findings, details=check.details, evidence=check.evidence)
 
 

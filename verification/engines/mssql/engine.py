@@ -1,5 +1,8 @@
 """The SQL Server engine: offline catalog and chain proof, then restore in a disposable SQL Server.
 
+Before any server, and also where none can run: every page of the chain's full and differential
+backups is read and verified offline (page_check.py): check "page_verification".
+
 Restore order for a planned chain (all families of each set at once):
 
     DBCC TRACEON (3004, 3605)                -> restore steps in the error log
@@ -33,6 +36,7 @@ from verification.engines.mssql.outputs import (
     parse_result_sets,
     parse_sql_errors,
 )
+from verification.engines.mssql.page_check import verify_pages
 from verification.engines.mssql.restore_proof import last_restore_query, point_not_reached, prove_point
 from verification.errors import RestoreproofError, TargetError
 from verification.model import (
@@ -152,6 +156,9 @@ class MssqlEngine:
                                        f"read offline and may hold it: {', '.join(compressed[:5])}")
                     if p.code == "log-gap" else p for p in result.chain.problems]
         return SourcePlan(plans, unreadable)
+
+    def check_backup_files(self, plan: RestorePlan, source: Source, evidence: Evidence) -> list[CheckResult]:
+        return [verify_pages(plan, source, evidence)]
 
     def restore_and_check(self, plan: RestorePlan, target: Target, evidence: Evidence,
                           outcome: RestoreOutcome | None = None) -> RestoreOutcome:

@@ -190,6 +190,11 @@ class PostgresEngine:
 
     # -- restore and checks ----------------------------------------------------------------------
 
+    def check_backup_files(self, plan: RestorePlan, source: Source, evidence: Evidence) -> list[CheckResult]:
+        # pgBackRest's own `verify` reads the repository with the tools and settings of the target,
+        # so it runs with the restore (check pgbackrest_verify), not here.
+        return []
+
     def restore_and_check(self, plan: RestorePlan, target: Target, evidence: Evidence,
                           outcome: RestoreOutcome | None = None) -> RestoreOutcome:
         run = _Verification(self, plan, target, evidence, outcome or RestoreOutcome())

@@ -45,9 +45,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from verification.model import CheckName, CheckResult, CheckStatus
+from verification.model import CheckKind, CheckName, CheckResult, CheckStatus
 
 NAME = CheckName.PGBACKREST_VERIFY
+# It reads the repository's files, not the restored cluster: it can fail a database, never pass it.
+KIND = CheckKind.BACKUP_FILES
 VERSION = "2.45"
 LEVELS = "ASSERT|ERROR|WARN|INFO|DETAIL|DEBUG|TRACE"
 # The console log (stdout): time, process, level aligned to 6 characters. Continuation lines are
@@ -387,17 +389,17 @@ def parse_pgbackrest_verify(output: str, exit_code: int, stanza: str) -> CheckRe
                            f"the repository has {len(reading.failures)} problem(s)"
                            + (f"; backups not valid: {', '.join(not_valid)}" if not_valid else ""),
                            reading.failures + unrecognised + reading.tool_errors + reading.settings + reading.errors,
-                           details)
+                           details, kind=KIND)
     said = reading.tool_errors + unrecognised + reading.settings + reading.errors
     problem = _not_taken(reading, exit_code, statuses)
     if problem is None and (not first.backups or first.nothing):
         problem = "pgbackrest verify verified no backup"
         said = [f"stanza {stanza}: {NOTHING if first.nothing else 'backup: none found'}"]
     if problem is not None:
-        return CheckResult(NAME, CheckStatus.ERROR, problem, said, details)
+        return CheckResult(NAME, CheckStatus.ERROR, problem, said, details, kind=KIND)
     archives = "no WAL archive" if not first.archives else f"{len(first.archives)} WAL archive(s)"
     return CheckResult(NAME, CheckStatus.PASSED, f"{len(first.backups)} backups and {archives} valid",
-                       details=details)
+                       details=details, kind=KIND)
 
 
 def _not_taken(reading: _Reading, exit_code: int, statuses: list[str]) -> str | None:

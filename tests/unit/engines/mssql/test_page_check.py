@@ -1,0 +1,156 @@
+"""Page verification as a check: what it reads, and how what it found is judged (never a pass on its own)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from verification.engines.base import Evidence
+from verification.engines.mssql.catalog import scan
+from verification.engines.mssql.chain import plan
+from verification.engines.mssql.page_check import (
+    EVIDENCE,
+    SHOWN,
+    PageVerification,
+    data_files,
+    describe_finding,
+    judge,
+    read_pages,
+    render,
+    verify_pages,
+)
+from verification.engines.mssql.pages import PageFinding, PageScan
+from verification.model import CheckKind, CheckName, CheckStatus
+from verification.sources import LocalSource
+
+RTC = "RestoreTimeClean"
+
+
+def scan_of(path: str = "a.bak", findings: tuple[PageFinding, ...] = (), pages: int = 16) -> PageScan:
+    return PageScan(path=path, pages=pages, checksummed=pages - 4, without_checksum=2, torn_page_protected=1,
+                    zeroed=2, unformatted=0, by_type={1: 10, 8: 1, 250: 1}, findings=findings)
+
+
+MISMATCH = PageFinding("a.bak", 0x4000, "1:9", 99, 0, "checksum mismatch", 0x12345678, 0x9ABCDEF0)
+MISPLACED = PageFinding("a.bak", 0x6000, "1:77", 245575913, 1, "page out of place: slot 3 of the extent of 1:72 "
+                        "holds page 1:77")
+
+
+def test_a_finding_names_file_offset_page_owner_and_both_checksums():
+    assert describe_finding(MISMATCH) == ("a.bak: offset 0x4000, page 1:9 (object 99, index 0): checksum mismatch "
+                                          "(stored 0x12345678, computed 0x9abcdef0)")
+    assert describe_finding(MISPLACED) == ("a.bak: offset 0x6000, page 1:77 (object 245575913, index 1): page out of "
+                                           "place: slot 3 of the extent of 1:72 holds page 1:77")
+    assert describe_finding(replace(MISMATCH, computed_checksum=None)).endswith("checksum mismatch")
+
+
+def test_clean_pages_pass_as_a_check_of_the_backup_files_with_their_counts():
+    check = judge(PageVerification([scan_of("a.bak"), scan_of("b.bak", pages=8)], seconds=0.5, bytes=1 << 20),
+                  "db/page-verification.txt")
+    assert (check.name, check.status, check.kind, check.required) == (
+        CheckName.PAGE_VERIFICATION, CheckStatus.PASSED, CheckKind.BACKUP_FILES, True)
+    assert check.summary == "no damaged page; 24 pages in 2 file(s): 16 checksums verified, 4 pages without checksum"
+    assert check.findings == [] and check.evidence == "db/page-verification.txt"
+    assert check.details["by_type"] == {"data": 20, "GAM": 2, "type 250": 2}
+    assert (check.details["zeroed"], check.details["torn_page_protected"], check.details["bytes_read"],
+            check.details["seconds"]) == (4, 2, 1 << 20, 0.5)
+    assert check.details["per_file"]["b.bak"] == {"pages": 8, "checksums_verified": 4, "without_checksum": 2,
+                                                  "findings": 0}
+
+
+def test_a_damaged_page_fails_and_names_it():
+    check = judge(PageVerification([scan_of(findings=(MISMATCH, MISPLACED)), scan_of("b.bak")]))
+    assert check.status is CheckStatus.FAILED and check.kind is CheckKind.BACKUP_FILES
+    assert check.summary == ("2 damaged page(s); 32 pages in 2 file(s): 24 checksums verified, "
+                             "4 pages without checksum")
+    assert check.findings == [describe_finding(MISMATCH), describe_finding(MISPLACED)]
+    assert check.details["per_file"]["a.bak"]["findings"] == 2
+
+
+def test_two_findings_on_one_page_count_one_damaged_page():
+    misplaced_same_page = replace(MISPLACED, offset=MISMATCH.offset, page=MISMATCH.page)
+    check = judge(PageVerification([scan_of(findings=(MISMATCH, misplaced_same_page))]))
+    assert check.summary.startswith("1 damaged page(s);") and len(check.findings) == 2
+
+
+def test_a_damaged_structure_fails_even_with_no_page_finding_and_unread_files_are_named_beside_it():
+    check = judge(PageVerification([scan_of()], damaged=["a.bak: MQDA stream header checksum at offset 0x1e00"],
+                                   unreadable=["c.bak: permission denied"]))
+    assert check.status is CheckStatus.FAILED
+    assert check.summary.startswith("a backup file's data stream is damaged;")
+    assert check.findings == ["backup file damaged: a.bak: MQDA stream header checksum at offset 0x1e00",
+                              "not read: c.bak: permission denied"]
+    both = judge(PageVerification([scan_of(findings=(MISMATCH,))], damaged=["b.bak: x"]))
+    assert both.summary.startswith("1 damaged page(s) and 1 file(s) with a damaged structure;")
+
+
+def test_a_file_that_could_not_be_read_is_an_error_naming_it_never_a_pass():
+    check = judge(PageVerification([scan_of()], unreadable=["b.bak: [Errno 5] Input/output error"]))
+    assert (check.status, check.required) == (CheckStatus.ERROR, True)
+    assert check.summary.startswith("1 backup file(s) could not be read;")
+    assert check.findings == ["not read: b.bak: [Errno 5] Input/output error"]
+
+
+def test_nothing_read_is_skipped_saying_why_and_blocks_nothing():
+    none = judge(PageVerification())
+    assert (none.status, none.required) == (CheckStatus.SKIPPED, False)
+    assert none.summary == "not run: the chain has no full or differential backup"
+    compressed = judge(PageVerification(compressed=["x.bak"]))
+    assert (compressed.status, compressed.required) == (CheckStatus.SKIPPED, False)
+    assert compressed.summary == ("not run: every data backup of the chain is natively compressed; 1 natively "
+                                  "compressed file(s) have no pages to read offline (the restore verifies them): x.bak")
+
+
+def test_a_compressed_file_beside_read_ones_is_named_in_the_pass():
+    check = judge(PageVerification([scan_of()], compressed=["x.bak"]))
+    assert check.status is CheckStatus.PASSED
+    assert check.summary.endswith("; 1 natively compressed file(s) have no pages to read offline (the restore "
+                                  "verifies them): x.bak")
+    assert check.details["natively_compressed"] == ["x.bak"]
+
+
+def test_many_findings_are_cut_in_the_check_and_whole_in_the_evidence():
+    many = tuple(replace(MISMATCH, offset=0x2000 * n, page=f"1:{n}") for n in range(SHOWN + 7))
+    found = PageVerification([scan_of(findings=many)])
+    check = judge(found, "db/page-verification.txt")
+    assert len(check.findings) == SHOWN + 1
+    assert check.findings[-1] == "(+7 more in db/page-verification.txt)"
+    text = render(found)
+    assert all(describe_finding(f) in text for f in many)
+    assert f"{SHOWN + 7} finding(s):" in text
+
+
+@pytest.fixture
+def clean_plan(mssql_corpus: Path):  # type: ignore[no-untyped-def]
+    (db,) = scan(LocalSource(mssql_corpus / RTC)).databases
+    return plan(db, RTC, None)
+
+
+def test_the_chains_full_and_differential_are_read_and_its_logs_are_not(clean_plan):
+    assert data_files(clean_plan) == ["RestoreTimeClean.bak", "RestoreTimeClean2.bak"]
+
+
+def test_the_real_chain_verifies_and_leaves_its_evidence(mssql_corpus, clean_plan, tmp_path):
+    check = verify_pages(clean_plan, LocalSource(mssql_corpus / RTC), Evidence(tmp_path / RTC))
+    assert check.status is CheckStatus.PASSED, check.findings
+    assert check.evidence == f"{RTC}/{EVIDENCE}"
+    text = (tmp_path / RTC / EVIDENCE).read_text()
+    assert "RestoreTimeClean.bak: 168 pages" in text and "RestoreTimeClean2.bak: " in text
+    assert "\n0 finding(s):\n" in text
+    assert check.details["checksums_verified"] == sum(f["checksums_verified"] for f in check.details["per_file"].values())
+    assert check.details["bytes_read"] >= check.details["pages"] * 8192
+
+
+def test_every_kind_of_file_that_will_not_read_is_sorted_by_what_it_means(mssql_copy):
+    root = mssql_copy(f"{RTC}/RestoreTimeClean.bak", "history/compressed/SharePoint_Config_a.bak")
+    (root / "cut.bak").write_bytes((root / RTC / "RestoreTimeClean.bak").read_bytes()[:0x3000])
+    found = read_pages(LocalSource(root), [f"{RTC}/RestoreTimeClean.bak", "history/compressed/SharePoint_Config_a.bak",
+                                           "cut.bak", "gone.bak"])
+    assert [s.path for s in found.scans] == [f"{RTC}/RestoreTimeClean.bak"]
+    assert found.compressed == ["history/compressed/SharePoint_Config_a.bak"]
+    (damaged,) = found.damaged
+    assert damaged.startswith("cut.bak: ")
+    (unread,) = found.unreadable
+    assert unread.startswith("gone.bak: ")

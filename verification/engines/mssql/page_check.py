@@ -1,0 +1,145 @@
+"""Page verification as a check: every page of the chain's full and differential backups, read
+offline (pages.py), before any restore and also where no SQL Server can run.
+
+Its verdict is of its own kind (`CheckKind.BACKUP_FILES`): a damaged page, or a data stream whose
+structure is damaged, makes the database "failed" with no server; a clean result never passes a
+database by itself (that still takes the restore and CHECKDB). What it could not read is named:
+a file the source would not give is an error; a natively compressed file, which has no pages to
+read offline, is listed as such (RESTORE ... WITH CHECKSUM and CHECKDB verify it in a server).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from verification.engines.base import Evidence
+from verification.engines.mssql.mtf import MtfError, NeedsServerHeaderOnly
+from verification.engines.mssql.pages import PAGE_TYPES, PageFinding, PageScan, scan_pages
+from verification.errors import SourceError
+from verification.model import BackupType, CheckKind, CheckName, CheckResult, CheckStatus, RestorePlan
+from verification.sources.base import Source, SourceFile
+
+EVIDENCE = "page-verification.txt"
+SHOWN = 50  # findings quoted in the check; all of them are in the evidence file
+
+
+def describe_finding(finding: PageFinding) -> str:
+    """A finding as a reader looks it up: file, byte offset, page as SQL Server names it, owner, what."""
+    said = (f"{finding.path}: offset {finding.offset:#x}, page {finding.page} (object {finding.object_id}, "
+            f"index {finding.index_id}): {finding.reason}")
+    if finding.stored_checksum is not None and finding.computed_checksum is not None:
+        said += f" (stored {finding.stored_checksum:#010x}, computed {finding.computed_checksum:#010x})"
+    return said
+
+
+@dataclass
+class PageVerification:
+    """What reading the files found, before it is judged."""
+
+    scans: list[PageScan] = field(default_factory=list)
+    damaged: list[str] = field(default_factory=list)  # files whose structure is not a readable backup
+    unreadable: list[str] = field(default_factory=list)  # files the source would not give
+    compressed: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    bytes: int = 0
+
+    @property
+    def findings(self) -> list[PageFinding]:
+        return [finding for scan in self.scans for finding in scan.findings]
+
+
+def data_files(plan: RestorePlan) -> list[str]:
+    """The files holding pages: every family of the chain's full and differential backups."""
+    return [b.path for b in plan.chain.backups if b.type is not BackupType.LOG and b.path]
+
+
+def read_pages(source: Source, paths: Iterable[str]) -> PageVerification:
+    found = PageVerification()
+    started = time.perf_counter()
+    for path in paths:
+        reader = SourceFile(source, path)
+        try:
+            found.scans.append(scan_pages(reader))
+        except NeedsServerHeaderOnly:
+            found.compressed.append(path)
+        except MtfError as exc:
+            # The bytes are there but are not the backup's structure: the backup is damaged.
+            found.damaged.append(str(exc))
+        except (SourceError, OSError) as exc:
+            found.unreadable.append(f"{path}: {exc}")
+        found.bytes += reader.bytes_read
+    found.seconds = time.perf_counter() - started
+    return found
+
+
+def _counts(scans: list[PageScan]) -> dict[str, int]:
+    return {"files": len(scans), "pages": sum(s.pages for s in scans),
+            "checksums_verified": sum(s.checksummed for s in scans),
+            "without_checksum": sum(s.without_checksum for s in scans),
+            "torn_page_protected": sum(s.torn_page_protected for s in scans),
+            "zeroed": sum(s.zeroed for s in scans), "unformatted": sum(s.unformatted for s in scans)}
+
+
+def judge(found: PageVerification, evidence: str | None = None) -> CheckResult:
+    counts = _counts(found.scans)
+    by_type: dict[str, int] = {}
+    for scan in found.scans:
+        for kind, count in scan.by_type.items():
+            name = PAGE_TYPES.get(kind, f"type {kind}")
+            by_type[name] = by_type.get(name, 0) + count
+    details = {**counts, "by_type": by_type, "seconds": round(found.seconds, 3), "bytes_read": found.bytes,
+               "per_file": {s.path: {"pages": s.pages, "checksums_verified": s.checksummed,
+                                     "without_checksum": s.without_checksum, "findings": len(s.findings)}
+                            for s in found.scans},
+               "natively_compressed": found.compressed, "unreadable": found.unreadable, "damaged": found.damaged}
+    findings = [describe_finding(f) for f in found.findings]
+    counted = (f"{counts['pages']} pages in {counts['files']} file(s): {counts['checksums_verified']} checksums "
+               f"verified, {counts['without_checksum']} pages without checksum")
+
+    def result(status: CheckStatus, summary: str, said: list[str], required: bool = True) -> CheckResult:
+        more = [f"(+{len(said) - SHOWN} more in {evidence or 'the evidence'})"] if len(said) > SHOWN else []
+        return CheckResult(CheckName.PAGE_VERIFICATION, status, summary, said[:SHOWN] + more, details, evidence,
+                           required=required, kind=CheckKind.BACKUP_FILES)
+
+    if findings or found.damaged:
+        pages = len({(f.path, f.page) for f in found.findings})
+        summary = (f"{pages} damaged page(s)" if findings else "a backup file's data stream is damaged") + \
+                  (f" and {len(found.damaged)} file(s) with a damaged structure" if findings and found.damaged else "")
+        return result(CheckStatus.FAILED, f"{summary}; {counted}",
+                      [f"backup file damaged: {d}" for d in found.damaged] + findings
+                      + [f"not read: {u}" for u in found.unreadable])
+    if found.unreadable:
+        return result(CheckStatus.ERROR, f"{len(found.unreadable)} backup file(s) could not be read; {counted}",
+                      [f"not read: {u}" for u in found.unreadable])
+    compressed = (f"; {len(found.compressed)} natively compressed file(s) have no pages to read offline "
+                  f"(the restore verifies them): {', '.join(found.compressed)}" if found.compressed else "")
+    if not found.scans:
+        # Nothing was read: a check that did not run is not a pass, and says why.
+        why = "the chain has no full or differential backup" if not found.compressed else \
+            "every data backup of the chain is natively compressed"
+        return result(CheckStatus.SKIPPED, f"not run: {why}{compressed}", [], required=False)
+    return result(CheckStatus.PASSED, f"no damaged page; {counted}{compressed}", [])
+
+
+def render(found: PageVerification) -> str:
+    """The evidence file: every file read with its counts, then every finding in full."""
+    lines = ["# Offline page verification (restoreproof, engines/mssql/pages.py)", ""]
+    for scan in found.scans:
+        types = ", ".join(f"{PAGE_TYPES.get(k, f'type {k}')} {n}" for k, n in scan.by_type.items())
+        lines.append(f"{scan.path}: {scan.pages} pages, {scan.checksummed} checksums verified, "
+                     f"{scan.without_checksum} without checksum ({scan.torn_page_protected} torn-page protected), "
+                     f"{scan.zeroed} zeroed, {scan.unformatted} never formatted, {len(scan.findings)} finding(s); "
+                     f"by type: {types or 'none'}")
+    lines += [f"natively compressed (no pages offline): {path}" for path in found.compressed]
+    lines += [f"damaged structure: {what}" for what in found.damaged]
+    lines += [f"not read: {what}" for what in found.unreadable]
+    lines += ["", f"{len(found.findings)} finding(s):"] + [describe_finding(f) for f in found.findings]
+    lines.append(f"\nread {found.bytes} bytes in {found.seconds:.3f} s")
+    return "\n".join(lines) + "\n"
+
+
+def verify_pages(plan: RestorePlan, source: Source, evidence: Evidence) -> CheckResult:
+    found = read_pages(source, data_files(plan))
+    return judge(found, evidence.write(EVIDENCE, render(found)))
