@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from verification.engines.base import Evidence
+from verification.engines.mssql.boot import CHECKDB, BootPage, read_boot_page
 from verification.engines.mssql.mtf import MtfError, NeedsServerHeaderOnly
 from verification.engines.mssql.pages import PAGE_TYPES, PageFinding, PageScan, scan_pages
 from verification.errors import SourceError
@@ -44,6 +45,8 @@ class PageVerification:
     compressed: list[str] = field(default_factory=list)
     seconds: float = 0.0
     bytes: int = 0
+    # The database's boot page, from the newest data backup that carries one.
+    boot: BootPage | None = None
 
     @property
     def findings(self) -> list[PageFinding]:
@@ -70,8 +73,43 @@ def read_pages(source: Source, paths: Iterable[str]) -> PageVerification:
         except (SourceError, OSError) as exc:
             found.unreadable.append(f"{path}: {exc}")
         found.bytes += reader.bytes_read
+    found.boot = _newest_boot_page(source, [scan.path for scan in found.scans])
     found.seconds = time.perf_counter() - started
     return found
+
+
+def _newest_boot_page(source: Source, paths: list[str]) -> BootPage | None:
+    for path in reversed(paths):  # the chain's order: the newest data backup last
+        try:
+            boot = read_boot_page(SourceFile(source, path))
+        except (SourceError, OSError):
+            continue  # the page scan of the same file has already said what is wrong with it
+        if boot is not None:
+            return boot
+    return None
+
+
+def source_checkdb(boot: BootPage | None) -> str:
+    """The source server's own record of its last clean CHECKDB, as the boot page keeps it."""
+    if boot is None:
+        return "not found (no data backup of the chain carries the boot page)"
+    if boot.checksum == "mismatch":
+        return f"not read (the boot page in {boot.path} fails its checksum)"
+    if CHECKDB in boot.unread:
+        return f"not read (where a version {boot.version} boot page keeps it is not confirmed)"
+    if boot.last_known_good is None:
+        return f"never (the boot page in {boot.path} records none)"
+    return f"{boot.last_known_good:%Y-%m-%d %H:%M:%S} (the source server's clock; boot page in {boot.path})"
+
+
+def boot_details(boot: BootPage | None) -> dict[str, object] | None:
+    if boot is None:
+        return None
+    return {"path": boot.path, "offset": boot.source, "checksum": boot.checksum, "version": boot.version,
+            "create_version": boot.create_version, "name": boot.name, "compatibility_level": boot.compatibility_level,
+            "created": boot.created.isoformat() if boot.created else None,
+            "last_known_good_checkdb": boot.last_known_good.isoformat() if boot.last_known_good else None,
+            "unread": list(boot.unread)}
 
 
 def _counts(scans: list[PageScan]) -> dict[str, int]:
@@ -93,7 +131,8 @@ def judge(found: PageVerification, evidence: str | None = None) -> CheckResult:
                "per_file": {s.path: {"pages": s.pages, "checksums_verified": s.checksummed,
                                      "without_checksum": s.without_checksum, "findings": len(s.findings)}
                             for s in found.scans},
-               "natively_compressed": found.compressed, "unreadable": found.unreadable, "damaged": found.damaged}
+               "natively_compressed": found.compressed, "unreadable": found.unreadable, "damaged": found.damaged,
+               "boot_page": boot_details(found.boot), "source_last_clean_checkdb": source_checkdb(found.boot)}
     findings = [describe_finding(f) for f in found.findings]
     counted = (f"{counts['pages']} pages in {counts['files']} file(s): {counts['checksums_verified']} checksums "
                f"verified, {counts['without_checksum']} pages without checksum")
@@ -120,7 +159,8 @@ def judge(found: PageVerification, evidence: str | None = None) -> CheckResult:
         why = "the chain has no full or differential backup" if not found.compressed else \
             "every data backup of the chain is natively compressed"
         return result(CheckStatus.SKIPPED, f"not run: {why}{compressed}", [], required=False)
-    return result(CheckStatus.PASSED, f"no damaged page; {counted}{compressed}", [])
+    return result(CheckStatus.PASSED, f"no damaged page; {counted}{compressed}; last clean CHECKDB on the source: "
+                                      f"{source_checkdb(found.boot)}", [])
 
 
 def render(found: PageVerification) -> str:
@@ -136,7 +176,8 @@ def render(found: PageVerification) -> str:
     lines += [f"damaged structure: {what}" for what in found.damaged]
     lines += [f"not read: {what}" for what in found.unreadable]
     lines += ["", f"{len(found.findings)} finding(s):"] + [describe_finding(f) for f in found.findings]
-    lines.append(f"\nread {found.bytes} bytes in {found.seconds:.3f} s")
+    lines.append(f"\nlast clean CHECKDB on the source: {source_checkdb(found.boot)}")
+    lines.append(f"read {found.bytes} bytes in {found.seconds:.3f} s")
     return "\n".join(lines) + "\n"
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from verification.engines.base import Evidence
+from verification.engines.mssql.boot import CHECKDB, FIELDS, BootPage
 from verification.engines.mssql.catalog import scan
 from verification.engines.mssql.chain import plan
 from verification.engines.mssql.page_check import (
@@ -19,6 +21,7 @@ from verification.engines.mssql.page_check import (
     judge,
     read_pages,
     render,
+    source_checkdb,
     verify_pages,
 )
 from verification.engines.mssql.pages import PageFinding, PageScan
@@ -51,7 +54,9 @@ def test_clean_pages_pass_as_a_check_of_the_backup_files_with_their_counts():
                   "db/page-verification.txt")
     assert (check.name, check.status, check.kind, check.required) == (
         CheckName.PAGE_VERIFICATION, CheckStatus.PASSED, CheckKind.BACKUP_FILES, True)
-    assert check.summary == "no damaged page; 24 pages in 2 file(s): 16 checksums verified, 4 pages without checksum"
+    assert check.summary == ("no damaged page; 24 pages in 2 file(s): 16 checksums verified, 4 pages without checksum; "
+                             "last clean CHECKDB on the source: not found (no data backup of the chain carries the "
+                             "boot page)")
     assert check.findings == [] and check.evidence == "db/page-verification.txt"
     assert check.details["by_type"] == {"data": 20, "GAM": 2, "type 250": 2}
     assert (check.details["zeroed"], check.details["torn_page_protected"], check.details["bytes_read"],
@@ -106,8 +111,8 @@ def test_nothing_read_is_skipped_saying_why_and_blocks_nothing():
 def test_a_compressed_file_beside_read_ones_is_named_in_the_pass():
     check = judge(PageVerification([scan_of()], compressed=["x.bak"]))
     assert check.status is CheckStatus.PASSED
-    assert check.summary.endswith("; 1 natively compressed file(s) have no pages to read offline (the restore "
-                                  "verifies them): x.bak")
+    assert "; 1 natively compressed file(s) have no pages to read offline (the restore verifies them): x.bak; " \
+        in check.summary
     assert check.details["natively_compressed"] == ["x.bak"]
 
 
@@ -154,3 +159,34 @@ def test_every_kind_of_file_that_will_not_read_is_sorted_by_what_it_means(mssql_
     assert damaged.startswith("cut.bak: ")
     (unread,) = found.unreadable
     assert unread.startswith("gone.bak: ")
+
+
+def _boot(**fields: object) -> BootPage:
+    return BootPage(**{"path": "d.bak", "source": 0x2000, "checksum": "valid", "stored_checksum": 1,
+                       "computed_checksum": 1, "version": 661, **fields})  # type: ignore[arg-type]
+
+
+def test_the_sources_last_clean_checkdb_is_said_for_every_case_of_its_boot_page():
+    assert source_checkdb(_boot(last_known_good=datetime(2017, 3, 4, 21, 43, 5, 33000))) == (
+        "2017-03-04 21:43:05 (the source server's clock; boot page in d.bak)")
+    assert source_checkdb(_boot()) == "never (the boot page in d.bak records none)"
+    assert source_checkdb(_boot(version=852, unread=(CHECKDB,))) == (
+        "not read (where a version 852 boot page keeps it is not confirmed)")
+    assert source_checkdb(_boot(checksum="mismatch", unread=FIELDS)) == (
+        "not read (the boot page in d.bak fails its checksum)")
+    assert source_checkdb(None) == "not found (no data backup of the chain carries the boot page)"
+
+
+@pytest.mark.parametrize(("folder", "said"), [
+    ("sql2008-backups/db3", "2017-03-04 21:43:05 (the source server's clock; boot page in "),
+    (RTC, "never (the boot page in RestoreTimeClean2.bak records none)"),
+    ("restoretimeclean2016", "not read (where a version 852 boot page keeps it is not confirmed)"),
+])
+def test_the_real_boot_pages_say_the_sources_last_clean_checkdb(mssql_corpus, tmp_path, folder, said):
+    source = LocalSource(mssql_corpus / folder)
+    (db,) = scan(source).databases
+    check = verify_pages(plan(db, "db", None), source, Evidence(tmp_path / "e"))
+    assert check.status is CheckStatus.PASSED
+    assert f"; last clean CHECKDB on the source: {said}" in check.summary
+    assert check.details["source_last_clean_checkdb"].startswith(said)
+    assert f"last clean CHECKDB on the source: {said}" in (tmp_path / "e" / EVIDENCE).read_text()
