@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import MSSQL_CORPUS
 from tests.unit.engines.mssql.test_chain import _finish_two_minutes_later
 from tests.unit.engines.mssql.test_outputs import ERRORLOG_2013
 from verification.config import load_settings
@@ -18,7 +19,7 @@ from verification.engines.mssql.chain import plan
 from verification.engines.mssql.engine import MssqlEngine
 from verification.engines.mssql.outputs import SEPARATOR
 from verification.errors import TargetError
-from verification.model import CheckStatus, PhaseStatus, Verdict
+from verification.model import CheckKind, CheckStatus, PhaseStatus, Verdict
 from verification.sources import LocalSource
 from verification.targets.base import ExecResult
 from verification.verdict import decide
@@ -103,9 +104,13 @@ def restore_plan(mssql_corpus):  # type: ignore[no-untyped-def]
     return plan(db, "RestoreTimeClean", None)
 
 
-def verify(restore_plan, server: StandInServer, tmp_path: Path):  # type: ignore[no-untyped-def]
+def verify(restore_plan, server: StandInServer, tmp_path: Path, corpus: Path | None = None):  # type: ignore[no-untyped-def]
+    """The pipeline's order: the backup files' pages offline first, then the restore into the stand-in."""
     engine = MssqlEngine(load_settings())
-    outcome = engine.restore_and_check(restore_plan, server, Evidence(tmp_path / "RestoreTimeClean"))  # type: ignore[arg-type]
+    evidence = Evidence(tmp_path / "RestoreTimeClean")
+    source = LocalSource(corpus or MSSQL_CORPUS / "RestoreTimeClean")
+    outcome = RestoreOutcome(checks=engine.check_backup_files(restore_plan, source, evidence))
+    outcome = engine.restore_and_check(restore_plan, server, evidence, outcome)  # type: ignore[arg-type]
     return outcome, decide(restore_plan, outcome)
 
 
@@ -136,7 +141,11 @@ def test_clean_restore_passes_with_every_phase(restore_plan, tmp_path):
     assert phases["zeroing"].status is PhaseStatus.MEASURED and phases["zeroing"].seconds == pytest.approx(18.84)
     assert (phases["redo"].seconds, phases["recovery_end"].seconds) == (0.0, 97.126)
     assert phases["log_zero_wait"].seconds == pytest.approx(9.53)
-    (check,) = outcome.checks
+    # The pages of both data backups were verified offline first, and are kept beside CHECKDB's verdict.
+    pages, check = outcome.checks
+    assert (pages.name, pages.status, pages.kind) == ("page_verification", CheckStatus.PASSED, CheckKind.BACKUP_FILES)
+    assert list(pages.details["per_file"]) == ["RestoreTimeClean.bak", "RestoreTimeClean2.bak"]
+    assert any(r.startswith("page_verification: no damaged page; ") for r in reasons)
     assert check.status is CheckStatus.PASSED and "LastGoodCheckDbTime" in check.summary
     assert check.details["before"] == "2017-06-01T12:50:00"
     evidence = tmp_path / "RestoreTimeClean"
@@ -203,7 +212,8 @@ def test_a_state_that_cannot_be_read_is_an_error_not_a_failed_backup(restore_pla
     code, text = answer
     assert outcome.errors == [f"the state of database RestoreTimeClean after recovery could not be read (exit {code}): "
                               + (text.strip() or "no output")]
-    assert outcome.failures == [] and not outcome.online and reasons == outcome.errors
+    assert outcome.failures == [] and not outcome.online and reasons[:-1] == outcome.errors
+    assert reasons[-1].startswith("page_verification (backup files, not a verdict on the data): no damaged page")
     assert not any(s.startswith("DBCC CHECKDB") for s in server.sent)
 
 
@@ -238,7 +248,8 @@ def test_no_restore_history_is_an_error_never_a_pass(restore_plan, tmp_path):
         0, f"restore_history_id{S}last_lsn\n------------------{S}--------\n\n(0 rows affected)\n")})
     _, (verdict, reasons) = verify(restore_plan, server, tmp_path)
     assert verdict is Verdict.ERROR
-    assert reasons == ["msdb.dbo.restorehistory has no restore of the database: the point reached is unproven"]
+    assert reasons[0] == "msdb.dbo.restorehistory has no restore of the database: the point reached is unproven"
+    assert reasons[1].startswith("page_verification (backup files, not a verdict on the data)") and len(reasons) == 2
 
 
 MSG_4322 = ("This backup set contains records that were logged before the designated point in time. The database is "
@@ -287,7 +298,7 @@ def test_stopat_goes_to_the_log_that_started_after_the_target_not_the_one_that_f
     pitr = plan(db, "RestoreTimeClean", datetime(2017, 6, 1, 13, 25, 0, tzinfo=UTC))
     server = StandInServer({"SET NOCOUNT ON; SELECT TOP (1) rh.restore_history_id": (
         0, restore_history(stop_at="2017-06-01T13:25:00"))})
-    outcome, (verdict, reasons) = verify(pitr, server, tmp_path)
+    outcome, (verdict, reasons) = verify(pitr, server, tmp_path, root)
     assert verdict is Verdict.PASSED, reasons
     logs = [s for s in server.sent if s.startswith("RESTORE LOG")]
     assert logs == [
@@ -354,3 +365,21 @@ def test_a_failure_proven_before_the_server_went_away_is_in_the_outcome_given(re
         MssqlEngine(load_settings()).restore_and_check(restore_plan, server, Evidence(tmp_path / "e"), given)
     assert given.failures[0].startswith("the log chain is broken"), given.failures
     assert "SQL Server error 4305" in given.failures[0]
+
+
+def test_a_page_damaged_in_the_backup_fails_beside_a_checkdb_that_passed(mssql_copy, tmp_path):
+    from tests.faults.test_mssql_faults import _pages
+
+    root = mssql_copy("RestoreTimeClean")
+    victim = root / "RestoreTimeClean/RestoreTimeClean2.bak"
+    offset, header = _pages(victim)[0]
+    data = bytearray(victim.read_bytes())
+    data[offset + 1000] ^= 0x01
+    victim.write_bytes(bytes(data))
+    (db,) = scan(LocalSource(root)).databases
+    outcome, (verdict, reasons) = verify(plan(db, "RestoreTimeClean", None), StandInServer({}), tmp_path, root)
+    assert verdict is Verdict.FAILED
+    assert reasons[0].startswith("page_verification failed: 1 damaged page(s); ")
+    assert f"RestoreTimeClean/RestoreTimeClean2.bak: offset {offset:#x}, page 1:{header.page_id}" in reasons[0]
+    assert [(c.name, c.status) for c in outcome.checks] == [("page_verification", CheckStatus.FAILED),
+                                                             ("dbcc_checkdb", CheckStatus.PASSED)]
