@@ -87,6 +87,18 @@ class PhaseStatus(StrEnum):
 
 
 @dataclass(frozen=True)
+class BackupFile:
+    """One database file a backup restores (RESTORE FILELISTONLY): what a restore must allocate."""
+
+    logical_name: str
+    type: str | None  # D data, L log; None where the backup's code for it is not known
+    size_bytes: int  # allocated, as the source had it: the restore creates (and may zero) this much
+    file_id: int | None = None
+    filegroup: str | None = None
+    physical_name: str | None = None
+
+
+@dataclass(frozen=True)
 class BackupSet:
     """One backup as the repository describes it (a pgBackRest backup, a SQL Server backup set)."""
 
@@ -118,6 +130,21 @@ class BackupSet:
     software_version: str | None = None  # the SQL Server that wrote it, "major.minor"
     server: str | None = None
     has_checksums: bool | None = None  # taken WITH CHECKSUM: RESTORE ... WITH CHECKSUM verifies them
+    # SQL Server, from the whole header (None: not known, never "no"). GUIDs as lower-case strings.
+    recovery_model: str | None = None  # FULL, BULK_LOGGED, SIMPLE
+    copy_only: bool | None = None
+    backup_set_guid: str | None = None
+    differential_base_lsn: str | None = None
+    differential_base_guid: str | None = None  # a differential's base: its full's backup_set_guid
+    recovery_fork_guid: str | None = None
+    fork_point_lsn: str | None = None  # where recovery_fork_guid branched off parent_fork_guid
+    parent_fork_guid: str | None = None
+    begins_log_chain: bool | None = None
+    bulk_logged: bool | None = None  # HasBulkLoggedData
+    damaged: bool | None = None  # IsDamaged: written WITH CONTINUE_AFTER_ERROR
+    compatibility_level: int | None = None
+    collation: str | None = None
+    database_files: tuple[BackupFile, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
 

@@ -2,8 +2,24 @@
 
 The rules (docs: SQL Server reference, section 2), each kept with its outcome:
 - full: the newest complete full (highest LastLSN) finished before the target;
-- differential: finished before the target and based on that full (DatabaseBackupLSN equals the
-  full's CheckpointLSN: the base is checked, not assumed); the newest such;
+- differential: finished before the target and based on that full: its DifferentialBaseGUID equals the
+  full's BackupSetGUID where the header carries both (every MTF backup SQL Server 2008 R2 and 2016
+  wrote), else its DatabaseBackupLSN equals the full's CheckpointLSN; the base is checked, not assumed.
+  The newest such. A copy-only full is never a differential base: a differential that names one is
+  refused. A differential on an older full that is among the backups read (the newest full being
+  copy-only) is said as such, not as a lost base;
+- SIMPLE recovery (the newest data backup restored says so): there is no log chain. The restore is the
+  newest full and differential finished before the target; a target between backups is rounded down
+  to the end of that backup, and the rule says by how much. Not a broken chain. A FULL or BULK_LOGGED
+  database whose logs are missing still is;
+- recovery forks: a log backup is applied only on the fork the chain is on (RecoveryForkID), or on a
+  fork that branched off it (its parent fork and fork point LSN) at or after the LSN reached; any other
+  is skipped and named with its fork. SQL Server would refuse it;
+- copy-only logs: never required (a later regular log continues from the same LSN) and never breaking;
+  one is used only where no regular log continues the chain;
+- damaged backups (IsDamaged, written WITH CONTINUE_AFTER_ERROR): a chain that needs one is broken
+  (a problem naming its files). The offline reader cannot tell copy-only and damaged backups (see
+  mtf.py); where a header says None these rules have nothing to check and say nothing;
 - log base: the differential's LastLSN, else the full's;
 - logs: not empty (FirstLSN != LastLSN), LastLSN beyond the base, in (LastLSN, FirstLSN) order;
   each must begin at or before the LSN reached so far (else SQL Server raises 4305);
@@ -17,9 +33,6 @@ The rules (docs: SQL Server reference, section 2), each kept with its outcome:
   4322 and recovery would stop at the log's end, short of the target (the reference's "first log
   whose finish is at or after the target" is dbatools' rule, and this is where it falls short);
 - every set's families present (a striped set needs all its files).
-
-Not checked offline: recovery forks (FirstRecoveryForkID/RecoveryForkID are not in the headers read
-here); SQL Server itself refuses a log from another fork when it is restored.
 """
 
 from __future__ import annotations
@@ -28,7 +41,9 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from verification.engines.mssql.catalog import DatabaseCatalog, MediaSet
+from verification.engines.mssql.mtf import BackupHeader
 from verification.model import (
+    BackupFile,
     BackupHistory,
     BackupSet,
     BackupType,
@@ -58,10 +73,51 @@ def backup_sets(media: MediaSet) -> list[BackupSet]:
             checkpoint_lsn=str(h.checkpoint_lsn), database_backup_lsn=str(h.database_backup_lsn),
             media_set_guid=h.media_set_guid, database_version=h.database_version,
             software_version=f"{h.software_version[0]}.{h.software_version[1]}", server=h.server_name,
-            has_checksums=h.has_checksums,
+            has_checksums=h.has_checksums, recovery_model=h.recovery_model, copy_only=h.is_copy_only,
+            backup_set_guid=h.backup_set_guid, differential_base_lsn=_lsn_text(h.differential_base_lsn),
+            differential_base_guid=h.differential_base_guid, recovery_fork_guid=h.recovery_fork_guid,
+            fork_point_lsn=_lsn_text(h.fork_point_lsn), parent_fork_guid=h.parent_fork_guid,
+            begins_log_chain=h.begins_log_chain, bulk_logged=h.has_bulk_logged_data, damaged=h.is_damaged,
+            compatibility_level=h.compatibility_level, collation=h.collation,
+            database_files=tuple(BackupFile(f.logical_name, f.file_type, f.size_bytes, f.file_id, f.filegroup,
+                                            f.physical_name) for f in h.files),
         )
         for header in (media.families[n] for n in sorted(media.families))
     ]
+
+
+def _lsn_text(lsn: int | None) -> str | None:
+    return None if lsn is None else str(lsn)
+
+
+def duration(seconds: float) -> str:
+    """'2 h 13 min', '45 s', '3 d 4 h': how far a point was rounded, as a reader says it."""
+    total = round(seconds)
+    if total < 60:
+        return f"{total} s"
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [f"{days} d"] if days else []
+    parts += [f"{hours} h"] if hours else []
+    if not days:
+        parts += [f"{minutes} min"] if minutes else []
+        parts += [f"{secs} s"] if secs and not hours else []
+    return " ".join(parts)
+
+
+def on_base(diff: BackupHeader, full: BackupHeader) -> bool:
+    """Whether the differential was taken on this full: by GUID where both carry one, else by LSN."""
+    if diff.differential_base_guid and full.backup_set_guid:
+        return diff.differential_base_guid == full.backup_set_guid
+    return diff.database_backup_lsn == full.checkpoint_lsn
+
+
+def _base_named(diff: BackupHeader, full: BackupHeader) -> str:
+    if diff.differential_base_guid and full.backup_set_guid:
+        return (f"DifferentialBaseGUID {diff.differential_base_guid} equals the full's BackupSetGUID "
+                f"(DatabaseBackupLSN {diff.database_backup_lsn}, the full's CheckpointLSN {full.checkpoint_lsn})")
+    return f"DatabaseBackupLSN {diff.database_backup_lsn} equals the full's CheckpointLSN"
 
 
 def backup_history(db: DatabaseCatalog) -> BackupHistory:
@@ -87,12 +143,44 @@ def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
     chosen: list[MediaSet] = []
 
     def done() -> RestorePlan:
+        damaged = [m for m in chosen if any(h.is_damaged for h in m.families.values())]
+        for media in damaged:
+            problems.append(Problem(
+                code="damaged-backup",
+                message=f"{media.describe()} is marked damaged (IsDamaged: written WITH CONTINUE_AFTER_ERROR "
+                        "over read errors); the chain needs it", files=tuple(media.files)))
+        if damaged:
+            rules.append(RuleCheck("backups-not-damaged", False, "; ".join(p.message for p in problems
+                                                                           if p.code == "damaged-backup")))
+        elif chosen and all(h.is_damaged is False for m in chosen for h in m.families.values()):
+            rules.append(RuleCheck("backups-not-damaged", True, "no backup of the chain is marked damaged"))
         # Broken exactly when a problem was recorded: no path decides the status apart from its reason.
         final = ChainStatus.COMPLETE if not problems else ChainStatus.BROKEN
         backups = [b for media in chosen for b in backup_sets(media)]
         return RestorePlan("mssql", name, Chain(final, backups, problems, rules, defects=defects), at,
                            backups[0] if backups else None, files=list(_files(*chosen)),
                            history=backup_history(db))
+
+    def forks_said(skipped: list[str], fork: str | None) -> None:
+        if skipped and not any(r.rule == "recovery-fork" and r.detail.startswith("not applied") for r in rules):
+            rules.append(RuleCheck("recovery-fork", True,
+                                   f"not applied, being on another recovery fork than the chain's ({fork}): "
+                                   f"{_listed(skipped)}"))
+
+    def simple(last: MediaSet) -> RestorePlan:
+        """SIMPLE recovery: the data backups are the chain; a point between them is rounded down."""
+        what = f"{last.header.backup_type} {_listed(last.files)}"
+        rules.append(RuleCheck("recovery-model", True,
+                               f"{what} was taken under the SIMPLE recovery model: there is no log chain, and "
+                               "no log backup is needed or applied"))
+        if at is not None:
+            late = (at - last.finish).total_seconds()
+            rules.append(RuleCheck(
+                "point-in-time-rounded", True,
+                f"the target {at.isoformat()} is the end of {what}" if late <= 0 else
+                f"SIMPLE recovery restores only to the end of a backup: the target {at.isoformat()} is rounded "
+                f"down by {duration(late)} to the end of {what} ({last.finish.isoformat()})"))
+        return done()
 
     for media in db.sets:
         if media.copies:
@@ -151,12 +239,35 @@ def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
         rules.append(RuleCheck("older-differentials-skipped", True,
                                f"{_listed(_files(*older))}: not newer than full {_listed(full.files)} "
                                f"(LastLSN {full.header.last_lsn})"))
-    on_base = [m for m in diffs if m.header.database_backup_lsn == full.header.checkpoint_lsn]
+    full_copy_only = full.header.is_copy_only is True
+    based = [] if full_copy_only else [m for m in diffs if on_base(m.header, full.header)]
     for media in diffs:
-        if media not in on_base:
+        if media in based:
+            continue
+        base_full = next((f for f in db.of_type("full") if f is not full and on_base(media.header, f.header)
+                          and f.header.is_copy_only is not True), None)
+        if full_copy_only and on_base(media.header, full.header):
+            # SQL Server never takes a differential on a copy-only full: a header saying so is wrong.
+            message = (f"differential {_listed(media.files)} refused: it names full {_listed(full.files)} as its "
+                       f"base (DifferentialBaseGUID {media.header.differential_base_guid}), a copy-only full, "
+                       "which is never a differential base")
+            rules.append(RuleCheck("differential-base", False, message))
+            defects.append(Problem(code="differential-on-copy-only-full", message=message,
+                                   files=tuple(media.files)))
+        elif base_full is not None and base_full.header.last_lsn < full.header.last_lsn:
+            # The newest full is copy-only (it did not reset the base): this differential's full is older.
+            rules.append(RuleCheck("differential-base", True,
+                                   f"differential {_listed(media.files)} is on the older full "
+                                   f"{_listed(base_full.files)}, not on full {_listed(full.files)} "
+                                   f"({'copy-only' if full_copy_only else 'restored'}): not used"))
+        else:
             message = (f"differential {_listed(media.files)} skipped: its base (DatabaseBackupLSN "
-                       f"{media.header.database_backup_lsn}) is not full {_listed(full.files)} (CheckpointLSN "
-                       f"{full.header.checkpoint_lsn})")
+                       f"{media.header.database_backup_lsn}"
+                       + (f", DifferentialBaseGUID {media.header.differential_base_guid}"
+                          if media.header.differential_base_guid else "")
+                       + f") is not full {_listed(full.files)} (CheckpointLSN {full.header.checkpoint_lsn}"
+                       + (f", BackupSetGUID {full.header.backup_set_guid}" if full.header.backup_set_guid else "")
+                       + ")")
             rules.append(RuleCheck("differential-base", False, message))
             # Newer than the full restored, yet on a base that is not here: its full is missing or
             # unreadable, so the point it secured can only be reached (if at all) through logs.
@@ -164,16 +275,22 @@ def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
                                    message=f"{message}: the full it was taken on is not among the backups read",
                                    files=tuple(media.files), expected_lsn=str(full.header.checkpoint_lsn),
                                    found_lsn=str(media.header.database_backup_lsn)))
-    if on_base:
-        diff = max(on_base, key=lambda m: (m.header.last_lsn, m.finish))
+    if based:
+        diff = max(based, key=lambda m: (m.header.last_lsn, m.finish))
         chosen.append(diff)
         base_lsn = diff.header.last_lsn
         rules.append(RuleCheck("differential-base", True,
-                               f"differential {_listed(diff.files)}: DatabaseBackupLSN "
-                               f"{diff.header.database_backup_lsn} equals the full's CheckpointLSN"))
+                               f"differential {_listed(diff.files)}: {_base_named(diff.header, full.header)}"))
+    elif full_copy_only:
+        rules.append(RuleCheck("differential-base", True,
+                               f"full {_listed(full.files)} is copy-only: never a differential base"))
     else:
         rules.append(RuleCheck("differential-base", True,
                                "no differential on this full" + (" before the target" if at else "")))
+
+    data_backup = chosen[-1]
+    if data_backup.header.recovery_model == "SIMPLE":
+        return simple(data_backup)
 
     logs = sorted(db.of_type("log"), key=lambda m: (m.header.last_lsn, m.header.first_lsn))
     empty = [m for m in logs if m.header.first_lsn == m.header.last_lsn]
@@ -189,17 +306,39 @@ def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
     straddling: list[MediaSet] = []  # logs started before the target and finished at or after it
     # A data backup that ends at the target is the point itself: no log, no STOPAT.
     data_reaches = at is not None and previous.finish >= at
+    fork = previous.header.recovery_fork_guid
+    other_fork: list[str] = []
+    copy_only_skipped: list[str] = []
     for media in [] if data_reaches else candidates:
         header = media.header
+        if fork is not None and header.recovery_fork_guid is not None and header.recovery_fork_guid != fork:
+            if (header.parent_fork_guid == fork and header.fork_point_lsn is not None
+                    and reached <= header.fork_point_lsn):
+                rules.append(RuleCheck("recovery-fork", True,
+                                       f"{_listed(media.files)} continues on recovery fork "
+                                       f"{header.recovery_fork_guid}, which branched off fork {fork} at LSN "
+                                       f"{header.fork_point_lsn}"))
+                fork = header.recovery_fork_guid
+            else:
+                other_fork.append(f"{_listed(media.files)} (recovery fork {header.recovery_fork_guid})")
+                continue
+        if header.is_copy_only and any(
+                not other.header.is_copy_only and other.header.first_lsn <= reached < other.header.last_lsn
+                for other in candidates if other is not media):
+            copy_only_skipped.append(_listed(media.files))
+            continue
         if header.last_lsn <= reached:
             # Covered by an earlier log; restoring it would raise 4326.
             superseded.append(f"{_listed(media.files)}: " + MSG_4326.format(found=header.last_lsn, expected=reached))
             continue
         if header.first_lsn > reached:
+            forks_said(other_fork, fork)
             problems.append(Problem(
                 code="log-gap",
                 message=f"log chain broken between {_listed(previous.files)} and {_listed(media.files)}: "
-                        + MSG_4305.format(found=header.first_lsn, expected=reached) + " (SQL Server error 4305)",
+                        + MSG_4305.format(found=header.first_lsn, expected=reached) + " (SQL Server error 4305)"
+                        + (f"; not applied, being on another recovery fork than {fork}: {_listed(other_fork)}"
+                           if other_fork else ""),
                 files=_files(previous, media), expected_lsn=str(reached), found_lsn=str(header.first_lsn)))
             rules.append(RuleCheck("log-continuity", False, problems[-1].message))
             return done()
@@ -219,6 +358,11 @@ def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
             break
         if at is not None and media.finish >= at:
             straddling.append(media)
+    forks_said(other_fork, fork)
+    if copy_only_skipped:
+        rules.append(RuleCheck("copy-only-logs", True,
+                               f"copy-only log backup(s) not required, a regular log continuing from the same LSN: "
+                               f"{_listed(copy_only_skipped)}"))
     if superseded:
         rules.append(RuleCheck("superseded-logs-skipped", True, "; ".join(superseded)))
     # A differential that cannot be restored (a family missing) secured a point: unless what is

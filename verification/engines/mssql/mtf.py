@@ -7,6 +7,40 @@ can serve the same code. Every descriptor block's header checksum is verified.
 
 Layout facts (offsets, chunk tags) are those documented in docs and seen in real files written by
 SQL Server 2008 R2 and 2016; see tests/unit/engines/mssql/test_mtf.py.
+
+The fields beyond the LSNs and dates were found by comparing the 118 MTF files of the corpus
+(../shared/testdata/mssql-backups) against what is known of them; no public reader documents them.
+Each is confirmed as follows (tests/unit/engines/mssql/test_mtf.py asserts every one):
+- BackupSetGUID, SSET +0x64: each file's is unique, and every differential's DifferentialBaseGUID
+  equals the BackupSetGUID of the full it was taken on (23 differentials, 9 databases).
+- DifferentialBaseLSN/GUID, SCIN +0x104/+0x110: set on differentials only; the LSN equals the base
+  full's CheckpointLSN (DatabaseBackupLSN), the GUID its BackupSetGUID.
+- RecoveryForkID, SCIN +0x9c, and the fork it branched from, +0xac (LSN) and +0xb8 (GUID): every backup
+  of one database shares the fork; the two databases restored from another one's backups
+  (restoretimeclean2016 from RestoreTimeClean's, passwd.bak's from RestoreTimeStripe's) carry a new fork
+  whose parent is the source database's fork, at an LSN that is the LastLSN of a source log backup.
+- FamilyGUID, SCIN +0xe0: kept by a restored database (equal to the source's first fork), while
+  BindingID, SCIN +0x7c, changes on restore.
+- Recovery model, from the database status word at SCIN +0xf4 (the sysdatabases bits: 8 "trunc. log
+  on chkpt." is SIMPLE, 4 "select into/bulkcopy" BULK_LOGGED, neither FULL): bit 8 is set exactly on
+  the databases that have no log backups and no log-chain origin (SimpleRecovery, detachattach,
+  testlastbackup); every database with log backups has neither bit. BULK_LOGGED is not in the corpus.
+- Log-chain origin, SCIN +0xf8: the LSN the current log chain began at (0 under SIMPLE); the first log
+  backup of each chain (StopAt_1, RestoreTimeClean_1, RestoreTimeStripe_1, the Ola layout's first
+  logs) starts exactly there, which is BeginsLogChain.
+- CompatibilityLevel, SCIN +0x5b: 100 on every 2008 R2 database, 130 on the 2016 one, 100 on the 2008 R2
+  database restored on 2016. SortOrder +0x58, UnicodeLocaleId +0x74, UnicodeComparisonStyle +0x78,
+  SoftwareVersionBuild +0x18 (4000 for the SQL2008R2SP2 instance, i.e. 10.50.4000).
+- Collation, SCIN +0xd8: 4-byte collation info (LCID and comparison flags, laid out as MS-TDS's
+  COLLATION) and the SQL sort id; named here only where the corpus confirms the name (LCID 1033 with
+  sort id 52 is SQL_Latin1_General_CP1_CI_AS, whose SortOrder 52 HEADERONLY reports; sort id 0 is a
+  Windows collation, Latin1_General_<flags>), else None with the raw bytes kept.
+- Per database file (SFIN): type at +0x1c (1 data, 2 log: every .mdf/.ndf is 1, every .ldf 2),
+  filegroup id at +0x24 (1 for data files, 0 for logs, as FILELISTONLY's FileGroupID), the filegroup's
+  name from the SFGI chunk with that id (+0x0c, name at +0x10), allocated size in bytes at +0x28.
+Not found (no corpus file has them, and the published HEADERONLY Flags bits are not the SCIN flags:
+0x200 is set on every file, copy-only or not): IsCopyOnly, IsDamaged, HasBulkLoggedData. They are
+None here: unknown, never False.
 """
 
 from __future__ import annotations
@@ -29,6 +63,12 @@ DBLK_TYPES = {b"TAPE", b"SSET", b"VOLB", b"DIRB", b"FILE", b"CFIL", b"ESPB", b"E
               b"MSCI", b"MSDA", b"MSTL", b"MSLS"}
 BACKUP_TYPES = {"D": "full", "I": "diff", "L": "log"}
 RAID_BYTES = 26  # media set GUID (16), then family count at 20 and family number at 24, u16 each
+SSET_GUID = 0x64  # BackupSetGUID, 16 bytes, in the SSET block (after MTF's own SSET fields)
+SCIN_FULL_BYTES = 0x120  # the SCIN fields up to DifferentialBaseGUID (2008 R2 and 2016 write more)
+FILE_TYPES = {1: "D", 2: "L"}  # SFIN +0x1c, as FILELISTONLY's Type; other codes are not in the corpus
+# Collation names the corpus confirms: SQL sort ids, and Windows collations by LCID.
+SQL_SORT_ORDERS = {52: "SQL_Latin1_General_CP1_CI_AS"}
+WINDOWS_COLLATIONS = {0x409: "Latin1_General"}
 
 
 class MtfError(SourceError):
@@ -53,10 +93,20 @@ class ByteRangeReader(Protocol):
 
 @dataclass(frozen=True)
 class DatabaseFile:
+    """One database file as RESTORE FILELISTONLY lists it (size: allocated bytes, FILELISTONLY's Size)."""
+
     file_id: int
     logical_name: str
     physical_name: str
     size_bytes: int
+    type_code: int = 0
+    filegroup_id: int = 0
+    filegroup: str | None = None
+
+    @property
+    def file_type(self) -> str | None:
+        """D (data) or L (log), as FILELISTONLY's Type; None for a kind the corpus does not show."""
+        return FILE_TYPES.get(self.type_code)
 
 
 @dataclass(frozen=True)
@@ -83,6 +133,37 @@ class BackupHeader:
     size_bytes: int
     files: tuple[DatabaseFile, ...] = ()
     bytes_read: int = field(default=0, compare=False)
+    backup_set_guid: str | None = None
+    recovery_model: str | None = None  # FULL, BULK_LOGGED, SIMPLE
+    differential_base_lsn: int | None = None  # differentials only
+    differential_base_guid: str | None = None  # differentials only: the base full's backup_set_guid
+    recovery_fork_guid: str | None = None  # RecoveryForkID: the fork the backup was taken on
+    fork_point_lsn: int | None = None  # where that fork branched off parent_fork_guid, if it did
+    parent_fork_guid: str | None = None
+    family_guid: str | None = None
+    binding_id: str | None = None
+    log_chain_origin_lsn: int | None = None  # the LSN the database's log chain began at; None under SIMPLE
+    compatibility_level: int | None = None
+    sort_order: int | None = None
+    unicode_locale_id: int | None = None
+    unicode_comparison_style: int | None = None
+    collation: str | None = None
+    collation_id: str | None = None  # the 5 raw bytes, hex: the collation whatever its name
+    software_build: int | None = None
+    # Not located in the offline header (see the module docstring): None means unknown. A reader that
+    # knows (RESTORE HEADERONLY in a server) may fill them in.
+    is_copy_only: bool | None = None
+    is_damaged: bool | None = None
+    has_bulk_logged_data: bool | None = None
+
+    @property
+    def begins_log_chain(self) -> bool | None:
+        """HEADERONLY's BeginsLogChain: a log backup that starts where the database's log chain began."""
+        if self.backup_type != "log":
+            return False
+        if self.log_chain_origin_lsn is None:
+            return None
+        return self.first_lsn == self.log_chain_origin_lsn
 
     @property
     def is_differential(self) -> bool:
@@ -244,6 +325,7 @@ class _SetInfo:
     backup_finish: datetime | None
     flags: int
     files: tuple[DatabaseFile, ...]
+    extended: dict[str, object] = field(default_factory=dict)  # the SCIN fields past SCIN_BYTES, by name
 
 
 SCIN_BYTES = 0x70  # the fixed part of the set's configuration chunk, up to its two name pointers
@@ -269,9 +351,13 @@ def _parse_chunks(image: _Image, offset: int, chunks: list[tuple[bytes, bytes]])
     short = next((c for tag, c in chunks if tag == b"SFIN" and len(c) < SFIN_BYTES), None)
     if short is not None:  # a database file the set lists but that cannot be read is never dropped
         raise MtfError(image.name, offset, "SFIN chunk", f"at least {SFIN_BYTES} bytes", f"{len(short)} bytes")
+    filegroups = {struct.unpack_from("<I", c, 0x0C)[0]: _utf16(c, 0x10) for tag, c in chunks
+                  if tag == b"SFGI" and len(c) >= 0x14}
     files = tuple(
         DatabaseFile(file_id=struct.unpack_from("<H", c, 0x14)[0], logical_name=_utf16(c, 0x30),
-                     physical_name=_utf16(c, 0x34), size_bytes=struct.unpack_from("<Q", c, 0x28)[0])
+                     physical_name=_utf16(c, 0x34), size_bytes=struct.unpack_from("<Q", c, 0x28)[0],
+                     type_code=struct.unpack_from("<I", c, 0x1C)[0], filegroup_id=struct.unpack_from("<I", c, 0x24)[0],
+                     filegroup=filegroups.get(struct.unpack_from("<I", c, 0x24)[0]))
         for tag, c in chunks if tag == b"SFIN"
     )
     return _SetInfo(
@@ -281,8 +367,57 @@ def _parse_chunks(image: _Image, offset: int, chunks: list[tuple[bytes, bytes]])
         database_version=struct.unpack_from("<H", scin, 0x5E)[0],
         database_creation=decode_mtf_date(scin[0x48:0x4D]), backup_start=decode_mtf_date(scin[0x4D:0x52]),
         backup_finish=decode_mtf_date(scin[0x52:0x57]), flags=struct.unpack_from("<I", scin, 0x08)[0],
-        files=files,
+        files=files, extended=_scin_extended(scin) if len(scin) >= SCIN_FULL_BYTES else {},
     )
+
+
+def _guid(raw: bytes) -> str | None:
+    return str(uuid.UUID(bytes_le=raw)) if any(raw) else None
+
+
+def _lsn(raw: bytes) -> int | None:
+    return decode_lsn(raw) if any(raw) else None
+
+
+def recovery_model(status: int) -> str:
+    """The database status word's recovery bits (sysdatabases.status: 8 trunc. log on chkpt., 4 select
+    into/bulkcopy), as SQL Server 2000 exposed the recovery model and the backup still records it."""
+    if status & 8:
+        return "SIMPLE"
+    return "BULK_LOGGED" if status & 4 else "FULL"
+
+
+def collation_name(raw: bytes) -> str | None:
+    """A name for the 5 collation bytes (MS-TDS COLLATION: LCID in 20 bits, then ignore case, accent,
+    width and kana, binary, binary2, UTF-8, a reserved bit, a 4-bit version; then the SQL sort id),
+    only where the corpus confirms it; None otherwise (the raw bytes are kept beside it)."""
+    info, sort_id = struct.unpack_from("<I", raw, 0)[0], raw[4]
+    if sort_id:
+        return SQL_SORT_ORDERS.get(sort_id)
+    base = WINDOWS_COLLATIONS.get(info & 0xFFFFF)
+    if base is None or info >> 24:  # binary, UTF-8 or versioned (_100_, _140_) collations: not in the corpus
+        return None
+    ignore_case, ignore_accent, ignore_width, ignore_kana = ((info >> bit) & 1 for bit in (20, 21, 22, 23))
+    return (base + ("_CI" if ignore_case else "_CS") + ("_AI" if ignore_accent else "_AS")
+            + ("" if ignore_kana else "_KS") + ("" if ignore_width else "_WS"))
+
+
+def _scin_extended(scin: bytes) -> dict[str, object]:
+    """The SCIN fields past its names' pointers (offsets confirmed on the corpus: module docstring)."""
+    def u32(at: int) -> int:
+        return int(struct.unpack_from("<I", scin, at)[0])
+
+    return {
+        "software_build": int(struct.unpack_from("<H", scin, 0x18)[0]),
+        "sort_order": scin[0x58], "compatibility_level": scin[0x5B],
+        "unicode_locale_id": u32(0x74), "unicode_comparison_style": u32(0x78),
+        "binding_id": _guid(scin[0x7C:0x8C]), "recovery_fork_guid": _guid(scin[0x9C:0xAC]),
+        "fork_point_lsn": _lsn(scin[0xAC:0xB6]), "parent_fork_guid": _guid(scin[0xB8:0xC8]),
+        "collation_id": scin[0xD8:0xDD].hex(), "collation": collation_name(scin[0xD8:0xDD]),
+        "family_guid": _guid(scin[0xE0:0xF0]), "recovery_model": recovery_model(u32(0xF4)),
+        "log_chain_origin_lsn": _lsn(scin[0xF8:0x102]),
+        "differential_base_lsn": _lsn(scin[0x104:0x10E]), "differential_base_guid": _guid(scin[0x110:0x120]),
+    }
 
 
 def _check_end(image: _Image) -> None:
@@ -361,6 +496,7 @@ def read_backup_header(reader: ByteRangeReader) -> BackupHeader:
 
     seen = [b"TAPE"]
     version: tuple[int, int] | None = None
+    backup_set_guid: str | None = None
     # Each block's successor lies past its header (at least a stream header, or a whole block for
     # SFMB), so the walk always advances and ends at the MSCI block or past the head.
     while offset < len(image.head):
@@ -371,6 +507,7 @@ def read_backup_header(reader: ByteRangeReader) -> BackupHeader:
         if kind == b"SSET":
             major, minor = image.get(offset + 93, 2)
             version = (major, minor)
+            backup_set_guid = _guid(image.get(offset + SSET_GUID, 16))
         elif kind == b"MSCI":
             if b"MQCI" not in streams:
                 raise MtfError(image.name, offset, "MSCI block", "an MQCI stream", "none")
@@ -386,7 +523,8 @@ def read_backup_header(reader: ByteRangeReader) -> BackupHeader:
     # The two copies agree on everything but the finish date, filled in only at the end. A
     # difference is damage, or a file holding several backup sets (BACKUP ... NOINIT).
     for name in ("database_name", "server_name", "backup_type", "first_lsn", "last_lsn", "checkpoint_lsn",
-                 "database_backup_lsn", "database_version", "database_creation", "backup_start", "flags", "files"):
+                 "database_backup_lsn", "database_version", "database_creation", "backup_start", "flags", "files",
+                 "extended"):
         head_value, tail_value = getattr(head_info, name), getattr(tail_info, name)
         if head_value != tail_value:
             raise MtfError(image.name, image.size, f"closing configuration copy ({name})",
@@ -401,5 +539,5 @@ def read_backup_header(reader: ByteRangeReader) -> BackupHeader:
         database_creation=info.database_creation, backup_start=info.backup_start,
         backup_finish=info.backup_finish, media_set_guid=media, family_count=family_count,
         family_number=family_number, flags=info.flags, size_bytes=image.size, files=info.files,
-        bytes_read=image.bytes_read,
+        bytes_read=image.bytes_read, backup_set_guid=backup_set_guid, **info.extended,  # type: ignore[arg-type]
     )

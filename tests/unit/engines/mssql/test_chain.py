@@ -299,3 +299,181 @@ def test_a_damaged_backup_is_known_by_its_trailer_whatever_its_name(mssql_copy):
         "RestoreTimeClean/RestoreTimeClean2_3.tlog", "corrupt", "RestoreTimeClean")
     (db,) = out["databases"]
     assert [d["code"] for d in db["chain"]["defects"]] == ["unreadable-backup"]
+
+
+# ---- rules from the whole header ---------------------------------------------------------------------------
+
+import dataclasses  # noqa: E402
+
+from verification.engines.mssql.catalog import DatabaseCatalog, MediaSet  # noqa: E402
+from verification.engines.mssql.chain import duration  # noqa: E402
+
+SIMPLE = "sql2008-backups/SimpleRecovery"
+F1_FORK = 0x9C  # SCIN: RecoveryForkID; then the parent fork's LSN (+0xAC) and GUID (+0xB8)
+
+
+def test_simple_recovery_rounds_a_point_between_backups_down_and_is_not_broken(mssql_corpus):
+    at = datetime(2018, 4, 6, 12, 50, 0, tzinfo=UTC)  # 2 h 9 min 28 s after the second differential
+    result = plans(mssql_corpus / SIMPLE, datetime(2018, 4, 6, 10, 38, 0, tzinfo=UTC))["SimpleBackTest"]
+    assert result.chain.status is ChainStatus.COMPLETE and not result.chain.problems
+    assert files(result) == ["SimpleBacktest.bak", "SimpleBackTest_1.bak"]
+    (rounded,) = [r for r in result.chain.rules if r.rule == "point-in-time-rounded"]
+    assert rounded.detail == ("SIMPLE recovery restores only to the end of a backup: the target "
+                              "2018-04-06T10:38:00+00:00 is rounded down by 2 min 28 s to the end of diff "
+                              "SimpleBackTest_1.bak (2018-04-06T10:35:32+00:00)")
+    assert rules(result)["recovery-model"] == [True]
+    late = plans(mssql_corpus / SIMPLE, at)["SimpleBackTest"]
+    assert files(late) == ["SimpleBacktest.bak", "SimpleBackTest_2.bak"]
+    assert "rounded down by 2 h 9 min to the end of diff SimpleBackTest_2.bak" in late.chain.rules[-1].detail
+    latest = plans(mssql_corpus / SIMPLE)["SimpleBackTest"]
+    assert latest.chain.status is ChainStatus.COMPLETE and "point-in-time-rounded" not in rules(latest)
+    assert [b.recovery_model for b in latest.chain.backups] == ["SIMPLE", "SIMPLE"]
+
+
+def test_a_full_recovery_database_without_its_logs_is_still_broken(mssql_copy):
+    root = mssql_copy("sql2008-backups/StopAt")
+    for log in (root / "sql2008-backups/StopAt").glob("*.trn"):
+        log.unlink()
+    result = plans(root, datetime(2020, 5, 12, 13, 31, 0, tzinfo=UTC))["StopAt"]
+    assert result.chain.status is ChainStatus.BROKEN
+    assert [p.code for p in result.chain.problems] == ["terminal-log-missing"]
+    assert "recovery-model" not in rules(result) and result.chain.backups[0].recovery_model == "FULL"
+
+
+def test_duration_is_said_as_a_reader_says_it():
+    assert [duration(s) for s in (0, 45, 148, 7980, 8068, 90061)] == [
+        "0 s", "45 s", "2 min 28 s", "2 h 13 min", "2 h 14 min", "1 d 1 h"]
+
+
+def test_differential_base_is_checked_by_guid(mssql_corpus):
+    result = plans(mssql_corpus / "DoubleDiffing")["doublediff"]
+    (base,) = [r for r in result.chain.rules if r.rule == "differential-base"]
+    assert base.detail == ("differential difftest-diff2.bak: DifferentialBaseGUID "
+                           "f24e3dc4-fb3c-48aa-9360-fc9ee26d1464 equals the full's BackupSetGUID (DatabaseBackupLSN "
+                           "24000000006800099, the full's CheckpointLSN 24000000006800099)")
+    diff = result.chain.backups[1]
+    assert diff.differential_base_guid == result.chain.backups[0].backup_set_guid
+
+
+def test_a_differential_whose_guid_names_another_full_is_refused_even_if_its_lsn_matches(mssql_copy):
+    root = mssql_copy("DoubleDiffing")
+    for name in ("difftest-diff1.bak", "difftest-diff2.bak"):
+        path = root / "DoubleDiffing" / name
+        backup = Backup(path.read_bytes())
+        backup.in_both_copies(b"SCIN", 0x110, "<16s", bytes(range(16)))  # DifferentialBaseGUID
+        path.write_bytes(bytes(backup.data))
+    result = plans(root)["doublediff"]
+    assert files(result) == ["difftest-full.bak"]
+    assert [d.code for d in result.chain.defects] == ["differential-on-another-base"] * 2
+    assert "DifferentialBaseGUID 03020100-0504-0706-0809-0a0b0c0d0e0f" in result.chain.defects[0].message
+
+
+def mark(db: DatabaseCatalog, name: str, **changes: object) -> None:
+    """Set header fields the offline reader cannot see (copy-only, damaged) on a real backup's header."""
+    for media in db.sets:
+        for number, header in media.families.items():
+            if Path(header.path).name == name:
+                media.families[number] = dataclasses.replace(header, **changes)  # type: ignore[arg-type]
+
+
+def test_a_copy_only_full_is_never_a_differential_base(mssql_corpus):
+    catalog = scan(LocalSource(mssql_corpus / "OlaMsFilter/complex"))
+    (db,) = catalog.databases
+    mark(db, "test_FULL_20160629_142200.bak", is_copy_only=True)
+    result = plan(db, "test", None)
+    assert [d.code for d in result.chain.defects] == ["differential-on-copy-only-full"] * 2
+    assert rules(result)["differential-base"] == [False, False, True]
+    assert any(r.detail == "full Full/test_FULL_20160629_142200.bak is copy-only: never a differential base"
+               for r in result.chain.rules)
+    # The copy-only full still restores the logs after it.
+    assert result.chain.status is ChainStatus.COMPLETE
+    assert files(result)[0] == "test_FULL_20160629_142200.bak" and "test_DIFF_20160629_142800.bak" not in files(result)
+
+
+def test_a_copy_only_log_is_not_required_and_does_not_break(mssql_corpus):
+    catalog = scan(LocalSource(mssql_corpus / "RestoreTimeClean"))
+    (db,) = catalog.databases
+    regular = next(m for m in db.sets if m.files == ["RestoreTimeClean2_2.trn"])
+    h = regular.header
+    # A copy-only log taken between RestoreTimeClean2_1 and 2_2: it starts where 2_2 starts, ends earlier.
+    copy_only = dataclasses.replace(h, path="copyonly.trn", media_set_guid="c0c0c0c0-0000-0000-0000-000000000000",
+                                    last_lsn=h.first_lsn + 5 * 10**5, is_copy_only=True)
+    db.sets.append(MediaSet(copy_only.media_set_guid, 1, {1: copy_only}))
+    db.sets.sort(key=lambda s: (s.header.last_lsn, s.header.first_lsn))
+    result = plan(db, "RestoreTimeClean", None)
+    assert result.chain.status is ChainStatus.COMPLETE
+    assert "copyonly.trn" not in files(result)
+    assert files(result)[-2:] == ["RestoreTimeClean2_2.trn", "RestoreTimeClean2_3.trn"]
+    (said,) = [r for r in result.chain.rules if r.rule == "copy-only-logs"]
+    assert said.detail.endswith(": copyonly.trn")
+    # Without the regular log, the copy-only one is what continues the chain, and it is used.
+    db.sets.remove(regular)
+    assert "copyonly.trn" in files(plan(db, "RestoreTimeClean", None))
+
+
+def test_a_damaged_backup_fails_the_chain(mssql_corpus):
+    catalog = scan(LocalSource(mssql_corpus / "RestoreTimeClean"))
+    (db,) = catalog.databases
+    mark(db, "RestoreTimeClean2.bak", is_damaged=True)
+    result = plan(db, "RestoreTimeClean", None)
+    assert result.chain.status is ChainStatus.BROKEN
+    (problem,) = result.chain.problems
+    assert problem.code == "damaged-backup" and problem.files == ("RestoreTimeClean2.bak",)
+    assert "WITH CONTINUE_AFTER_ERROR" in problem.message
+    assert rules(result)["backups-not-damaged"] == [False]
+    # Known undamaged everywhere: said so.
+    for media in db.sets:
+        for n, header in media.families.items():
+            media.families[n] = dataclasses.replace(header, is_damaged=False)
+    assert rules(plan(db, "RestoreTimeClean", None))["backups-not-damaged"] == [True]
+
+
+def refork(path: Path, fork: bytes, parent: bytes | None = None, point: tuple[int, int, int] | None = None) -> None:
+    backup = Backup(path.read_bytes())
+    backup.in_both_copies(b"SCIN", F1_FORK, "<16s", fork)
+    if parent is not None and point is not None:
+        backup.in_both_copies(b"SCIN", 0xAC, "<IIH", *point)
+        backup.in_both_copies(b"SCIN", 0xB8, "<16s", parent)
+    path.write_bytes(bytes(backup.data))
+
+
+def test_a_log_of_another_recovery_fork_is_not_applied(mssql_copy):
+    root = mssql_copy("sql2008-backups/StopAt")
+    folder = root / "sql2008-backups/StopAt"
+    refork(folder / "StopAt_2.trn", bytes(range(16)))
+    result = plans(root)["StopAt"]
+    assert result.chain.status is ChainStatus.BROKEN
+    assert files(result) == ["StopAt.bak", "StopAt_1.trn"]
+    (gap,) = result.chain.problems
+    assert gap.code == "log-gap"
+    assert gap.message.endswith("; not applied, being on another recovery fork than "
+                                "8a118155-c949-42c1-bce2-eff2a9f9ed28: sql2008-backups/StopAt/StopAt_2.trn "
+                                "(recovery fork 03020100-0504-0706-0809-0a0b0c0d0e0f)")
+    (fork,) = [r for r in result.chain.rules if r.rule == "recovery-fork"]
+    assert "StopAt_2.trn (recovery fork 03020100-0504-0706-0809-0a0b0c0d0e0f)" in fork.detail
+
+
+def test_logs_on_a_fork_that_branched_off_the_chain_are_followed(mssql_copy, mssql_corpus):
+    root = mssql_copy("sql2008-backups/StopAt")
+    folder = root / "sql2008-backups/StopAt"
+    parent = Backup((folder / "StopAt.bak").read_bytes())
+    at = parent.chunk(1, b"SCIN")
+    old_fork = bytes(parent.data[at + F1_FORK:at + F1_FORK + 16])
+    # The database was restored to the end of StopAt_2 (LSN 19000000019300001) and went on: a new fork.
+    for name in ("StopAt_21.trn", "StopAt_23.trn"):
+        refork(folder / name, bytes(range(16)), old_fork, (19, 193, 1))
+    result = plans(root)["StopAt"]
+    assert result.chain.status is ChainStatus.COMPLETE
+    assert files(result) == ["StopAt.bak", "StopAt_1.trn", "StopAt_2.trn", "StopAt_21.trn", "StopAt_23.trn"]
+    (fork,) = [r for r in result.chain.rules if r.rule == "recovery-fork"]
+    assert fork.detail == ("sql2008-backups/StopAt/StopAt_21.trn continues on recovery fork "
+                           "03020100-0504-0706-0809-0a0b0c0d0e0f, which branched off fork "
+                           f"{read_fork(mssql_corpus)} at LSN 19000000019300001")
+
+
+def read_fork(root: Path) -> str:
+    from verification.engines.mssql.mtf import read_backup_header
+    from verification.sources.base import SourceFile
+    fork = read_backup_header(SourceFile(LocalSource(root), "sql2008-backups/StopAt/StopAt.bak")).recovery_fork_guid
+    assert fork is not None
+    return fork

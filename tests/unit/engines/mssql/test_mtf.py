@@ -174,3 +174,135 @@ def test_a_file_that_is_not_mtf(tmp_path):
     (tmp_path / "notes.bak").write_bytes(b"this is not a backup" * 100)
     with pytest.raises(MtfError, match=r"notes\.bak: media header at offset 0x0: expected 'TAPE'"):
         read(tmp_path, "notes.bak")
+
+
+# ---- the whole header ------------------------------------------------------------------------------------
+
+
+def corpus_headers(root: Path) -> dict[str, BackupHeader]:
+    return {row["file"]: read(root, row["file"]) for row in manifest()
+            if not row["file"].startswith("history/compressed/")}
+
+
+def test_recovery_model_of_every_database(mssql_corpus):
+    # SIMPLE exactly where there is no log backup and no log chain: SimpleRecovery (full + two
+    # differentials), detachattach and testlastbackup (single fulls). Every database with logs is FULL.
+    headers = corpus_headers(mssql_corpus)
+    simple = {path for path, h in headers.items() if h.recovery_model == "SIMPLE"}
+    assert simple == {"sql2008-backups/SimpleRecovery/SimpleBacktest.bak",
+                      "sql2008-backups/SimpleRecovery/SimpleBackTest_1.bak",
+                      "sql2008-backups/SimpleRecovery/SimpleBackTest_2.bak",
+                      "detachattach/detachattach.bak", "singlerestore/testlastbackup.bak"}
+    assert {h.recovery_model for path, h in headers.items() if path not in simple} == {"FULL"}
+    assert all(h.log_chain_origin_lsn is None for path, h in headers.items() if path in simple)
+    with_logs = {(h.server_name, h.database_name) for h in headers.values() if h.backup_type == "log"}
+    assert not any((h.server_name, h.database_name) in with_logs for path, h in headers.items() if path in simple)
+
+
+def test_every_differentials_base_guid_is_its_fulls_backup_set_guid(mssql_corpus):
+    headers = corpus_headers(mssql_corpus)
+    fulls = {h.backup_set_guid: h for h in headers.values() if h.backup_type == "full"}
+    diffs = [h for h in headers.values() if h.backup_type == "diff"]
+    assert len(diffs) == 23 and len({h.backup_set_guid for h in headers.values()}) == 102  # 118 files, 16 stripe pairs
+    matched = 0
+    for diff in diffs:
+        assert diff.differential_base_lsn == diff.database_backup_lsn
+        if (full := fulls.get(diff.differential_base_guid)) is not None:
+            assert (full.database_name, full.checkpoint_lsn) == (diff.database_name, diff.differential_base_lsn)
+            matched += 1
+    assert matched == 21  # all but db1's two differentials, whose full is not in the corpus
+    assert all(h.differential_base_guid is None and h.differential_base_lsn is None
+               for h in headers.values() if h.backup_type != "diff")
+
+
+def test_a_differential_names_its_full_exactly(mssql_corpus):
+    full = read(mssql_corpus, "DoubleDiffing/difftest-full.bak")
+    diff = read(mssql_corpus, "DoubleDiffing/difftest-diff1.bak")
+    assert full.backup_set_guid == diff.differential_base_guid == "f24e3dc4-fb3c-48aa-9360-fc9ee26d1464"
+    assert diff.backup_set_guid == "46b619d2-0f7d-4b9d-bbf8-acd5affc4767"
+    assert diff.differential_base_lsn == full.checkpoint_lsn == 24000000006800099
+
+
+def test_recovery_forks_and_the_fork_a_restored_database_came_from(mssql_corpus):
+    headers = corpus_headers(mssql_corpus)
+    by_database: dict[tuple[str, str, datetime | None], set[str | None]] = {}
+    for h in headers.values():
+        by_database.setdefault((h.server_name, h.database_name, h.database_creation), set()).add(h.recovery_fork_guid)
+    assert len(by_database) == 22 and all(len(forks) == 1 for forks in by_database.values())  # one fork each
+    source = read(mssql_corpus, "RestoreTimeClean/RestoreTimeClean.bak")
+    restored = read(mssql_corpus, "restoretimeclean2016/RestoreTimeClean.bak")
+    assert source.recovery_fork_guid == source.family_guid == "e4b9b1b7-255c-4866-af1f-eb4a29e8c2c9"
+    assert source.parent_fork_guid is None and source.fork_point_lsn is None
+    # Restored on 2016 from the 2008 R2 chain up to the end of RestoreTimeClean_1.trn: a new fork,
+    # branched off the source's, the family kept, a new binding id.
+    assert restored.recovery_fork_guid == "6d3a541d-31c4-4207-975e-917419133822"
+    assert restored.parent_fork_guid == restored.family_guid == source.recovery_fork_guid
+    assert restored.fork_point_lsn == read(mssql_corpus, "RestoreTimeClean/RestoreTimeClean_1.trn").last_lsn
+    assert (source.binding_id, restored.binding_id) == ("f784761b-0032-4636-9a07-202706d9f791",
+                                                        "edad2fa4-c5a4-4acd-8ad6-7386c2260d5d")
+    # passwd.bak's database was restored from RestoreTimeStripe's chain, through its log 23.
+    passwd = read(mssql_corpus, "backuppassword/passwd.bak")
+    stripe = read(mssql_corpus, "sql2008-backups/RestoreTimeStripe/Stripe1/RestoreTimeStripe.bak")
+    assert passwd.parent_fork_guid == passwd.family_guid == stripe.recovery_fork_guid
+    assert passwd.fork_point_lsn == read(mssql_corpus,
+                                         "sql2008-backups/RestoreTimeStripe/Stripe1/RestoreTimeStripe_23.trn").last_lsn
+    assert passwd.recovery_fork_guid == "5df21dbd-0334-4219-bc90-c6d37fa86dd1"
+
+
+def test_begins_log_chain_marks_the_first_log_of_each_chain(mssql_corpus):
+    headers = corpus_headers(mssql_corpus)
+    first = sorted(path for path, h in headers.items() if h.begins_log_chain)
+    assert first == sorted([
+        "OlaMsFilter/Simple/test_LOG_20160629_141310.trn", "OlaMsFilter/complex/Log/test_LOG_20160629_141400.trn",
+        "RestoreTimeClean/RestoreTimeClean_1.trn",
+        "history/sql2016-stripe/Stripe1/restoretime_1.trn", "history/sql2016-stripe/Stripe2/restoretime_1a.trn",
+        "sql2008-backups/Cube_Query_History/LOG/SQL2008_Cube_Query_History_LOG_20170518_041831.trn",
+        "sql2008-backups/DBWithoutOwner/LOG/SQL2008_DBWithoutOwner_LOG_20170518_041831.trn",
+        "sql2008-backups/RestoreTimeStripe/Stripe1/RestoreTimeStripe_1.trn",
+        "sql2008-backups/RestoreTimeStripe/Stripe2/RestoreTimeStripe_1a.trn",
+        "sql2008-backups/StopAt/StopAt_1.trn",
+        "sql2008-backups/db1/LOG/SQL2008_db1_LOG_20170518_041831.trn",
+        "sql2008-backups/dbOrphanUsers/LOG/SQL2008_dbOrphanUsers_LOG_20170518_041831.trn",
+        "sql2008-backups/dbareports/LOG/SQL2008_dbareports_LOG_20170518_041831.trn",
+        "sql2008-backups/ft1/LOG/SQL2008_ft1_LOG_20170518_041831.trn"])
+    assert all(h.begins_log_chain is False for h in headers.values() if h.backup_type != "log")
+
+
+def test_compatibility_level_collation_and_build(mssql_corpus):
+    headers = corpus_headers(mssql_corpus)
+    assert {h.compatibility_level for p, h in headers.items() if p.startswith("history/sql2016-stripe/")} == {130}
+    assert {h.compatibility_level for p, h in headers.items() if not p.startswith("history/sql2016-stripe/")} == {100}
+    assert {h.collation for h in headers.values()} == {"SQL_Latin1_General_CP1_CI_AS", "Latin1_General_CI_AS"}
+    for h in headers.values():
+        sql = h.collation == "SQL_Latin1_General_CP1_CI_AS"
+        assert (h.collation_id, h.sort_order) == (("0904d00034", 52) if sql else ("0904d00000", 0))
+        assert (h.unicode_locale_id, h.unicode_comparison_style) == (1033, 196609)
+    assert read(mssql_corpus, "DoubleDiffing/difftest-full.bak").collation == "Latin1_General_CI_AS"
+    assert read(mssql_corpus, "RestoreTimeClean/RestoreTimeClean.bak").collation == "SQL_Latin1_General_CP1_CI_AS"
+    # The build beside SSET's major.minor: 10.50.4000 is the SQL2008R2SP2 instance, 13.0.1601 2016 RTM.
+    stop = read(mssql_corpus, "sql2008-backups/StopAt/StopAt.bak")
+    assert (stop.software_version, stop.software_build) == ((10, 50), 4000)
+    assert read(mssql_corpus, "history/sql2016-stripe/Stripe1/restoretime.bak").software_build == 1601
+
+
+def test_file_lists_with_type_filegroup_and_allocated_size(mssql_corpus):
+    def listed(rel: str) -> list[tuple[int, str, str | None, str | None, int]]:
+        return [(f.file_id, f.logical_name, f.file_type, f.filegroup, f.size_bytes) for f in read(mssql_corpus, rel).files]
+
+    assert listed("DoubleDiffing/difftest-full.bak") == [(1, "doublediff", "D", "PRIMARY", 2359296),
+                                                         (2, "doublediff_log", "L", None, 589824)]
+    assert listed("sql2008-backups/db1/DIFF/SQL2008_db1_DIFF_20170518_041819.bak") == [
+        (1, "db1", "D", "PRIMARY", 1073741824), (3, "db1_1", "D", "PRIMARY", 1073741824),
+        (2, "db1_log", "L", None, 3538944)]
+    assert listed("restoretimeclean2016/RestoreTimeClean.bak") == [
+        (1, "RestoreTimeClean", "D", "PRIMARY", 3407872), (2, "RestoreTimeClean_log", "L", None, 5963776)]
+    for h in corpus_headers(mssql_corpus).values():
+        for f in h.files:  # the type code agrees with the file's extension everywhere
+            assert f.file_type == ("L" if f.physical_name.lower().endswith((".ldf", "\\log")) else "D")
+            assert f.filegroup_id == (0 if f.file_type == "L" else 1)
+
+
+def test_what_the_offline_header_does_not_carry_is_unknown(mssql_corpus):
+    # No corpus file is copy-only, damaged or bulk-logged, and their bits are not located: None, never False.
+    for h in corpus_headers(mssql_corpus).values():
+        assert (h.is_copy_only, h.is_damaged, h.has_bulk_logged_data) == (None, None, None)

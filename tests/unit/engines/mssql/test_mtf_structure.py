@@ -230,11 +230,15 @@ def test_a_head_without_a_configuration_block_lists_what_it_holds(backup: Backup
 
 
 def test_chunks_of_only_a_header_are_read_wherever_they_are(backup: Backup, clean: BackupHeader) -> None:
-    # The filegroup chunk (not read) gives up 8 bytes to a header-only chunk after it: once where it
-    # is, in the middle of the stream, and once moved to the very end of the stream.
+    # The filegroup chunk gives up 8 of its zero bytes (its name moved 8 bytes down, its pointer with it)
+    # to a header-only chunk after it: once where it is, in the middle of the stream, and once moved to
+    # the very end of the stream.
     scin, sfgi, files_end = backup.chunk(0, b"SCIN"), backup.chunk(0, b"SFGI"), backup.chunk(0, b"SFIN", 1) + 1256
     groups = bytearray(backup.data[sfgi:sfgi + 62])
+    assert groups[0x28:0x30] == bytes(8) and groups[0x30:] == "PRIMARY".encode("utf-16le")
+    groups[0x28:0x36] = groups[0x30:0x3E]
     struct.pack_into("<I", groups, 4, 54)
+    struct.pack_into("<H", groups, 0x12, 0x28)
     shrunk = bytes(groups[:54]) + b"XEMP" + struct.pack("<I", 8)
     middle = Backup(bytes(backup.data))
     middle.data[sfgi:sfgi + 62] = shrunk
