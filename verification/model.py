@@ -161,6 +161,11 @@ class Problem:
     found_lsn: str | None = None
 
 
+# The chain rule an engine records when the point asked for cannot be restored exactly and the
+# plan stops at the newest point before it (SQL Server's SIMPLE recovery: the end of a backup).
+POINT_ROUNDED_RULE = "point-in-time-rounded"
+
+
 @dataclass(frozen=True)
 class RuleCheck:
     """One chain rule that was checked, with its outcome, kept for the evidence."""

@@ -85,6 +85,19 @@ class ReportModel(BaseModel):
 # ---- the chain -------------------------------------------------------------------------------------------
 
 
+class BackupFileEntry(ReportModel):
+    """A database file a backup restores, as RESTORE FILELISTONLY lists it."""
+
+    logical_name: str
+    type: str | None  # D data, L log
+    size_bytes: int  # allocated on the source: what the restore creates (and may zero)
+    file_id: int | None = None
+    filegroup: str | None = None
+
+
+_HEADER_FACTS = ("recovery_model", "copy_only", "damaged", "compatibility_level", "collation", "database_files")
+
+
 class BackupEntry(ReportModel):
     """One backup of the planned chain, as the report shows it (a projection of `model.BackupSet`)."""
 
@@ -106,6 +119,21 @@ class BackupEntry(ReportModel):
     first_lsn: str | None = None
     last_lsn: str | None = None
     family: str | None = None
+    # 1.6, from a SQL Server backup's whole header; left out where the engine has no such fact.
+    recovery_model: str | None = None
+    copy_only: bool | None = None
+    damaged: bool | None = None
+    compatibility_level: int | None = None
+    collation: str | None = None
+    database_files: list[BackupFileEntry] | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_unknown_header_facts(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        for name in _HEADER_FACTS:
+            if data.get(name) is None:
+                data.pop(name, None)
+        return data
 
     @_model_validator(mode="after")
     def _named(self) -> BackupEntry:

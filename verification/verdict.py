@@ -11,7 +11,15 @@ Anything missing is not a pass: there is no default verdict.
 from __future__ import annotations
 
 from verification.engines.base import RestoreOutcome
-from verification.model import ChainStatus, CheckKind, CheckResult, CheckStatus, RestorePlan, Verdict
+from verification.model import (
+    POINT_ROUNDED_RULE,
+    ChainStatus,
+    CheckKind,
+    CheckResult,
+    CheckStatus,
+    RestorePlan,
+    Verdict,
+)
 
 
 def decide(plan: RestorePlan, outcome: RestoreOutcome | None) -> tuple[Verdict, list[str]]:
@@ -65,7 +73,12 @@ def _decide(plan: RestorePlan, outcome: RestoreOutcome | None) -> tuple[Verdict,
         reasons.append(f"WAL complete: {chain.wal.segments} segments {chain.wal.first} to {chain.wal.last}")
     point = plan.stop_at.isoformat() if plan.stop_at else "latest"
     achieved = outcome.achieved.isoformat() if outcome.achieved else "no transaction time reported"
-    reasons.append(f"restored to {point} and online (last transaction: {achieved})")
+    rounded = next((r for r in chain.rules if r.rule == POINT_ROUNDED_RULE and r.passed), None)
+    if rounded is not None:  # never claim the point asked for when the plan could only come before it
+        reasons.append(f"restored to the newest point before {point} and online (last transaction: {achieved}): "
+                       f"{rounded.detail}")
+    else:
+        reasons.append(f"restored to {point} and online (last transaction: {achieved})")
     reasons += outcome.proofs + _passed(outcome)
     return Verdict.PASSED, reasons + notes
 

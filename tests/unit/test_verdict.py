@@ -289,3 +289,19 @@ def test_an_error_says_what_the_backup_files_showed_and_that_it_is_no_verdict_on
     assert decide(complete_plan(), outcome) == (Verdict.ERROR, [
         "not restored: no image",
         "page_verification (backup files, not a verdict on the data): 6,280 pages verified"])
+
+
+def test_a_point_rounded_down_is_never_claimed_as_the_point_asked_for():
+    from datetime import UTC, datetime
+
+    from verification.model import POINT_ROUNDED_RULE, RuleCheck
+
+    plan = complete_plan()
+    plan.stop_at = datetime(2018, 4, 6, 10, 38, tzinfo=UTC)
+    detail = "the target is rounded down by 2 min 28 s to the end of diff SimpleBackTest_1.bak"
+    plan.chain.rules.append(RuleCheck(POINT_ROUNDED_RULE, False, "not applicable"))
+    assert decide(plan, online_outcome(passed_check()))[1][2].startswith("restored to 2018-04-06T10:38:00+00:00 and")
+    plan.chain.rules.append(RuleCheck(POINT_ROUNDED_RULE, True, detail))
+    assert decide(plan, online_outcome(passed_check()))[1][2] == (
+        "restored to the newest point before 2018-04-06T10:38:00+00:00 and online (last transaction: "
+        f"2026-11-22T01:00:00+00:00): {detail}")

@@ -26,6 +26,7 @@ from verification.model import (
 from verification.report_model import (
     SCHEMA_VERSION,
     BackupEntry,
+    BackupFileEntry,
     ChainEntry,
     CheckEntry,
     DatabaseEntry,
@@ -50,7 +51,12 @@ def backup_entry(backup: BackupSet) -> BackupEntry:
         label=backup.label, path=backup.path, type=backup.type, start=backup.start, finish=backup.finish,
         size_bytes=backup.size_bytes, repo_size_bytes=backup.repo_size_bytes, references=list(backup.references),
         start_wal=backup.start_wal, stop_wal=backup.stop_wal, start_lsn=backup.start_lsn, stop_lsn=backup.stop_lsn,
-        first_lsn=backup.first_lsn, last_lsn=backup.last_lsn, family=backup.family)
+        first_lsn=backup.first_lsn, last_lsn=backup.last_lsn, family=backup.family,
+        recovery_model=backup.recovery_model, copy_only=backup.copy_only, damaged=backup.damaged,
+        compatibility_level=backup.compatibility_level, collation=backup.collation,
+        database_files=[BackupFileEntry(logical_name=f.logical_name, type=f.type, size_bytes=f.size_bytes,
+                                        file_id=f.file_id, filegroup=f.filegroup)
+                        for f in backup.database_files] or None)
 
 
 def phase_entry(phase: PhaseTiming) -> PhaseEntry:

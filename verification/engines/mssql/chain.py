@@ -43,6 +43,7 @@ from datetime import datetime
 from verification.engines.mssql.catalog import DatabaseCatalog, MediaSet
 from verification.engines.mssql.mtf import BackupHeader
 from verification.model import (
+    POINT_ROUNDED_RULE,
     BackupFile,
     BackupHistory,
     BackupSet,
@@ -176,7 +177,7 @@ def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
         if at is not None:
             late = (at - last.finish).total_seconds()
             rules.append(RuleCheck(
-                "point-in-time-rounded", True,
+                POINT_ROUNDED_RULE, True,
                 f"the target {at.isoformat()} is the end of {what}" if late <= 0 else
                 f"SIMPLE recovery restores only to the end of a backup: the target {at.isoformat()} is rounded "
                 f"down by {duration(late)} to the end of {what} ({last.finish.isoformat()})"))
