@@ -61,7 +61,11 @@ one of its zero and stale pages (pages 4/5, 173-183 of difftest-full, the zeroed
 end of the full backups) is unallocated in its PFS page, so they stay counted, not reported.
 Where the backup does not carry the PFS page (the second stripe of a striped backup, whose page 1
 went to the first stripe), or no page of the extent is formatted, nothing can be said: counted.
-GAM/SGAM (extent-level) and IAM pages are not needed for this: PFS is page-level.
+GAM/SGAM (extent-level) and IAM pages are not needed for this: PFS is page-level. Not seen on
+the corpus but possible: a backup is fuzzy (pages are copied while the database runs, the log in
+the backup makes them consistent on restore), so a page allocated while the backup ran could be
+marked in a PFS page copied after the flush and still be unwritten when its own slot was copied;
+such a finding would be a false alarm the restore would settle. Nothing here tells the two apart.
 
 Speed: a file is read once, sequentially, through one open handle, READ_BYTES at a time into one
 reused buffer; the checksum, the torn-page bits, the header fields and the extent rules are
