@@ -151,8 +151,9 @@ def report(cache: str, size: int, pages: int, read: float, check: float, repeat:
     print(f"{cache}: verification:  best {check * 1000:.0f} ms of {repeat}, {size / check / 1e9:.2f} GB/s, "
           f"{pages / check:,.0f} pages/s (every page checked, zero findings)")
     ratio = read / check
-    print(f"{cache}: ratio verification / plain read: {ratio:.2f}x (target >= {TARGET}x, warm): "
-          f"{'met' if ratio >= TARGET else 'NOT met'}")
+    verdict = f"target >= {TARGET}x {'met' if ratio >= TARGET else 'NOT met'}" if cache == "warm" else \
+        f"the {TARGET}x target is for a warm cache; {'at or above' if ratio >= TARGET else 'below'} it here too"
+    print(f"{cache}: ratio verification / plain read: {ratio:.2f}x ({verdict})")
 
 
 def main() -> None:
