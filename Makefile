@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 # The venv is rebuilt only when the pinned requirements or the package metadata change.
 VENV_STAMP := $(VENV)/.stamp-$(shell cat requirements.txt pyproject.toml | sha256sum | cut -c1-16)
 
-.PHONY: setup system venv images demo test lint unit integration faults mutation bench clean reap
+.PHONY: setup system venv images demo test lint unit integration faults mutation bench bench-mssql-pages clean reap
 
 setup: system venv images
 
@@ -58,6 +58,10 @@ mutation: venv
 
 bench: setup
 	$(BIN)/python bench/e2e_postgres.py
+
+# Offline SQL Server page verification against a plain read (no Docker: a venv is enough).
+bench-mssql-pages: venv
+	$(BIN)/python bench/mssql_pages.py
 
 reap: venv
 	$(BIN)/restoreproof reap

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 from fnmatch import fnmatchcase
+from io import RawIOBase
 from typing import Protocol
 
 
@@ -53,3 +54,43 @@ class SourceFile:
         data = self.source.read_bytes(self.path, offset, length)
         self.bytes_read += len(data)
         return data
+
+    def sequential(self) -> SequentialReader:
+        """A reader for one long scan from start to end: one open handle where the source is local
+        files (the kernel reads ahead across reads, and no memory is allocated per read)."""
+        return SequentialReader(self)
+
+
+class SequentialReader:
+    """Reads of one file into a caller's buffer, in order; close() (or `with`) when done."""
+
+    def __init__(self, file: SourceFile) -> None:
+        self.file = file
+        opener = getattr(file.source, "open_binary", None)
+        self.handle: RawIOBase | None = opener(file.path) if opener is not None else None
+
+    def read_into(self, offset: int, buffer: memoryview) -> int:
+        """Fill `buffer` from `offset`; the number of bytes read (fewer only at the end of the file)."""
+        if self.handle is None:
+            data = self.file.read(offset, len(buffer))
+            buffer[:len(data)] = data
+            return len(data)
+        self.handle.seek(offset)
+        filled = 0
+        while filled < len(buffer):
+            got = self.handle.readinto(buffer[filled:])
+            if not got:
+                break
+            filled += got
+        self.file.bytes_read += filled
+        return filled
+
+    def close(self) -> None:
+        if self.handle is not None:
+            self.handle.close()
+
+    def __enter__(self) -> SequentialReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

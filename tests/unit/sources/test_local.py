@@ -20,7 +20,7 @@ def source(tmp_path: Path) -> LocalSource:
 
 @pytest.mark.parametrize("name", ["../secret.txt", "backup/../../secret.txt", "/etc/passwd", "backup/link-out"])
 def test_a_name_leading_out_of_the_source_is_refused_naming_it(source: LocalSource, name: str) -> None:
-    for read in (source.exists, source.is_dir, source.list_dir, source.read_bytes, source.size):
+    for read in (source.exists, source.is_dir, source.list_dir, source.read_bytes, source.size, source.open_binary):
         with pytest.raises(SourceError, match=rf"^path {name!r} leaves the source {source.root}$"):
             read(name)
 
@@ -36,6 +36,8 @@ def test_names_inside_the_source_are_read(source: LocalSource) -> None:
 def test_a_missing_file_and_a_missing_source_are_named(source: LocalSource, tmp_path: Path) -> None:
     with pytest.raises(SourceError, match=r"backup/gone does not exist$"):
         source.read_bytes("backup/gone")
+    with pytest.raises(SourceError, match=r"backup/gone does not exist$"):
+        source.open_binary("backup/gone")
     with pytest.raises(SourceError, match=rf"^source {tmp_path / 'nowhere'} does not exist$"):
         LocalSource(tmp_path / "nowhere")
     with pytest.raises(SourceError, match=r"secret.txt is not a folder$"):

@@ -4,12 +4,15 @@ and of copies damaged the ways a disk, a torn write or a buggy copy would damage
 from __future__ import annotations
 
 import csv
+import struct
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.conftest import MSSQL_CORPUS
-from verification.engines.mssql.mtf import MtfError, NeedsServerHeaderOnly
+from verification.engines.mssql import pages as pages_module
+from verification.engines.mssql.mtf import MtfError, NeedsServerHeaderOnly, read_backup_header
 from verification.engines.mssql.pages import (
     PAGE,
     SECTOR,
@@ -18,6 +21,7 @@ from verification.engines.mssql.pages import (
     decode_header,
     locate_data_streams,
     page_checksum,
+    page_checksums,
     scan_pages,
 )
 from verification.sources import LocalSource
@@ -81,7 +85,8 @@ CORPUS = {
 }
 # Natively compressed (MSSQLBAK, not MTF): their pages are out of reach offline, said so by an error.
 COMPRESSED = ("history/compressed/SharePoint_Config_a.bak", "history/compressed/SharePoint_Config_b.bak")
-FULL = "RestoreTimeClean/RestoreTimeClean.bak"  # 2008 R2, 168 pages from offset 0x1e00
+FULL = "RestoreTimeClean/RestoreTimeClean.bak"  # 2008 R2, 168 pages from offset 0x1e00; files 1 (288 pages), 2
+FULL_FILES = {1: 288, 2: 72}
 
 
 def manifest_files() -> list[str]:
@@ -92,8 +97,13 @@ def manifest_files() -> list[str]:
         return [row["file"] for row in csv.DictReader(handle, delimiter="\t")]
 
 
-def scan(root: Path, rel: str) -> PageScan:
-    return scan_pages(SourceFile(LocalSource(root), rel))
+def scan(root: Path, rel: str, files: dict[int, int] | None = None) -> PageScan:
+    return scan_pages(SourceFile(LocalSource(root), rel), files)
+
+
+def listed_files(root: Path, rel: str) -> dict[int, int]:
+    """The database's files as the backup lists them: file id -> size in pages."""
+    return {f.file_id: f.size_bytes // PAGE for f in read_backup_header(SourceFile(LocalSource(root), rel)).files}
 
 
 def test_every_full_and_differential_backup_is_in_the_table(mssql_corpus):
@@ -103,13 +113,36 @@ def test_every_full_and_differential_backup_is_in_the_table(mssql_corpus):
 
 @pytest.mark.parametrize("rel", sorted(CORPUS))
 def test_every_checksummed_page_of_the_corpus_verifies(mssql_corpus, rel):
-    result = scan(mssql_corpus, rel)
+    # Checked against the files the backup lists, and (the allocation rule) against its PFS pages.
+    result = scan(mssql_corpus, rel, listed_files(mssql_corpus, rel))
     pages, checksummed, without, zeroed, unformatted = CORPUS[rel]
     assert (result.pages, result.checksummed, result.without_checksum, result.zeroed, result.unformatted) == (
         pages, checksummed, without, zeroed, unformatted)
     assert result.findings == ()
     assert result.torn_page_protected == 0  # no formatted page of the corpus relies on torn-page bits
     assert sum(result.by_type.values()) == pages - zeroed - unformatted
+    assert result.bytes_checked == pages * PAGE
+    assert scan(mssql_corpus, rel) == result  # without the file list: the same, nothing to report either
+
+
+@pytest.mark.parametrize("rel", sorted(CORPUS))
+def test_the_bulk_checksum_is_the_reference_one_on_every_page(mssql_corpus, rel):
+    # Every page of the stream, stale and zero pages too: the numpy path computes what the plain one does.
+    data = (mssql_corpus / rel).read_bytes()
+    for stream in locate_data_streams(SourceFile(LocalSource(mssql_corpus), rel)):
+        block = data[stream.offset:stream.offset + stream.pages * PAGE]
+        words = np.frombuffer(block, dtype="<u4").reshape(stream.pages, 16, 128)
+        assert page_checksums(words).tolist() == [page_checksum(block[k * PAGE:(k + 1) * PAGE])
+                                                  for k in range(stream.pages)]
+
+
+@pytest.mark.parametrize("rel", [FULL, "sql2008-backups/db1/DIFF/SQL2008_db1_DIFF_20170518_041819.bak",
+                                 "DoubleDiffing/difftest-full.bak"])
+def test_small_reads_give_the_same_answer(mssql_corpus, monkeypatch, rel):
+    # The corpus files fit one read; here every read is 2 extents, so extents meet across reads.
+    whole = scan(mssql_corpus, rel, listed_files(mssql_corpus, rel))
+    monkeypatch.setattr(pages_module, "READ_PAGES", 16)
+    assert scan(mssql_corpus, rel, listed_files(mssql_corpus, rel)) == whole
 
 
 @pytest.mark.parametrize("rel", COMPRESSED)
@@ -137,17 +170,22 @@ def test_page_types_and_header_fields_of_a_full(mssql_corpus):
     assert page_checksum(data[0x1E00 + 56 * PAGE:0x1E00 + 57 * PAGE]) == 0x3D43F36C
 
 
-def damaged(mssql_copy, edit) -> PageScan:  # type: ignore[no-untyped-def]
-    root = mssql_copy(FULL)
-    path = root / FULL
+def damaged(mssql_copy, edit, rel: str = FULL, files: dict[int, int] | None = None) -> PageScan:  # type: ignore[no-untyped-def]
+    root = mssql_copy(rel)
+    path = root / rel
     data = bytearray(path.read_bytes())
     edit(data)
     path.write_bytes(bytes(data))
-    return scan(root, FULL)
+    return scan(root, rel, files)
 
 
 def page_at(index: int) -> int:
     return 0x1E00 + index * PAGE
+
+
+def restamp(data: bytearray, offset: int) -> None:
+    """Give the page at `offset` the checksum of what it holds now, as SQL Server would on writing it."""
+    struct.pack_into("<I", data, offset + 0x3C, page_checksum(bytes(data[offset:offset + PAGE])))
 
 
 def test_a_flipped_bit_in_a_page_body(mssql_copy):
@@ -254,5 +292,146 @@ class ShortReads:
 def test_a_short_answer_from_the_reader_is_an_error_not_a_page(mssql_corpus):
     with pytest.raises(MtfError) as caught:
         scan_pages(ShortReads(FULL, (mssql_corpus / FULL).read_bytes()))
+    # The stream's 168 pages (1.3 MiB) are less than one read (READ_BYTES): one read asks for them all.
     assert (caught.value.offset, caught.value.expected, caught.value.found) == (
-        0x1E00, f"{128 * PAGE} bytes", f"{128 * PAGE - 1} bytes")
+        0x1E00, f"{168 * PAGE} bytes", f"{168 * PAGE - 1} bytes")
+
+
+@pytest.mark.parametrize("read_pages", [None, 8])
+def test_a_whole_extent_written_over_another(mssql_copy, monkeypatch, read_pages):
+    if read_pages:  # one extent per read: the copy and the real extent meet in different reads
+        monkeypatch.setattr(pages_module, "READ_PAGES", read_pages)
+
+    def edit(data: bytearray) -> None:
+        data[page_at(48):page_at(56)] = data[page_at(56):page_at(64)]
+
+    result = damaged(mssql_copy, edit)
+    # The copy is a well-formed extent (1:56-1:63, each page in its slot): only meeting the real one
+    # later shows it, page by page. (That 1:48-1:55 are missing takes the allocation maps: not checked.)
+    assert result.findings == tuple(
+        PageFinding(FULL, page_at(56 + slot), f"1:{56 + slot}", 60, 1,
+                    f"page 1:{56 + slot} seen twice: first at offset {page_at(48 + slot):#x}")
+        for slot in range(8))
+    assert (result.pages, result.checksummed) == (168, 159)
+
+
+def test_a_page_whose_version_byte_and_page_id_are_both_damaged(mssql_copy):
+    def edit(data: bytearray) -> None:
+        data[page_at(56)] = 0x00  # m_headerVersion 1 -> 0
+        data[page_at(56) + 0x21] ^= 0x40  # m_pageId 56 -> 16440: no longer its slot's page
+
+    result = damaged(mssql_copy, edit, files=FULL_FILES)
+    # Alone, such a page looks like stale bytes never formatted; the PFS page (1:1, in the same
+    # backup) says page 1:56 is allocated, so it must be formatted: a finding, named by its slot.
+    assert result.findings == (
+        PageFinding(FULL, page_at(56), "1:56", 60, 1, "page 1:56 is allocated (PFS page 1:1) but is not "
+                    "formatted (header version 0, page id 1:16440)"),)
+    assert (result.unformatted, result.checksummed) == (1, 158)
+
+
+def test_an_allocated_page_all_zeros(mssql_copy):
+    def edit(data: bytearray) -> None:
+        data[page_at(56):page_at(57)] = bytes(PAGE)
+
+    result = damaged(mssql_copy, edit)
+    assert result.findings == (
+        PageFinding(FULL, page_at(56), "1:56", 0, 0, "page 1:56 is allocated (PFS page 1:1) but is all zeros"),)
+    assert result.zeroed == 6  # pages 4, 5, 165-167 are zero and unallocated: counted, not reported
+
+
+def test_a_stale_page_the_pfs_says_is_allocated(mssql_copy):
+    rel = "DoubleDiffing/difftest-full.bak"
+    [stream] = locate_data_streams(SourceFile(LocalSource(mssql_copy(rel)), rel))
+    pfs = stream.offset + 1 * PAGE
+
+    def edit(data: bytearray) -> None:
+        assert data[pfs + 0x64 + 175] == 0x00  # as SQL Server left it: page 1:175 not allocated
+        data[pfs + 0x64 + 175] = 0x40
+        restamp(data, pfs)
+
+    result = damaged(mssql_copy, edit, rel)
+    assert result.findings == (
+        PageFinding(rel, stream.offset + 175 * PAGE, "1:175", 0xCCCCCCCC, 33608, "page 1:175 is allocated "
+                    "(PFS page 1:1) but is not formatted (header version 255, page id 19488:608995660)"),)
+    assert result.unformatted == 10
+
+
+def test_a_page_past_the_end_of_its_file(mssql_corpus):
+    # The same backup checked against a file list that says file 1 has 100 pages.
+    result = scan(mssql_corpus, FULL, {1: 100, 2: 72})
+    formatted_past = list(range(100, 165))  # 165-167 are zero pages
+    assert [f.offset for f in result.findings] == [page_at(k) for k in formatted_past]
+    assert result.findings[0] == PageFinding(FULL, page_at(100), "1:100", 74, 2,
+                                             "page 1:100 lies past the end of file 1 (100 pages)")
+
+
+def test_a_page_naming_a_file_the_database_does_not_have(mssql_copy):
+    def edit(data: bytearray) -> None:
+        data[page_at(56) + 0x24] = 5  # m_pageId's file: 1 -> 5, checksum made to match
+        restamp(data, page_at(56))
+
+    result = damaged(mssql_copy, edit, files=FULL_FILES)
+    assert [f.reason for f in result.findings] == [
+        "page out of place: slot 0 of the extent of 1:56 holds page 5:56",
+        "file id 5 is not a file of the database (files 1, 2)"]
+    assert {f.page for f in result.findings} == {"5:56"}
+
+
+def torn_protected(page: bytes, pattern: int) -> bytearray:
+    """The page as SQL Server writes it under PAGE_VERIFY TORN_PAGE_DETECTION (see pages.py): flag
+    0x100 instead of 0x200; each sector after the first ends in the write's 2-bit pattern, the bits it
+    held kept in m_tornBits (sector s at bits 2s..2s+1), the pattern itself in bits 0-1."""
+    out = bytearray(page)
+    flags = struct.unpack_from("<H", out, 4)[0]
+    struct.pack_into("<H", out, 4, (flags & ~0x200) | 0x100)
+    torn = pattern
+    for sector in range(1, 16):
+        last = sector * SECTOR + SECTOR - 1
+        torn |= (out[last] & 3) << (2 * sector)
+        out[last] = (out[last] & ~3) | pattern
+    struct.pack_into("<I", out, 0x3C, torn)
+    return out
+
+
+def test_a_page_protected_by_torn_page_bits_verifies(mssql_copy):
+    def edit(data: bytearray) -> None:
+        data[page_at(56):page_at(57)] = torn_protected(data[page_at(56):page_at(57)], 0b01)
+
+    result = damaged(mssql_copy, edit, files=FULL_FILES)
+    assert result.findings == ()
+    assert (result.checksummed, result.without_checksum, result.torn_page_protected) == (158, 5, 1)
+
+
+@pytest.mark.parametrize("sector", [1, 9, 15])
+def test_a_torn_write_on_a_torn_page_protected_page(mssql_copy, sector):
+    def edit(data: bytearray) -> None:
+        original = bytes(data[page_at(56):page_at(57)])
+        before, after = torn_protected(original, 0b10), torn_protected(original, 0b01)
+        # The new write (pattern 01) reached every sector but one, which still holds the write before (10).
+        after[sector * SECTOR:(sector + 1) * SECTOR] = before[sector * SECTOR:(sector + 1) * SECTOR]
+        data[page_at(56):page_at(57)] = after
+
+    result = damaged(mssql_copy, edit, files=FULL_FILES)
+    assert result.findings == (PageFinding(FULL, page_at(56), "1:56", 60, 1,
+                                           f"torn page: sector {sector} does not end in the write's pattern 01"),)
+    assert result.torn_page_protected == 1
+
+
+def test_the_bulk_checks_take_torn_page_protected_pages(mssql_corpus):
+    # Not only the page-by-page path: a whole extent of torn-page protected pages passes in bulk.
+    data = bytearray((mssql_corpus / FULL).read_bytes()[page_at(0):page_at(168)])
+    for k in range(56, 64):
+        data[k * PAGE:(k + 1) * PAGE] = torn_protected(data[k * PAGE:(k + 1) * PAGE], 0b10)
+    block = pages_module._prepare(bytes(data), 168, None)
+    assert block.plain[7] and block.plain_torn == 8
+    data[60 * PAGE + 3 * SECTOR - 1] ^= 0b11  # sector 2 of page 1:60 no longer ends in the pattern
+    assert not pages_module._prepare(bytes(data), 168, None).plain[7]
+
+
+def test_a_torn_page_protected_page_with_a_flipped_bit_in_its_body_passes(mssql_copy):
+    # What torn-page bits cannot see (why CHECKSUM replaced them): a bit flipped inside a sector.
+    def edit(data: bytearray) -> None:
+        data[page_at(56):page_at(57)] = torn_protected(data[page_at(56):page_at(57)], 0b01)
+        data[page_at(56) + 4000] ^= 0x10
+
+    assert damaged(mssql_copy, edit).findings == ()
