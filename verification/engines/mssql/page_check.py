@@ -11,15 +11,15 @@ read offline, is listed as such (RESTORE ... WITH CHECKSUM and CHECKDB verify it
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from verification.engines.base import Evidence
 from verification.engines.mssql.boot import CHECKDB, BootPage, read_boot_page
 from verification.engines.mssql.mtf import MtfError, NeedsServerHeaderOnly
-from verification.engines.mssql.pages import PAGE_TYPES, PageFinding, PageScan, scan_pages
+from verification.engines.mssql.pages import PAGE, PAGE_TYPES, PageFinding, PageScan, scan_pages
 from verification.errors import SourceError
-from verification.model import BackupType, CheckKind, CheckName, CheckResult, CheckStatus, RestorePlan
+from verification.model import BackupSet, BackupType, CheckKind, CheckName, CheckResult, CheckStatus, RestorePlan
 from verification.sources.base import Source, SourceFile
 
 EVIDENCE = "page-verification.txt"
@@ -58,13 +58,21 @@ def data_files(plan: RestorePlan) -> list[str]:
     return [b.path for b in plan.chain.backups if b.type is not BackupType.LOG and b.path]
 
 
-def read_pages(source: Source, paths: Iterable[str]) -> PageVerification:
+def page_owners(backup: BackupSet) -> dict[int, int] | None:
+    """The data files a backup's pages may belong to (file id -> size in pages), from its own file
+    list; the log file holds no data page. None where the backup listed none (nothing to hold to)."""
+    owners = {f.file_id: f.size_bytes // PAGE for f in backup.database_files if f.file_id is not None and f.type != "L"}
+    return owners or None
+
+
+def read_pages(source: Source, paths: Iterable[str],
+               owners: Mapping[str, Mapping[int, int] | None] | None = None) -> PageVerification:
     found = PageVerification()
     started = time.perf_counter()
     for path in paths:
         reader = SourceFile(source, path)
         try:
-            found.scans.append(scan_pages(reader))
+            found.scans.append(scan_pages(reader, (owners or {}).get(path)))
         except NeedsServerHeaderOnly:
             found.compressed.append(path)
         except MtfError as exc:
@@ -182,5 +190,6 @@ def render(found: PageVerification) -> str:
 
 
 def verify_pages(plan: RestorePlan, source: Source, evidence: Evidence) -> CheckResult:
-    found = read_pages(source, data_files(plan))
+    owners = {b.path: page_owners(b) for b in plan.chain.backups if b.path}
+    found = read_pages(source, data_files(plan), owners)
     return judge(found, evidence.write(EVIDENCE, render(found)))

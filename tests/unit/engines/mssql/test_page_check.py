@@ -190,3 +190,34 @@ def test_the_real_boot_pages_say_the_sources_last_clean_checkdb(mssql_corpus, tm
     assert f"; last clean CHECKDB on the source: {said}" in check.summary
     assert check.details["source_last_clean_checkdb"].startswith(said)
     assert f"last clean CHECKDB on the source: {said}" in (tmp_path / "e" / EVIDENCE).read_text()
+
+
+def test_a_pages_owner_is_one_of_the_backups_own_data_files_never_its_log(clean_plan):
+    from verification.engines.mssql.page_check import page_owners
+    from verification.model import BackupFile
+
+    full = clean_plan.chain.backups[0]
+    assert page_owners(full) == {1: 2359296 // 8192}  # RestoreTimeClean.mdf; the log (file 2) holds no data page
+    unknown_type = replace(full, database_files=(BackupFile("x", None, 16 * 8192, file_id=3),))
+    assert page_owners(unknown_type) == {3: 16}
+    assert page_owners(replace(full, database_files=())) is None
+
+
+def test_a_page_claiming_the_log_file_is_found_through_the_chains_own_file_list(mssql_copy, tmp_path):
+    from tests.faults.test_mssql_faults import _pages
+    from verification.engines.mssql.pages import page_checksum
+
+    root = mssql_copy(RTC)
+    victim = root / RTC / "RestoreTimeClean.bak"
+    offset, header = _pages(victim)[0]
+    data = bytearray(victim.read_bytes())
+    data[offset + 0x24:offset + 0x26] = (2).to_bytes(2, "little")  # file 2: the log
+    page = bytes(data[offset:offset + 8192])
+    data[offset + 0x3C:offset + 0x40] = page_checksum(page).to_bytes(4, "little")  # a page SQL Server might have written
+    victim.write_bytes(bytes(data))
+    (db,) = scan(LocalSource(root / RTC)).databases
+    check = verify_pages(plan(db, RTC, None), LocalSource(root / RTC), Evidence(tmp_path / "e"))
+    assert check.status is CheckStatus.FAILED
+    # Out of its extent, and (what only the backup's file list can say) not a page of any data file.
+    assert f"RestoreTimeClean.bak: offset {offset:#x}, page 2:{header.page_id} (object {header.object_id}, index " \
+           f"{header.index_id}): file id 2 is not a file of the database (files 1)" in check.findings
