@@ -94,6 +94,8 @@ def _lsn_text(lsn: int | None) -> str | None:
 def duration(seconds: float) -> str:
     """'2 h 13 min', '45 s', '3 d 4 h': how far a point was rounded, as a reader says it."""
     total = round(seconds)
+    if 0 < seconds < 1:  # a rounding never reads as none at all
+        return "under 1 s"
     if total < 60:
         return f"{total} s"
     days, rest = divmod(total, 86400)
@@ -108,10 +110,12 @@ def duration(seconds: float) -> str:
 
 
 def on_base(diff: BackupHeader, full: BackupHeader) -> bool:
-    """Whether the differential was taken on this full: by GUID where both carry one, else by LSN."""
+    """Whether the differential was taken on this full: by LSN (DatabaseBackupLSN = the full's
+    CheckpointLSN) and, where both carry one, by GUID too: a header whose two disagree is not trusted."""
+    same_lsn = diff.database_backup_lsn == full.checkpoint_lsn
     if diff.differential_base_guid and full.backup_set_guid:
-        return diff.differential_base_guid == full.backup_set_guid
-    return diff.database_backup_lsn == full.checkpoint_lsn
+        return same_lsn and diff.differential_base_guid == full.backup_set_guid
+    return same_lsn
 
 
 def _base_named(diff: BackupHeader, full: BackupHeader) -> str:
@@ -168,20 +172,55 @@ def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
                                    f"not applied, being on another recovery fork than the chain's ({fork}): "
                                    f"{_listed(skipped)}"))
 
+    def follow_newest_fork(candidates: list[MediaSet], fork: str | None, base: int) -> list[MediaSet]:
+        """For "latest": where the newest log is on a fork that branched off the chain's fork after the
+        data restored, the old fork's logs past the branch point are an abandoned branch, not the chain."""
+        newest = max(candidates, key=lambda m: (m.finish, m.header.last_lsn), default=None)
+        if at is not None or newest is None or fork is None:
+            return candidates
+        header = newest.header
+        branch, point = header.recovery_fork_guid, header.fork_point_lsn
+        if branch in (None, fork) or header.parent_fork_guid != fork or point is None or point < base:
+            return candidates
+        abandoned = [m for m in candidates if m.header.recovery_fork_guid == fork and m.header.first_lsn >= point]
+        if abandoned:
+            rules.append(RuleCheck("recovery-fork", True,
+                                   f"the newest log backup {_listed(newest.files)} is on recovery fork {branch}, "
+                                   f"which branched off fork {fork} at LSN {point}: the logs of fork {fork} after "
+                                   f"that point are an abandoned branch, not applied: {_listed(_files(*abandoned))}"))
+        return [m for m in candidates if m not in abandoned]
+
     def simple(last: MediaSet) -> RestorePlan:
         """SIMPLE recovery: the data backups are the chain; a point between them is rounded down."""
         what = f"{last.header.backup_type} {_listed(last.files)}"
         rules.append(RuleCheck("recovery-model", True,
                                f"{what} was taken under the SIMPLE recovery model: there is no log chain, and "
                                "no log backup is needed or applied"))
+        lost_differentials(last.header.last_lsn)
         if at is not None:
             late = (at - last.finish).total_seconds()
-            rules.append(RuleCheck(
-                POINT_ROUNDED_RULE, True,
-                f"the target {at.isoformat()} is the end of {what}" if late <= 0 else
-                f"SIMPLE recovery restores only to the end of a backup: the target {at.isoformat()} is rounded "
-                f"down by {duration(late)} to the end of {what} ({last.finish.isoformat()})"))
+            if late > 0:
+                rules.append(RuleCheck(
+                    POINT_ROUNDED_RULE, True,
+                    f"SIMPLE recovery restores only to the end of a backup: the target {at.isoformat()} is rounded "
+                    f"down by {duration(late)} to the end of {what} ({last.finish.isoformat()})"))
+            else:
+                rules.append(RuleCheck("terminal-log", True, f"the target {at.isoformat()} is the end of {what}: "
+                                                             "restored without a log or STOPAT"))
         return done()
+
+    def lost_differentials(reached: int) -> None:
+        """A differential that cannot be restored (a family missing) secured a point: unless what is
+        restored reaches beyond it, that point is lost, and that must not pass unsaid."""
+        for media in db.of_type("diff"):
+            if (not media.complete and (at is None or media.finish <= at) and media.header.last_lsn > reached
+                    and on_base(media.header, full.header)):
+                defects.append(Problem(
+                    code="newer-diff-incomplete",
+                    message=f"the differential {_listed(media.files)} (LastLSN {media.header.last_lsn}) cannot be "
+                            f"restored: family {_listed(media.missing_families)} of {media.family_count} is missing "
+                            f"(media set {media.media_set_guid}); what is restored ends at LSN {reached}",
+                    files=tuple(media.files), expected_lsn=str(media.header.last_lsn), found_lsn=str(reached)))
 
     for media in db.sets:
         if media.copies:
@@ -299,7 +338,8 @@ def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
         rules.append(RuleCheck("empty-logs-skipped", True,
                                f"{len(empty)} empty log backup(s) skipped (FirstLSN = LastLSN): "
                                + _listed(_files(*empty))))
-    candidates = [m for m in logs if m.header.first_lsn != m.header.last_lsn and m.header.last_lsn > base_lsn]
+    nonempty = [m for m in logs if m.header.first_lsn != m.header.last_lsn]
+    candidates = [m for m in nonempty if m.header.last_lsn > base_lsn]
     reached = base_lsn
     previous: MediaSet = chosen[-1]
     terminal: MediaSet | None = None
@@ -309,6 +349,7 @@ def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
     data_reaches = at is not None and previous.finish >= at
     fork = previous.header.recovery_fork_guid
     other_fork: list[str] = []
+    candidates = follow_newest_fork(candidates, fork, base_lsn)
     copy_only_skipped: list[str] = []
     for media in [] if data_reaches else candidates:
         header = media.header
@@ -366,17 +407,17 @@ def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
                                f"{_listed(copy_only_skipped)}"))
     if superseded:
         rules.append(RuleCheck("superseded-logs-skipped", True, "; ".join(superseded)))
-    # A differential that cannot be restored (a family missing) secured a point: unless what is
-    # restored reaches beyond it, that point is lost, and that must not pass unsaid.
-    for media in db.of_type("diff"):
-        if (not media.complete and (at is None or media.finish <= at) and media.header.last_lsn > reached
-                and media.header.database_backup_lsn == full.header.checkpoint_lsn):
-            defects.append(Problem(
-                code="newer-diff-incomplete",
-                message=f"the differential {_listed(media.files)} (LastLSN {media.header.last_lsn}) cannot be "
-                        f"restored: family {_listed(media.missing_families)} of {media.family_count} is missing "
-                        f"(media set {media.media_set_guid}); what is restored ends at LSN {reached}",
-                files=tuple(media.files), expected_lsn=str(media.header.last_lsn), found_lsn=str(reached)))
+    lost_differentials(reached)
+    last_log = max(nonempty, key=lambda m: (m.finish, m.header.last_lsn), default=None)
+    last_fork = last_log.header.recovery_fork_guid if last_log is not None else None
+    if at is None and last_log is not None and last_log not in chosen and last_fork not in (None, fork):
+        # "latest" is the newest log's point: a chain that ends on another branch never reaches it.
+        defects.append(Problem(
+            code="newest-log-on-another-fork",
+            message=f"the newest log backup {_listed(last_log.files)} (finished {last_log.finish.isoformat()}, "
+                    f"recovery fork {last_fork}) is not on the branch restored (fork {fork}, ending at LSN "
+                    f"{reached}): the latest point is not what is restored",
+            files=tuple(last_log.files), found_lsn=str(reached)))
     log_count = sum(1 for media in chosen if media.header.backup_type == "log")
     rules.append(RuleCheck("log-continuity", True,
                            f"{log_count} log backup(s) continue the chain from LSN {base_lsn} to {reached}"))

@@ -341,8 +341,8 @@ def test_a_full_recovery_database_without_its_logs_is_still_broken(mssql_copy):
 
 
 def test_duration_is_said_as_a_reader_says_it():
-    assert [duration(s) for s in (0, 45, 148, 7980, 8068, 90061)] == [
-        "0 s", "45 s", "2 min 28 s", "2 h 13 min", "2 h 14 min", "1 d 1 h"]
+    assert [duration(s) for s in (0, 0.2, 0.5, 45, 148, 7980, 8068, 90061)] == [
+        "0 s", "under 1 s", "under 1 s", "45 s", "2 min 28 s", "2 h 13 min", "2 h 14 min", "1 d 1 h"]
 
 
 def test_differential_base_is_checked_by_guid(mssql_corpus):
@@ -477,3 +477,109 @@ def read_fork(root: Path) -> str:
     fork = read_backup_header(SourceFile(LocalSource(root), "sql2008-backups/StopAt/StopAt.bak")).recovery_fork_guid
     assert fork is not None
     return fork
+
+
+# ---- from the review: a newer differential lost under SIMPLE, "latest" on a newer fork, the base ----------
+
+
+def test_simple_recovery_keeps_a_newer_differential_missing_a_stripe_as_a_defect(mssql_corpus):
+    (db,) = scan(LocalSource(mssql_corpus / "sql2008-backups/SimpleRecovery")).databases
+    newest = max((m for m in db.sets if m.header.backup_type == "diff"), key=lambda m: m.header.last_lsn)
+    newest.family_count = 2  # its second stripe is missing
+    result = plan(db, "SimpleBackTest", None)
+    assert result.chain.status is ChainStatus.COMPLETE  # the older differential still restores: proven, not passed
+    assert files(result) == ["SimpleBacktest.bak", "SimpleBackTest_1.bak"]
+    (defect,) = result.chain.defects
+    assert defect.code == "newer-diff-incomplete" and defect.files == ("SimpleBackTest_2.bak",)
+
+
+def test_a_target_at_the_very_end_of_a_simple_backup_is_not_rounded(mssql_corpus):
+    from verification.model import POINT_ROUNDED_RULE
+
+    (db,) = scan(LocalSource(mssql_corpus / "sql2008-backups/SimpleRecovery")).databases
+    diff = max((m for m in db.sets if m.header.backup_type == "diff"), key=lambda m: m.header.last_lsn)
+    result = plan(db, "SimpleBackTest", diff.finish)
+    assert POINT_ROUNDED_RULE not in rules(result)
+    assert rules(result)["terminal-log"] == [True]
+
+
+def _new_fork(db, names: tuple[str, ...], point: int, first: int | None = None) -> str:  # type: ignore[no-untyped-def]
+    """Put the logs named on a new recovery fork that branched off the chain's at LSN `point`."""
+    old = db.sets[0].header.recovery_fork_guid
+    new = "03020100-0504-0706-0809-0a0b0c0d0e0f"
+    for media in db.sets:
+        for n, header in media.families.items():
+            if header.path.endswith(names):
+                media.families[n] = dataclasses.replace(header, recovery_fork_guid=new, parent_fork_guid=old,
+                                                        fork_point_lsn=point,
+                                                        first_lsn=first if first is not None else header.first_lsn)
+    return old
+
+
+def test_latest_follows_the_newest_fork_and_leaves_the_abandoned_branch(mssql_corpus):
+    # Restored to the end of StopAt_2 and went on as a new fork (StopAt_23); StopAt_21 is the branch left.
+    (db,) = scan(LocalSource(mssql_corpus / "sql2008-backups/StopAt")).databases
+    end_of_2 = 19000000019300001
+    old = _new_fork(db, ("StopAt_23.trn",), end_of_2, first=end_of_2)
+    result = plan(db, "StopAt", None)
+    assert result.chain.status is ChainStatus.COMPLETE and not result.chain.defects
+    assert files(result) == ["StopAt.bak", "StopAt_1.trn", "StopAt_2.trn", "StopAt_23.trn"]
+    abandoned = [r.detail for r in result.chain.rules if r.rule == "recovery-fork" and "abandoned" in r.detail]
+    assert abandoned == [f"the newest log backup StopAt_23.trn is on recovery fork "
+                         f"03020100-0504-0706-0809-0a0b0c0d0e0f, which branched off fork {old} at LSN {end_of_2}: "
+                         f"the logs of fork {old} after that point are an abandoned branch, not applied: "
+                         "StopAt_21.trn"]
+
+
+def test_a_newest_log_on_a_fork_the_chain_cannot_reach_fails_latest(mssql_corpus):
+    # The new fork branched off before what the full already restored: SQL Server cannot follow it.
+    (db,) = scan(LocalSource(mssql_corpus / "sql2008-backups/StopAt")).databases
+    full_end = max(m.header.last_lsn for m in db.sets if m.header.backup_type == "full")
+    _new_fork(db, ("StopAt_21.trn", "StopAt_23.trn"), full_end - 1)
+    result = plan(db, "StopAt", None)
+    assert files(result) == ["StopAt.bak", "StopAt_1.trn", "StopAt_2.trn"]
+    (defect,) = result.chain.defects
+    assert defect.code == "newest-log-on-another-fork"
+    assert defect.message.startswith("the newest log backup StopAt_23.trn (finished ")
+    assert "03020100-0504-0706-0809-0a0b0c0d0e0f) is not on the branch restored" in defect.message
+
+
+def test_a_fork_point_the_chain_has_passed_is_not_followed(mssql_corpus):
+    # Branched off at the end of StopAt_1, but StopAt_2 (same fork as the chain) already went past it.
+    (db,) = scan(LocalSource(mssql_corpus / "sql2008-backups/StopAt")).databases
+    log_1 = next(m for m in db.sets if m.files[0].endswith("StopAt_1.trn"))
+    _new_fork(db, ("StopAt_21.trn", "StopAt_23.trn"), log_1.header.last_lsn)
+    at = next(m for m in db.sets if m.files[0].endswith("StopAt_23.trn")).finish
+    result = plan(db, "StopAt", at)  # a point in time: the newest-fork rule for "latest" does not apply
+    assert "StopAt_21.trn" not in files(result) and "StopAt_23.trn" not in files(result)
+
+
+def test_a_differential_whose_guid_matches_but_lsn_does_not_is_not_on_that_base(mssql_corpus):
+    from verification.engines.mssql.chain import on_base
+
+    (db,) = scan(LocalSource(mssql_corpus / "RestoreTimeClean")).databases
+    full = next(m for m in db.sets if m.header.backup_type == "full").header
+    diff = next(m for m in db.sets if m.header.backup_type == "diff").header
+    assert on_base(diff, full)
+    assert not on_base(dataclasses.replace(diff, database_backup_lsn=diff.database_backup_lsn + 1), full)
+    assert not on_base(dataclasses.replace(diff, differential_base_guid="0" * 32), full)
+    # Without GUIDs (a header that carries none), the LSN alone decides, both ways.
+    bare_full, bare_diff = (dataclasses.replace(full, backup_set_guid=None),
+                            dataclasses.replace(diff, differential_base_guid=None))
+    assert on_base(bare_diff, bare_full)
+    assert not on_base(dataclasses.replace(bare_diff, database_backup_lsn=1), bare_full)
+
+
+def test_a_fork_that_branched_off_another_fork_is_not_followed(mssql_corpus):
+    (db,) = scan(LocalSource(mssql_corpus / "sql2008-backups/StopAt")).databases
+    end_of_2 = 19000000019300001
+    _new_fork(db, ("StopAt_21.trn", "StopAt_23.trn"), end_of_2)
+    for media in db.sets:  # the same fork point, but the parent is not the chain's fork
+        for n, header in media.families.items():
+            if header.parent_fork_guid is not None:
+                media.families[n] = dataclasses.replace(header, parent_fork_guid="ffffffff-0000-0000-0000-000000000000")
+    at = next(m for m in db.sets if m.files[0].endswith("StopAt_23.trn")).finish
+    assert files(plan(db, "StopAt", at)) == ["StopAt.bak", "StopAt_1.trn", "StopAt_2.trn"]
+    latest = plan(db, "StopAt", None)
+    assert files(latest) == ["StopAt.bak", "StopAt_1.trn", "StopAt_2.trn"]
+    assert [d.code for d in latest.chain.defects] == ["newest-log-on-another-fork"]
