@@ -260,7 +260,7 @@ DUE, TARGET_ASKED = "due", "target_asked"
 # The target kind that restores nothing on purpose: chain proof and the checks of the backup files only
 # (a fast pre-check of a whole folder); every database is then "failed" or "error: not restored".
 OFFLINE = "offline"
-OFFLINE_REASON = "offline verification asked for (--target offline): the backup files were checked without a server"
+OFFLINE_REASON = "offline verification asked for (--target offline)"
 RUN_FACTS = frozenset({DUE, TARGET_ASKED, UNREADABLE, DISCOVERY})
 
 

@@ -105,9 +105,13 @@ def source_checkdb(boot: BootPage | None) -> str:
         return f"not read (the boot page in {boot.path} fails its checksum)"
     if CHECKDB in boot.unread:
         return f"not read (where a version {boot.version} boot page keeps it is not confirmed)"
+    # The field's place is inferred from the corpus (no published layout gives it), and a page written
+    # without a checksum is read unverified: both are said with the value.
+    unverified = "; that page carries no checksum, so unverified" if boot.checksum == "absent" else ""
     if boot.last_known_good is None:
-        return f"never (the boot page in {boot.path} records none)"
-    return f"{boot.last_known_good:%Y-%m-%d %H:%M:%S} (the source server's clock; boot page in {boot.path})"
+        return f"never (the boot page in {boot.path} records none{unverified})"
+    return (f"{boot.last_known_good:%Y-%m-%d %H:%M:%S} (the source server's clock; boot page in {boot.path}, "
+            f"field place inferred from the corpus{unverified})")
 
 
 def boot_details(boot: BootPage | None) -> dict[str, object] | None:

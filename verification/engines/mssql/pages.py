@@ -224,6 +224,13 @@ def page_checksums(words: U32) -> U32:
     return checksums
 
 
+def _flag_cleared(page: bytes, header: PageHeader) -> bool:
+    """Whether the page's stored field is its checksum once m_flagBits has the checksum flag back."""
+    flagged = bytearray(page)
+    struct.pack_into("<H", flagged, 4, header.flag_bits | FLAG_CHECKSUM)
+    return page_checksum(bytes(flagged)) == header.stored_checksum
+
+
 def torn_bits_hold(page: bytes) -> bool:
     """Whether every sector after the first ends in the write's 2-bit pattern (see the module docstring)."""
     pattern = struct.unpack_from("<I", page, CHECKSUM_AT)[0] & 3
@@ -625,6 +632,14 @@ class _Scan:
                 return False
             return True
         self.without += 1
+        if header.stored_checksum and _flag_cleared(page, header):
+            # The field holds the checksum of this very page with the flag set (a chance match is one
+            # in 2**32): it was written with one, and a damaged m_flagBits hides it. Said, never counted
+            # as a page without protection.
+            self.finding(offset, header, f"checksum flag cleared: m_flagBits {header.flag_bits:#06x} lacks 0x200, "
+                         "yet the stored field is the checksum of the page with it set", header.stored_checksum,
+                         computed)
+            return False
         if header.has_torn_bits:
             self.torn += 1
             torn = torn_sectors(page)

@@ -168,8 +168,12 @@ def _boot(**fields: object) -> BootPage:
 
 def test_the_sources_last_clean_checkdb_is_said_for_every_case_of_its_boot_page():
     assert source_checkdb(_boot(last_known_good=datetime(2017, 3, 4, 21, 43, 5, 33000))) == (
-        "2017-03-04 21:43:05 (the source server's clock; boot page in d.bak)")
+        "2017-03-04 21:43:05 (the source server's clock; boot page in d.bak, field place inferred from the corpus)")
     assert source_checkdb(_boot()) == "never (the boot page in d.bak records none)"
+    assert source_checkdb(_boot(checksum="absent")) == (
+        "never (the boot page in d.bak records none; that page carries no checksum, so unverified)")
+    assert source_checkdb(_boot(checksum="absent", last_known_good=datetime(2017, 3, 4))).endswith(
+        "inferred from the corpus; that page carries no checksum, so unverified)")
     assert source_checkdb(_boot(version=852, unread=(CHECKDB,))) == (
         "not read (where a version 852 boot page keeps it is not confirmed)")
     assert source_checkdb(_boot(checksum="mismatch", unread=FIELDS)) == (

@@ -435,3 +435,27 @@ def test_a_torn_page_protected_page_with_a_flipped_bit_in_its_body_passes(mssql_
         data[page_at(56) + 4000] ^= 0x10
 
     assert damaged(mssql_copy, edit).findings == ()
+
+
+def test_one_bit_clearing_the_checksum_flag_is_found_not_counted_as_unprotected(mssql_copy):
+    # m_flagBits 0x200 is bit 1 of byte 5: one flipped bit would turn page 1:56 into "without checksum".
+    def edit(data: bytearray) -> None:
+        data[page_at(56) + 5] ^= 0x02
+
+    result = damaged(mssql_copy, edit)
+    (finding,) = result.findings
+    # The flag is in sector 0 (rotated by 15): clearing 0x200 moves the checksum by 0x200 << 15.
+    assert (finding.offset, finding.page, finding.stored_checksum, finding.computed_checksum) == (
+        page_at(56), "1:56", 0x3D43F36C, 0x3D43F36C ^ 0x01000000)
+    assert finding.reason.startswith("checksum flag cleared: m_flagBits 0x")
+    assert "lacks 0x200, yet the stored field is the checksum of the page with it set" in finding.reason
+
+
+def test_a_page_without_a_checksum_whose_field_does_not_match_is_no_finding(mssql_copy):
+    # The flag cleared and the field changed too: a page written without checksum, as far as can be told.
+    def edit(data: bytearray) -> None:
+        data[page_at(56) + 5] ^= 0x02
+        data[page_at(56) + 0x3C] ^= 0x01
+
+    result = damaged(mssql_copy, edit)
+    assert result.findings == () and (result.checksummed, result.without_checksum) == (158, 5)

@@ -568,3 +568,16 @@ def test_verify_detail_debug_and_trace_lines_and_blank_lines_change_nothing():
     gapped = "\n".join([*lines[:3], "", *lines[3:14], "", *lines[14:]]) + "\n"
     assert parse_pgbackrest_verify(gapped, 0, "demo1").details == parse_pgbackrest_verify(baseline(), 0,
                                                                                           "demo1").details
+
+
+def test_verify_is_a_check_of_the_backup_files_whatever_it_found():
+    # It reads the repository, not the restored cluster: it may fail a database, never stand in for
+    # pg_amcheck or pg_checksums in a "passed" (verdict.decide counts only checks of the restored data).
+    from verification.model import CheckKind
+
+    found = {name: verify(name) for name in ("baseline", "backup-byte-flipped", "manifest-copy-only")}
+    assert {name: (check.status, check.kind) for name, check in found.items()} == {
+        "baseline": (CheckStatus.PASSED, CheckKind.BACKUP_FILES),
+        "backup-byte-flipped": (CheckStatus.FAILED, CheckKind.BACKUP_FILES),
+        "manifest-copy-only": (CheckStatus.PASSED, CheckKind.BACKUP_FILES)}
+    assert parse_pgbackrest_verify("", 1, "demo1").kind is CheckKind.BACKUP_FILES  # an error too
