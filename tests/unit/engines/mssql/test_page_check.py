@@ -225,3 +225,90 @@ def test_a_page_claiming_the_log_file_is_found_through_the_chains_own_file_list(
     # Out of its extent, and (what only the backup's file list can say) not a page of any data file.
     assert f"RestoreTimeClean.bak: offset {offset:#x}, page 2:{header.page_id} (object {header.object_id}, index " \
            f"{header.index_id}): file id 2 is not a file of the database (files 1)" in check.findings
+
+
+# ---- every word of what is judged and kept: the details, the evidence, the boot page's facts ---------------
+
+
+EVERYTHING = PageVerification([scan_of("a.bak", (MISMATCH,))], damaged=["d.bak: x"], unreadable=["u.bak: y"],
+                              compressed=["c.bak", "e.bak"], seconds=0.12345, bytes=99)
+
+
+def test_the_details_name_every_count_and_every_file_not_read():
+    assert judge(EVERYTHING).details == {
+        "files": 1, "pages": 16, "checksums_verified": 12, "without_checksum": 2, "torn_page_protected": 1,
+        "zeroed": 2, "unformatted": 0, "by_type": {"data": 10, "GAM": 1, "type 250": 1}, "seconds": 0.123,
+        "bytes_read": 99,
+        "per_file": {"a.bak": {"pages": 16, "checksums_verified": 12, "without_checksum": 2, "findings": 1}},
+        "natively_compressed": ["c.bak", "e.bak"], "unreadable": ["u.bak: y"], "damaged": ["d.bak: x"],
+        "boot_page": None, "source_last_clean_checkdb": "not found (no data backup of the chain carries the boot page)"}
+    clean = judge(PageVerification([scan_of()], compressed=["c.bak", "e.bak"]))
+    assert clean.summary.endswith("2 natively compressed file(s) have no pages to read offline (the restore "
+                                  "verifies them): c.bak, e.bak; last clean CHECKDB on the source: not found (no data "
+                                  "backup of the chain carries the boot page)")
+
+
+def test_the_evidence_file_says_everything_word_for_word():
+    assert render(EVERYTHING) == (
+        "# Offline page verification (restoreproof, engines/mssql/pages.py)\n\n"
+        "a.bak: 16 pages, 12 checksums verified, 2 without checksum (1 torn-page protected), 2 zeroed, 0 never "
+        "formatted, 1 finding(s); by type: data 10, GAM 1, type 250 1\n"
+        "natively compressed (no pages offline): c.bak\nnatively compressed (no pages offline): e.bak\n"
+        "damaged structure: d.bak: x\nnot read: u.bak: y\n\n1 finding(s):\n"
+        "a.bak: offset 0x4000, page 1:9 (object 99, index 0): checksum mismatch (stored 0x12345678, computed "
+        "0x9abcdef0)\n\nlast clean CHECKDB on the source: not found (no data backup of the chain carries the boot "
+        "page)\nread 99 bytes in 0.123 s\n")
+    assert "by type: none" in render(PageVerification([replace(scan_of(), by_type={})]))
+
+
+def test_findings_past_the_shown_ones_point_to_the_evidence_even_unnamed():
+    many = tuple(replace(MISMATCH, offset=0x2000 * n, page=f"1:{n}") for n in range(SHOWN + 2))
+    assert judge(PageVerification([scan_of(findings=many)])).findings[-1] == "(+2 more in the evidence)"
+
+
+def test_the_boot_pages_facts_are_kept_as_read(mssql_corpus):
+    from verification.engines.mssql.boot import read_boot_page
+    from verification.engines.mssql.page_check import boot_details
+    from verification.sources.base import SourceFile
+
+    path = "FULL/SQL2008_db3_FULL_20170518_041739.bak"
+    boot = read_boot_page(SourceFile(LocalSource(mssql_corpus / "sql2008-backups/db3"), path))
+    assert boot_details(boot) == {
+        "path": path, "offset": 81408, "checksum": "valid", "version": 661, "create_version": 661, "name": "db3",
+        "compatibility_level": 100, "created": "2016-12-13T00:55:42.700000",
+        "last_known_good_checkdb": "2017-03-04T21:43:05.033000", "unread": []}
+    assert boot_details(None) is None
+    never = replace(boot, created=None, last_known_good=None, unread=(CHECKDB,))
+    assert boot_details(never) == {**boot_details(boot), "created": None,  # type: ignore[dict-item]
+                                   "last_known_good_checkdb": None, "unread": [CHECKDB]}
+
+
+def test_a_newest_file_that_will_not_read_leaves_the_boot_page_to_the_older_one(mssql_copy, tmp_path):
+    from verification.engines.mssql.page_check import _newest_boot_page
+
+    root = mssql_copy(f"{RTC}/RestoreTimeClean.bak", f"{RTC}/RestoreTimeClean2.bak")
+    found = _newest_boot_page(LocalSource(root / RTC), ["RestoreTimeClean.bak", "gone.bak"])
+    assert found is not None and found.path == "RestoreTimeClean.bak"
+    both = _newest_boot_page(LocalSource(root / RTC), ["RestoreTimeClean.bak", "RestoreTimeClean2.bak"])
+    assert both is not None and both.path == "RestoreTimeClean2.bak"
+
+
+def test_a_file_size_is_counted_in_whole_pages_and_the_time_taken_is_a_duration(clean_plan, mssql_corpus):
+    from verification.engines.mssql.page_check import page_owners
+    from verification.model import BackupFile
+
+    odd = replace(clean_plan.chain.backups[0], database_files=(BackupFile("x", "D", 16 * 8192 + 100, file_id=1),))
+    assert page_owners(odd) == {1: 16} and isinstance(page_owners(odd)[1], int)  # type: ignore[index]
+    found = read_pages(LocalSource(mssql_corpus / RTC), ["RestoreTimeClean.bak"])
+    assert 0 < found.seconds < 60
+
+
+def test_exactly_the_shown_number_of_findings_needs_no_pointer_and_the_boot_page_is_in_the_details(mssql_corpus,
+                                                                                                  tmp_path):
+    exact = tuple(replace(MISMATCH, offset=0x2000 * n, page=f"1:{n}") for n in range(SHOWN))
+    said = judge(PageVerification([scan_of(findings=exact)])).findings
+    assert len(said) == SHOWN and not said[-1].startswith("(+")
+    source = LocalSource(mssql_corpus / "sql2008-backups/db3")
+    (db,) = scan(source).databases
+    check = verify_pages(plan(db, "db3", None), source, Evidence(tmp_path / "e"))
+    assert check.details["boot_page"]["name"] == "db3" and check.details["boot_page"]["version"] == 661
