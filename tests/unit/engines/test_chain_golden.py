@@ -28,6 +28,7 @@ from verification.model import RestorePlan
 from verification.sources import LocalSource
 
 GOLDEN = TESTS / "fixtures" / "golden"
+RTC = "RestoreTimeClean"
 MB16 = 16 * 1024 * 1024
 
 
@@ -182,6 +183,71 @@ def test_sql_server_chains_word_for_word(name: str, mssql_copy: Callable[..., Pa
     catalog = scan(LocalSource(root))
     found = [summary(mssql_plan(db, catalog.display_name(db), at)) for db in catalog.databases]
     check(f"mssql-{name}", found)
+
+
+# The header facts no corpus file carries (copy-only, damaged) or that take a restore to make (a recovery
+# fork) set on the catalog read from the real files, as a header saying so would.
+
+NEW_FORK = "03020100-0504-0706-0809-0a0b0c0d0e0f"
+END_OF_STOPAT_2 = 19000000019300001
+
+
+def _set(db: Any, names: tuple[str, ...], **facts: Any) -> None:
+    import dataclasses
+
+    for media in db.sets:
+        for number, header in media.families.items():
+            if header.path.endswith(names):
+                media.families[number] = dataclasses.replace(header, **facts)
+
+
+def _fork(names: tuple[str, ...], point: int, first: int | None = None, parent: str | None = None) -> Callable[..., None]:
+    def edit(db: Any) -> None:
+        old = parent or db.sets[0].header.recovery_fork_guid
+        extra = {"first_lsn": first} if first is not None else {}
+        _set(db, names, recovery_fork_guid=NEW_FORK, parent_fork_guid=old, fork_point_lsn=point, **extra)
+    return edit
+
+
+def _all_not_damaged(db: Any) -> None:
+    _set(db, ("",), is_damaged=False)
+
+
+def _newest_diff_striped(db: Any) -> None:
+    newest = max((m for m in db.sets if m.header.backup_type == "diff"), key=lambda m: m.header.last_lsn)
+    newest.family_count = 2
+
+
+SIMPLE = "sql2008-backups/SimpleRecovery"
+STOPAT = "sql2008-backups/StopAt"
+MSSQL_HEADER_SCENARIOS: dict[str, tuple[str, datetime | None, Callable[..., None]]] = {
+    "damaged-full": (RTC, None, lambda db: _set(db, ("RestoreTimeClean.bak",), is_damaged=True)),
+    "damaged-log-and-diff": (RTC, None, lambda db: _set(db, ("RestoreTimeClean2.bak", "RestoreTimeClean2_2.trn"),
+                                                       is_damaged=True)),
+    "not-damaged": (RTC, None, _all_not_damaged),
+    "copy-only-newest-full": ("OlaMsFilter/complex", None,
+                              lambda db: _set(db, ("test_FULL_20160629_142200.bak",), is_copy_only=True)),
+    "copy-only-log-needed": (RTC, None, lambda db: _set(db, ("RestoreTimeClean2_2.trn",), is_copy_only=True)),
+    "fork-followed": (STOPAT, None, _fork(("StopAt_21.trn", "StopAt_23.trn"), END_OF_STOPAT_2)),
+    "fork-abandoned-branch": (STOPAT, None, _fork(("StopAt_23.trn",), END_OF_STOPAT_2, first=END_OF_STOPAT_2)),
+    "fork-unreachable": (STOPAT, None, _fork(("StopAt_21.trn", "StopAt_23.trn"), 19000000010000001)),
+    "fork-other-parent": (STOPAT, None, _fork(("StopAt_21.trn", "StopAt_23.trn"), END_OF_STOPAT_2,
+                                              parent="ffffffff-0000-0000-0000-000000000000")),
+    "simple-rounded": (SIMPLE, datetime(2018, 4, 6, 10, 38, tzinfo=UTC), lambda db: None),
+    "simple-at-a-backups-end": (SIMPLE, datetime(2018, 4, 6, 10, 35, 32, tzinfo=UTC), lambda db: None),
+    "simple-newer-diff-striped": (SIMPLE, None, _newest_diff_striped),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MSSQL_HEADER_SCENARIOS))
+def test_sql_server_chains_by_header_facts_word_for_word(name: str, mssql_corpus: Path) -> None:
+    folder, at, edit = MSSQL_HEADER_SCENARIOS[name]
+    catalog = scan(LocalSource(mssql_corpus / folder))
+    found = []
+    for db in catalog.databases:
+        edit(db)
+        found.append(summary(mssql_plan(db, catalog.display_name(db), at)))
+    check(f"mssql-header-{name}", found)
 
 
 # -- PostgreSQL ------------------------------------------------------------------------------------

@@ -583,3 +583,40 @@ def test_a_fork_that_branched_off_another_fork_is_not_followed(mssql_corpus):
     latest = plan(db, "StopAt", None)
     assert files(latest) == ["StopAt.bak", "StopAt_1.trn", "StopAt_2.trn"]
     assert [d.code for d in latest.chain.defects] == ["newest-log-on-another-fork"]
+
+
+def test_every_header_fact_reaches_the_backup_set_as_read(mssql_corpus):
+    from verification.engines.mssql.chain import backup_sets
+    from verification.model import BackupFile
+
+    (db,) = scan(LocalSource(mssql_corpus / "restoretimeclean2016")).databases
+    media = next(m for m in db.sets if m.header.backup_type == "diff")
+    (backup,) = backup_sets(media)
+    assert (backup.recovery_model, backup.copy_only, backup.backup_set_guid, backup.differential_base_lsn,
+            backup.differential_base_guid, backup.recovery_fork_guid, backup.fork_point_lsn, backup.parent_fork_guid,
+            backup.begins_log_chain, backup.bulk_logged, backup.damaged, backup.compatibility_level,
+            backup.collation) == (
+        "FULL", None, "a62c00af-c30b-41e9-b2cd-ed06e068ede7", "39000000048800071",
+        "c6c44151-8a2c-4c6c-9bf5-2e02090c8ebc", "6d3a541d-31c4-4207-975e-917419133822", "25000000015300001",
+        "e4b9b1b7-255c-4866-af1f-eb4a29e8c2c9", False, None, None, 100, "SQL_Latin1_General_CP1_CI_AS")
+    data = "C:\\Program Files\\Microsoft SQL Server\\MSSQL13.SQL2016\\MSSQL\\DATA\\RestoreTimeClean"
+    assert backup.database_files == (
+        BackupFile("RestoreTimeClean", "D", 3407872, 1, "PRIMARY", f"{data}.mdf"),
+        BackupFile("RestoreTimeClean_log", "L", 5963776, 2, None, f"{data}_log.LDF"))
+    # The flags no corpus file sets arrive as the header says them, never dropped.
+    family = next(iter(media.families))
+    media.families[family] = dataclasses.replace(media.families[family], is_copy_only=True, is_damaged=False,
+                                                 has_bulk_logged_data=True, differential_base_lsn=None,
+                                                 fork_point_lsn=None)
+    (flagged,) = backup_sets(media)
+    assert (flagged.copy_only, flagged.damaged, flagged.bulk_logged, flagged.differential_base_lsn,
+            flagged.fork_point_lsn) == (True, False, True, None, None)
+    # A log that starts where the database's log chain began.
+    log = next(m for m in scan(LocalSource(mssql_corpus / "RestoreTimeClean")).databases[0].sets
+               if m.files == ["RestoreTimeClean_1.trn"])
+    assert backup_sets(log)[0].begins_log_chain is log.header.begins_log_chain is True
+
+
+def test_duration_edges():
+    assert [duration(s) for s in (1, 59, 60, 86399, 86400, 3600, 3661)] == [
+        "1 s", "59 s", "1 min", "23 h 59 min", "1 d", "1 h", "1 h 1 min"]
