@@ -218,6 +218,40 @@ def _newest_diff_striped(db: Any) -> None:
     newest.family_count = 2
 
 
+def _copy_only_beside(name: str) -> Callable[..., None]:
+    """A copy-only log backup of the same range beside the regular one (another media set)."""
+    def edit(db: Any) -> None:
+        import dataclasses
+
+        media = next(m for m in db.sets if m.files[0].endswith(name))
+        twin = dataclasses.replace(media, media_set_guid="c0c0c0c0-0000-0000-0000-000000000000", families={
+            n: dataclasses.replace(h, path=h.path.replace(".trn", "_copyonly.trn"), is_copy_only=True,
+                                   media_set_guid="c0c0c0c0-0000-0000-0000-000000000000")
+            for n, h in media.families.items()}, copies=[])
+        db.sets.insert(db.sets.index(media), twin)
+    return edit
+
+
+def _diffs_on_the_older_full(db: Any) -> None:
+    """The newest full is copy-only, so the differentials after it are on the older full."""
+    older, newest = sorted((m for m in db.sets if m.header.backup_type == "full"), key=lambda m: m.header.last_lsn)
+    _set(db, (newest.files[0],), is_copy_only=True)
+    for media in db.sets:
+        if media.header.backup_type == "diff" and media.header.last_lsn > newest.header.last_lsn:
+            _set(db, (media.files[0],), database_backup_lsn=older.header.checkpoint_lsn,
+                 differential_base_guid=older.header.backup_set_guid)
+
+
+def _wrong_base_without_guids(db: Any) -> None:
+    db.sets[:] = [m for m in db.sets if not m.files[0].endswith("test_FULL_20160629_142200.bak")]
+    _set(db, ("",), backup_set_guid=None, differential_base_guid=None)
+
+
+def _followed_then_another_fork(db: Any) -> None:
+    _fork(("StopAt_21.trn",), END_OF_STOPAT_2)(db)
+    _set(db, ("StopAt_23.trn",), recovery_fork_guid="0d0d0d0d-0000-0000-0000-000000000000")
+
+
 SIMPLE = "sql2008-backups/SimpleRecovery"
 STOPAT = "sql2008-backups/StopAt"
 MSSQL_HEADER_SCENARIOS: dict[str, tuple[str, datetime | None, Callable[..., None]]] = {
@@ -236,6 +270,16 @@ MSSQL_HEADER_SCENARIOS: dict[str, tuple[str, datetime | None, Callable[..., None
     "simple-rounded": (SIMPLE, datetime(2018, 4, 6, 10, 38, tzinfo=UTC), lambda db: None),
     "simple-at-a-backups-end": (SIMPLE, datetime(2018, 4, 6, 10, 35, 32, tzinfo=UTC), lambda db: None),
     "simple-newer-diff-striped": (SIMPLE, None, _newest_diff_striped),
+    "simple-one-second-after": (SIMPLE, datetime(2018, 4, 6, 10, 35, 33, tzinfo=UTC), lambda db: None),
+    "copy-only-log-beside-a-regular-one": (RTC, None, _copy_only_beside("RestoreTimeClean2_2.trn")),
+    "copy-only-full-diffs-on-the-older-full": ("OlaMsFilter/complex", None, _diffs_on_the_older_full),
+    "wrong-base-without-guids": ("OlaMsFilter/complex", None, _wrong_base_without_guids),
+    "fork-followed-then-another": (STOPAT, None, _followed_then_another_fork),
+    "fork-abandoned-branch-other-parent": (STOPAT, None, _fork(("StopAt_23.trn",), END_OF_STOPAT_2,
+                                                               first=END_OF_STOPAT_2,
+                                                               parent="ffffffff-0000-0000-0000-000000000000")),
+    "fork-at-the-full": (STOPAT, None, _fork(("StopAt_23.trn",), 19000000016100001, first=19000000016100001)),
+    "fork-gap": (STOPAT, None, lambda db: _set(db, ("StopAt_2.trn",), recovery_fork_guid=NEW_FORK)),
 }
 
 

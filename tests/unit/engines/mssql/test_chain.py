@@ -620,3 +620,16 @@ def test_every_header_fact_reaches_the_backup_set_as_read(mssql_corpus):
 def test_duration_edges():
     assert [duration(s) for s in (1, 59, 60, 86399, 86400, 3600, 3661)] == [
         "1 s", "59 s", "1 min", "23 h 59 min", "1 d", "1 h", "1 h 1 min"]
+
+
+def test_a_guid_on_one_side_only_leaves_the_lsn_to_decide(mssql_corpus):
+    from verification.engines.mssql.chain import _base_named, on_base
+
+    (db,) = scan(LocalSource(mssql_corpus / "RestoreTimeClean")).databases
+    full = next(m for m in db.sets if m.header.backup_type == "full").header
+    diff = next(m for m in db.sets if m.header.backup_type == "diff").header
+    without_full_guid = dataclasses.replace(full, backup_set_guid=None)
+    wrong_guid = dataclasses.replace(diff, differential_base_guid="0" * 32)
+    assert on_base(wrong_guid, without_full_guid)  # nothing to compare the GUID with: the LSN agrees
+    assert _base_named(wrong_guid, without_full_guid) == ("DatabaseBackupLSN 25000000006200170 equals the full's "
+                                                          "CheckpointLSN")
