@@ -232,10 +232,12 @@ def _copy_only_beside(name: str) -> Callable[..., None]:
     return edit
 
 
-def _diffs_on_the_older_full(db: Any) -> None:
-    """The newest full is copy-only, so the differentials after it are on the older full."""
+def _diffs_on_the_older_full(db: Any, copy_only: bool = True) -> None:
+    """The newest full is copy-only, so the differentials after it are on the older full (or, not
+    copy-only, a header that says they are: said, not used)."""
     older, newest = sorted((m for m in db.sets if m.header.backup_type == "full"), key=lambda m: m.header.last_lsn)
-    _set(db, (newest.files[0],), is_copy_only=True)
+    _set(db, (newest.files[0],), is_copy_only=copy_only)
+    _set(db, (older.files[0],), is_copy_only=False)
     for media in db.sets:
         if media.header.backup_type == "diff" and media.header.last_lsn > newest.header.last_lsn:
             _set(db, (media.files[0],), database_backup_lsn=older.header.checkpoint_lsn,
@@ -274,6 +276,7 @@ MSSQL_HEADER_SCENARIOS: dict[str, tuple[str, datetime | None, Callable[..., None
     "copy-only-log-beside-a-regular-one": (RTC, None, _copy_only_beside("RestoreTimeClean2_2.trn")),
     "copy-only-full-diffs-on-the-older-full": ("OlaMsFilter/complex", None, _diffs_on_the_older_full),
     "wrong-base-without-guids": ("OlaMsFilter/complex", None, _wrong_base_without_guids),
+    "diffs-on-the-older-full": ("OlaMsFilter/complex", None, lambda db: _diffs_on_the_older_full(db, False)),
     "fork-followed-then-another": (STOPAT, None, _followed_then_another_fork),
     "fork-abandoned-branch-other-parent": (STOPAT, None, _fork(("StopAt_23.trn",), END_OF_STOPAT_2,
                                                                first=END_OF_STOPAT_2,

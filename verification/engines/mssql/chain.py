@@ -167,7 +167,8 @@ def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
                            history=backup_history(db))
 
     def forks_said(skipped: list[str], fork: str | None) -> None:
-        if skipped and not any(r.rule == "recovery-fork" and r.detail.startswith("not applied") for r in rules):
+        # Called once per plan: where the chain breaks (and returns), or after the last log.
+        if skipped:
             rules.append(RuleCheck("recovery-fork", True,
                                    f"not applied, being on another recovery fork than the chain's ({fork}): "
                                    f"{_listed(skipped)}"))
