@@ -389,7 +389,7 @@ def recovery_model(status: int) -> str:
 
 def collation_name(raw: bytes) -> str | None:
     """A name for the 5 collation bytes (MS-TDS COLLATION: LCID in 20 bits, then ignore case, accent,
-    width and kana, binary, binary2, UTF-8, a reserved bit, a 4-bit version; then the SQL sort id),
+    kana and width, binary, binary2, UTF-8, a reserved bit, a 4-bit version; then the SQL sort id),
     only where the corpus confirms it; None otherwise (the raw bytes are kept beside it)."""
     info, sort_id = struct.unpack_from("<I", raw, 0)[0], raw[4]
     if sort_id:
@@ -397,7 +397,8 @@ def collation_name(raw: bytes) -> str | None:
     base = WINDOWS_COLLATIONS.get(info & 0xFFFFF)
     if base is None or info >> 24:  # binary, UTF-8 or versioned (_100_, _140_) collations: not in the corpus
         return None
-    ignore_case, ignore_accent, ignore_width, ignore_kana = ((info >> bit) & 1 for bit in (20, 21, 22, 23))
+    # ColFlags in MS-TDS order: fIgnoreCase, fIgnoreAccent, fIgnoreKana, fIgnoreWidth (bits 20 to 23).
+    ignore_case, ignore_accent, ignore_kana, ignore_width = ((info >> bit) & 1 for bit in (20, 21, 22, 23))
     return (base + ("_CI" if ignore_case else "_CS") + ("_AI" if ignore_accent else "_AS")
             + ("" if ignore_kana else "_KS") + ("" if ignore_width else "_WS"))
 

@@ -306,3 +306,28 @@ def test_what_the_offline_header_does_not_carry_is_unknown(mssql_corpus):
     # No corpus file is copy-only, damaged or bulk-logged, and their bits are not located: None, never False.
     for h in corpus_headers(mssql_corpus).values():
         assert (h.is_copy_only, h.is_damaged, h.has_bulk_logged_data) == (None, None, None)
+
+
+def test_collation_names_follow_ms_tds_flag_order():
+    from verification.engines.mssql.mtf import collation_name
+
+    def raw(flags: int, sort_id: int = 0, lcid: int = 0x409, high: int = 0) -> bytes:
+        return (lcid | flags << 20 | high << 24).to_bytes(4, "little") + bytes([sort_id])
+
+    # Bits 20..23: ignore case, accent, kana, width (MS-TDS 2.2.5.1.2); set = insensitive.
+    assert collation_name(raw(0b1111)) == "Latin1_General_CI_AI"
+    assert collation_name(raw(0b1101)) == "Latin1_General_CI_AS"  # the corpus's own: kana and width ignored
+    assert collation_name(raw(0b0000)) == "Latin1_General_CS_AS_KS_WS"
+    assert collation_name(raw(0b1011)) == "Latin1_General_CI_AI_KS"  # kana sensitive, width not
+    assert collation_name(raw(0b0111)) == "Latin1_General_CI_AI_WS"  # width sensitive, kana not
+    assert collation_name(raw(0b1101, sort_id=52)) == "SQL_Latin1_General_CP1_CI_AS"
+    assert collation_name(raw(0b1101, sort_id=53)) is None  # a sort order the corpus does not confirm
+    assert collation_name(raw(0b1101, lcid=0x411)) is None  # a locale the corpus does not confirm
+    assert collation_name(raw(0b1101, high=0x01)) is None  # binary
+    assert collation_name(raw(0b1101, high=0x10)) is None  # a versioned collation (_100_)
+
+
+def test_the_recovery_model_from_the_status_word():
+    from verification.engines.mssql.mtf import recovery_model
+
+    assert [recovery_model(s) for s in (0, 4, 8, 12, 0x10000)] == ["FULL", "BULK_LOGGED", "SIMPLE", "SIMPLE", "FULL"]
