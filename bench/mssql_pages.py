@@ -33,13 +33,17 @@ import argparse
 import os
 import shutil
 import struct
+import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
+from verification.engines.mssql import pages as pages_module
 from verification.engines.mssql.mtf import STREAM_HEADER, stream_checksum
 from verification.engines.mssql.pages import (
     CHECKSUM_AT,
@@ -126,6 +130,31 @@ def verify(path: Path, files: dict[int, int]) -> tuple[float, int]:
     return elapsed, result.pages
 
 
+def one_thread(path: Path, files: dict[int, int], repeat: int, read: float, when: str) -> None:
+    """The verification with its reading threads turned off (pages.WORKERS = 1), for comparison."""
+    workers = pages_module.WORKERS
+    pages_module.WORKERS = 1
+    try:
+        check = min(verify(path, files)[0] for _ in range(repeat))
+    finally:
+        pages_module.WORKERS = workers
+    print(f"  the same on one thread ({when}): {path.stat().st_size / check / 1e9:.2f} GB/s, "
+          f"{read / check:.2f}x the plain read")
+
+
+@contextmanager
+def busy_cores(count: int) -> Iterator[None]:
+    """`count` processes spinning on the CPU: the scan measured on a machine with no idle core."""
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    try:
+        time.sleep(0.5)
+        yield
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
+
+
 def cold_run(path: Path, run: Callable[[], float]) -> float:
     evict(path)
     return run()
@@ -181,6 +210,13 @@ def main() -> None:
         print("plain read at other buffer sizes: " + ", ".join(
             f"{block >> 20} MiB {size / seconds / 1e9:.2f} GB/s" for block, seconds in others.items()))
         print(f"ratio against the fastest plain read: {min([read, *others.values()]) / check:.2f}x")
+        one_thread(path, files, args.repeat, read, "idle cores")
+        with busy_cores(os.cpu_count() or 1):
+            read = min(plain_read(path, READ_BYTES) for _ in range(3))
+            check = min(verify(path, files)[0] for _ in range(3))
+            print(f"every core busy with another process: plain read {size / read / 1e9:.2f} GB/s, "
+                  f"verification {size / check / 1e9:.2f} GB/s ({read / check:.2f}x)")
+            one_thread(path, files, 3, read, "every core busy")
         cold = max(1, args.repeat // 2)
         read, check = best_of(cold, lambda: cold_run(path, lambda: plain_read(path, READ_BYTES)),
                               lambda: cold_run(path, lambda: verify(path, files)[0]))

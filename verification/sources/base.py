@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from datetime import datetime
 from fnmatch import fnmatchcase
 from io import RawIOBase
+from threading import Lock
 from typing import Protocol
 
 
@@ -62,12 +64,21 @@ class SourceFile:
 
 
 class SequentialReader:
-    """Reads of one file into a caller's buffer, in order; close() (or `with`) when done."""
+    """Reads of one file into a caller's buffer; close() (or `with`) when done.
+
+    Reads are positional (pread) on one handle, so several threads may read through it at once
+    (`concurrent`): the page scan reads block k+1 while block k is checked."""
 
     def __init__(self, file: SourceFile) -> None:
         self.file = file
         opener = getattr(file.source, "open_binary", None)
         self.handle: RawIOBase | None = opener(file.path) if opener is not None else None
+        self._counting = Lock()
+
+    @property
+    def concurrent(self) -> bool:
+        """Whether read_into may be called from several threads at once (a local file's pread)."""
+        return self.handle is not None
 
     def read_into(self, offset: int, buffer: memoryview) -> int:
         """Fill `buffer` from `offset`; the number of bytes read (fewer only at the end of the file)."""
@@ -75,14 +86,15 @@ class SequentialReader:
             data = self.file.read(offset, len(buffer))
             buffer[:len(data)] = data
             return len(data)
-        self.handle.seek(offset)
+        descriptor = self.handle.fileno()
         filled = 0
         while filled < len(buffer):
-            got = self.handle.readinto(buffer[filled:])
+            got = os.preadv(descriptor, [buffer[filled:]], offset + filled)
             if not got:
                 break
             filled += got
-        self.file.bytes_read += filled
+        with self._counting:  # += is not atomic across threads
+            self.file.bytes_read += filled
         return filled
 
     def close(self) -> None:

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import csv
 import struct
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +29,8 @@ from verification.engines.mssql.pages import (
 )
 from verification.sources import LocalSource
 from verification.sources.base import SourceFile
+
+real_overlapped = pages_module._scan_overlapped
 
 # file: pages in its data stream, pages with a checksum (all verified), pages without one
 # (formatted, flag 0x200 clear), all-zero pages, pages of stale never-formatted bytes.
@@ -138,11 +143,18 @@ def test_the_bulk_checksum_is_the_reference_one_on_every_page(mssql_corpus, rel)
 
 @pytest.mark.parametrize("rel", [FULL, "sql2008-backups/db1/DIFF/SQL2008_db1_DIFF_20170518_041819.bak",
                                  "DoubleDiffing/difftest-full.bak"])
-def test_small_reads_give_the_same_answer(mssql_corpus, monkeypatch, rel):
-    # The corpus files fit one read; here every read is 2 extents, so extents meet across reads.
+@pytest.mark.parametrize("workers", [1, 2])
+def test_small_reads_give_the_same_answer(mssql_corpus, monkeypatch, rel, workers):
+    # The corpus files fit one read; here every read is 2 extents, so extents meet across reads,
+    # checked inline (1 worker) and by threads reading ahead (2), whose blocks are merged in order.
     whole = scan(mssql_corpus, rel, listed_files(mssql_corpus, rel))
     monkeypatch.setattr(pages_module, "READ_PAGES", 16)
+    monkeypatch.setattr(pages_module, "WORKERS", workers)
+    overlapped = []
+    monkeypatch.setattr(pages_module, "_scan_overlapped", lambda *args: (
+        overlapped.append(True), real_overlapped(*args))[1])
     assert scan(mssql_corpus, rel, listed_files(mssql_corpus, rel)) == whole
+    assert overlapped == ([True] if workers > 1 else [])
 
 
 @pytest.mark.parametrize("rel", COMPRESSED)
@@ -297,8 +309,48 @@ def test_a_short_answer_from_the_reader_is_an_error_not_a_page(mssql_corpus):
         0x1E00, f"{168 * PAGE} bytes", f"{168 * PAGE - 1} bytes")
 
 
-@pytest.mark.parametrize("read_pages", [None, 8])
-def test_a_whole_extent_written_over_another(mssql_copy, monkeypatch, read_pages):
+class CutWhileRead:
+    """A local file whose reads, from the third on, come back short: a backup cut while it is scanned."""
+
+    def __init__(self, root: Path, rel: str) -> None:
+        self.file = SourceFile(LocalSource(root), rel)
+        self.name = rel
+        self.reads = 0
+
+    def size(self) -> int:
+        return self.file.size()
+
+    def read(self, offset: int, length: int) -> bytes:
+        return self.file.read(offset, length)
+
+    @contextmanager
+    def sequential(self) -> Iterator[CutWhileRead]:
+        self.threads = {thread.name for thread in threading.enumerate()}
+        yield self
+
+    concurrent = True
+
+    def read_into(self, offset: int, buffer: memoryview) -> int:
+        self.reads += 1
+        data = self.file.read(offset, len(buffer) - (1 if self.reads >= 3 else 0))
+        buffer[:len(data)] = data
+        return len(data)
+
+
+def test_a_file_cut_while_threads_read_it_is_an_error_and_leaves_no_thread(mssql_corpus, monkeypatch):
+    monkeypatch.setattr(pages_module, "READ_PAGES", 16)
+    reader = CutWhileRead(mssql_corpus, FULL)
+    with pytest.raises(MtfError) as caught:
+        scan_pages(reader)
+    # Reads 1 and 2 are pages 0-31; the third, pages 32-47, is one byte short.
+    assert (caught.value.offset, caught.value.expected, caught.value.found) == (
+        page_at(32), f"{16 * PAGE} bytes", f"{16 * PAGE - 1} bytes")
+    assert not [thread.name for thread in threading.enumerate() if thread.name.startswith("restoreproof-pages")]
+
+
+@pytest.mark.parametrize(("read_pages", "workers"), [(None, 2), (8, 1), (8, 2)])
+def test_a_whole_extent_written_over_another(mssql_copy, monkeypatch, read_pages, workers):
+    monkeypatch.setattr(pages_module, "WORKERS", workers)
     if read_pages:  # one extent per read: the copy and the real extent meet in different reads
         monkeypatch.setattr(pages_module, "READ_PAGES", read_pages)
 
