@@ -333,3 +333,36 @@ def test_a_zeroed_stretch_of_the_data_streams_framing_is_the_files_damage_not_a_
     # The MTF reader names the file and where its structure stopped making sense; no page is blamed.
     assert said.startswith(f"backup file damaged: {FULL}: ") and "stream header" in said
     assert ", page " not in said and check["details"]["damaged"] == [said.removeprefix("backup file damaged: ")]
+
+
+# ---- pages of a striped backup: its two families read as one backup ---------------------------------------
+
+STRIPE = "history/sql2016-stripe"
+STRIPE1, STRIPE2 = f"{STRIPE}/Stripe1/restoretime2.bak", f"{STRIPE}/Stripe2/restoretime2a.bak"  # the newest full
+
+
+def test_an_allocated_page_zeroed_in_the_second_stripe_fails_offline_by_the_first_stripes_pfs_page(
+        mssql_copy, restoreproof):
+    root = mssql_copy(STRIPE)
+    # Page 1:58: slot 2 of stripe 2's extent 1:56 at 0x32200; PFS page 1:1, which marks it allocated, is in stripe 1.
+    _damage(root / STRIPE2, lambda data: data.__setitem__(slice(0x36200, 0x38200), bytes(8192)))
+    run = restoreproof("verify", root, "--engine", "mssql", "--target", "offline")
+    assert run.database("RestoreTimeStripe")["verdict"] == "failed" and run.exit_code == 1
+    check = _page_check(run, "RestoreTimeStripe")
+    assert check["findings"] == [f"{STRIPE2}: offset 0x36200, page 1:58 (object 0, index 0): page 1:58 is allocated "
+                                 f"(PFS page 1:1 in {STRIPE1}) but is all zeros"]
+    assert set(check["details"]["per_file"]) == {STRIPE1, STRIPE2}
+
+
+def test_an_extent_of_the_first_stripe_copied_into_the_second_fails_offline_naming_both_files(
+        mssql_copy, restoreproof):
+    root = mssql_copy(STRIPE)
+    extent = (root / STRIPE1).read_bytes()[0x42200:0x52200]  # 1:64-1:71 (object 3, index 0)
+    _damage(root / STRIPE2, lambda data: data.__setitem__(slice(0x32200, 0x42200), extent))  # over 1:56-1:63
+    run = restoreproof("verify", root, "--engine", "mssql", "--target", "offline")
+    assert run.database("RestoreTimeStripe")["verdict"] == "failed" and run.exit_code == 1
+    check = _page_check(run, "RestoreTimeStripe")
+    assert check["summary"].startswith("8 damaged page(s);")
+    assert check["findings"] == [
+        f"{STRIPE2}: offset {0x32200 + k * 8192:#x}, page 1:{64 + k} (object 3, index 0): page 1:{64 + k} seen twice: "
+        f"first at offset {0x42200 + k * 8192:#x} in {STRIPE1}" for k in range(8)]

@@ -1,5 +1,7 @@
 """Page verification as a check: every page of the chain's full and differential backups, read
-offline (pages.py), before any restore and also where no SQL Server can run.
+offline (pages.py), before any restore and also where no SQL Server can run. The families
+(stripes) of one backup set are read as one backup: a PFS page in one judges the pages of another,
+and a page met in two of them is found.
 
 Its verdict is of its own kind (`CheckKind.BACKUP_FILES`): a damaged page, or a data stream whose
 structure is damaged, makes the database "failed" with no server; a clean result never passes a
@@ -11,13 +13,13 @@ read offline, is listed as such (RESTORE ... WITH CHECKSUM and CHECKDB verify it
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from verification.engines.base import Evidence
 from verification.engines.mssql.boot import CHECKDB, BootPage, read_boot_page
 from verification.engines.mssql.mtf import MtfError, NeedsServerHeaderOnly
-from verification.engines.mssql.pages import PAGE, PAGE_TYPES, PageFinding, PageScan, scan_pages
+from verification.engines.mssql.pages import PAGE, PAGE_TYPES, PageFinding, PageScan, SetScan
 from verification.errors import SourceError
 from verification.model import BackupSet, BackupType, CheckKind, CheckName, CheckResult, CheckStatus, RestorePlan
 from verification.sources.base import Source, SourceFile
@@ -55,7 +57,19 @@ class PageVerification:
 
 def data_files(plan: RestorePlan) -> list[str]:
     """The files holding pages: every family of the chain's full and differential backups."""
-    return [b.path for b in plan.chain.backups if b.type is not BackupType.LOG and b.path]
+    return [path for families in data_sets(plan) for path in families]
+
+
+def data_sets(plan: RestorePlan) -> list[list[str]]:
+    """The chain's full and differential backups, each as the files of its families (stripes) in the
+    chain's order, family order within a set: one file for a backup that is not striped. Families
+    belong together by their BackupSetGUID; a file whose header gave none stands alone."""
+    sets: dict[tuple[str, str], list[str]] = {}
+    for b in plan.chain.backups:
+        if b.type is not BackupType.LOG and b.path:
+            key = ("set", b.backup_set_guid) if b.backup_set_guid else ("file", b.path)
+            sets.setdefault(key, []).append(b.path)
+    return list(sets.values())
 
 
 def page_owners(backup: BackupSet) -> dict[int, int] | None:
@@ -65,22 +79,27 @@ def page_owners(backup: BackupSet) -> dict[int, int] | None:
     return owners or None
 
 
-def read_pages(source: Source, paths: Iterable[str],
+def read_pages(source: Source, paths: Iterable[str | Sequence[str]],
                owners: Mapping[str, Mapping[int, int] | None] | None = None) -> PageVerification:
+    """Scan every backup: each item of `paths` is one backup set, a file or the files of its families,
+    which are read as one backup (pages.SetScan); what one family's file could not give is said of it."""
     found = PageVerification()
     started = time.perf_counter()
-    for path in paths:
-        reader = SourceFile(source, path)
-        try:
-            found.scans.append(scan_pages(reader, (owners or {}).get(path)))
-        except NeedsServerHeaderOnly:
-            found.compressed.append(path)
-        except MtfError as exc:
-            # The bytes are there but are not the backup's structure: the backup is damaged.
-            found.damaged.append(str(exc))
-        except (SourceError, OSError) as exc:
-            found.unreadable.append(f"{path}: {exc}")
-        found.bytes += reader.bytes_read
+    for item in paths:
+        family = SetScan()
+        for path in [item] if isinstance(item, str) else item:
+            reader = SourceFile(source, path)
+            try:
+                family.add(reader, (owners or {}).get(path))
+            except NeedsServerHeaderOnly:
+                found.compressed.append(path)
+            except MtfError as exc:
+                # The bytes are there but are not the backup's structure: the backup is damaged.
+                found.damaged.append(str(exc))
+            except (SourceError, OSError) as exc:
+                found.unreadable.append(f"{path}: {exc}")
+            found.bytes += reader.bytes_read
+        found.scans.extend(family.results())
     found.boot = _newest_boot_page(source, [scan.path for scan in found.scans])
     found.seconds = time.perf_counter() - started
     return found
@@ -195,5 +214,5 @@ def render(found: PageVerification) -> str:
 
 def verify_pages(plan: RestorePlan, source: Source, evidence: Evidence) -> CheckResult:
     owners = {b.path: page_owners(b) for b in plan.chain.backups if b.path}
-    found = read_pages(source, data_files(plan), owners)
+    found = read_pages(source, data_sets(plan), owners)
     return judge(found, evidence.write(EVIDENCE, render(found)))

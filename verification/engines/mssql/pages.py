@@ -59,13 +59,26 @@ SGAM, PFS and other allocation maps"; the byte layout confirmed on the corpus: p
 page the PFS page carried in the same backup marks allocated is a finding; on the corpus every
 one of its zero and stale pages (pages 4/5, 173-183 of difftest-full, the zeroed runs at the
 end of the full backups) is unallocated in its PFS page, so they stay counted, not reported.
-Where the backup does not carry the PFS page (the second stripe of a striped backup, whose page 1
-went to the first stripe), or no page of the extent is formatted, nothing can be said: counted.
+Where no file of the backup set carries the PFS page (a family whose set is not all read, below),
+or no page of the extent is formatted, nothing can be said: counted.
 GAM/SGAM (extent-level) and IAM pages are not needed for this: PFS is page-level. Not seen on
 the corpus but possible: a backup is fuzzy (pages are copied while the database runs, the log in
 the backup makes them consistent on restore), so a page allocated while the backup ran could be
 marked in a PFS page copied after the flush and still be unwritten when its own slot was copied;
 such a finding would be a false alarm the restore would settle. Nothing here tells the two apart.
+
+Striped backups: one backup set written to N files (families). SQL Server spreads the extents over
+them: in the corpus's four two-family sets (sql2008-backups/RestoreTimeStripe, history/sql2016-
+stripe) every extent lies whole in one family, no page id is in both, and PFS page 1:1 is in the
+first family while many pages it marks are in the second. So the families of one set are read as
+one backup (SetScan, scan_set): one after another, each with its own counts and findings named by
+its own file and offset, sharing the pages met (`_Seen`: one u32 per extent per database file for
+the whole set, positions running on from one family to the next) and the PFS pages read; the
+allocation rule is decided once every family is read. A page met in two families is a finding like
+a page met twice in one file, naming the other file ("seen twice: first at offset 0x22200 in
+<file>"), and an allocation finding names the file the PFS page was read in when it is another.
+Only families of one set (one BackupSetGUID) go together: two backups of a database hold the same
+pages. A family that cannot be read is left out; what was read of it still counts for the others.
 
 Speed: a file is read once, in order, READ_BYTES at a time; the checksum, the torn-page bits, the
 header fields and the extent rules are evaluated for a whole block at once with numpy (strided
@@ -85,7 +98,7 @@ from __future__ import annotations
 import bisect
 import struct
 from collections import Counter, deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -352,21 +365,33 @@ def _pages_of(reader: ByteRangeReader, offset: int, length: int) -> DataStream:
     return DataStream(offset + STREAM_PREFIX, (length - STREAM_PREFIX) // PAGE)
 
 
-SLOW = np.uint32(0xFFFFFFFF)  # an extent some of whose pages were met one at a time (see _Seen.pages)
 MAX_EXTENTS = 1 << 28  # 2^31 pages: SQL Server's largest data file (16 TB)
+Marks = npt.NDArray[np.uint32 | np.uint64]
 
 
 class _Seen:
     """Which pages of each file the scan has met and where, so that no page is met twice unnoticed.
 
-    Per file, one u32 per extent: 0 = not met, SLOW = met page by page (then `pages` has them),
-    else 1 + the position of the extent's first page, met whole (the fast path)."""
+    Per file, one u32 per extent: 0 = not met, `slow` (the largest value) = met page by page (then
+    `pages` has them), else 1 + the position of the extent's first page, met whole (the fast path).
+    Positions run on across the families of a backup set; past 2^32 - 2 pages (32 TiB) the arrays
+    are widened to u64 rather than let a position wrap."""
 
     def __init__(self) -> None:
-        self.extents: dict[int, U32] = {}
+        self.extents: dict[int, Marks] = {}
         self.pages: dict[tuple[int, int], int] = {}
+        self.dtype: type[np.uint32] | type[np.uint64] = np.uint32
+        self.slow = int(np.iinfo(np.uint32).max)
 
-    def _array(self, file_id: int, needed: int, *, grow_far: bool) -> U32 | None:
+    def _widen(self) -> None:
+        slow = int(np.iinfo(np.uint64).max)
+        for file_id, array in self.extents.items():
+            wide = array.astype(np.uint64)
+            wide[array == self.slow] = slow
+            self.extents[file_id] = wide
+        self.dtype, self.slow = np.uint64, slow
+
+    def _array(self, file_id: int, needed: int, *, grow_far: bool) -> Marks | None:
         array = self.extents.get(file_id)
         have = 0 if array is None else len(array)
         if needed <= have:
@@ -374,12 +399,12 @@ class _Seen:
         # A page id read from a page without a valid checksum may be anything: never grow far for it.
         if needed > MAX_EXTENTS or (not grow_far and needed > 2 * have + 4096):
             return None
-        grown = np.zeros(max(needed, 2 * have, 1024), dtype=np.uint32)
+        grown: Marks = np.zeros(max(needed, 2 * have, 1024), dtype=self.dtype)
         if array is not None:
             grown[:have] = array
         for (file, page) in self.pages:  # pages met before the array reached them
             if file == file_id and have <= page >> 3 < len(grown):
-                grown[page >> 3] = SLOW
+                grown[page >> 3] = self.slow
         self.extents[file_id] = grown
         return grown
 
@@ -387,19 +412,21 @@ class _Seen:
         """Record one page met at `position`; the position it was first met at if it was met before."""
         array = self._array(file_id, (page_id >> 3) + 1, grow_far=False)
         mark = int(array[page_id >> 3]) if array is not None else 0
-        if mark not in (0, int(SLOW)):
+        if mark not in (0, self.slow):
             return mark - 1 + (page_id & 7)
         first = self.pages.get((file_id, page_id))
         if first is not None:
             return first
         self.pages[(file_id, page_id)] = position
         if array is not None:
-            array[page_id >> 3] = SLOW
+            array[page_id >> 3] = self.slow
         return None
 
     def extents_met(self, file_id: int, extents: npt.NDArray[np.int64],
                     positions: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
         """Record whole extents of one file; a mask of those that need a page-by-page look."""
+        if int(positions.max()) + 1 >= self.slow:
+            self._widen()
         array = self._array(file_id, int(extents.max()) + 1, grow_far=True)
         if array is None:
             return np.ones(len(extents), dtype=bool)
@@ -407,7 +434,7 @@ class _Seen:
         if len(extents) > 1 and not bool(np.all(extents[1:] > extents[:-1])):  # out of order within the block
             again[:] = True
         fresh = ~again
-        array[extents[fresh]] = (positions[fresh] + 1).astype(np.uint32)
+        array[extents[fresh]] = (positions[fresh] + 1).astype(array.dtype)
         return again
 
 
@@ -484,20 +511,43 @@ def _recount(block: _Block, plain: npt.NDArray[np.bool_]) -> _Block:
                    plain_pfs=np.flatnonzero(pages & (block.kind[:whole] == TYPE_PFS)))
 
 
-class _Scan:
-    """The running counts of one file's scan: whole blocks in bulk, odd extents page by page."""
+class _Together:
+    """What the files (families) of one backup set know together: every page met in any of them, and
+    every PFS page read in any of them. Positions count the set's pages in the order they are read,
+    family after family, so one position names one place: a file and an offset."""
 
-    def __init__(self, path: str, files: Mapping[int, int] | None) -> None:
+    def __init__(self) -> None:
+        self.seen = _Seen()
+        # (file id, PFS interval) -> allocated, per page; and the file the PFS page was read in.
+        self.pfs: dict[tuple[int, int], tuple[npt.NDArray[np.bool_], str]] = {}
+        self.firsts: list[int] = []  # the first position of every data stream read, in order
+        self.places: list[tuple[str, int]] = []  # (file, offset of that stream's first page)
+        self.position = 0  # where the next family's pages start
+
+    def stream(self, position: int, path: str, offset: int) -> None:
+        self.firsts.append(position)
+        self.places.append((path, offset))
+
+    def place(self, position: int) -> tuple[str, int]:
+        at = bisect.bisect_right(self.firsts, position) - 1
+        path, offset = self.places[at]
+        return path, offset + (position - self.firsts[at]) * PAGE
+
+
+class _Scan:
+    """The running counts of one file's scan: whole blocks in bulk, odd extents page by page; what
+    the file's backup set knows together (pages met, PFS pages) is shared with its other families."""
+
+    def __init__(self, path: str, files: Mapping[int, int] | None, together: _Together) -> None:
         self.path = path
         self.files = files
         self.pages = self.checksummed = self.without = self.torn = self.zeroed = self.unformatted = 0
         self.bytes = 0
         self.by_type = np.zeros(256, dtype=np.int64)
         self.findings: list[PageFinding] = []
-        self.seen = _Seen()
-        self.streams: list[tuple[int, int]] = []  # (first position, offset of its first page)
-        self.position = 0
-        self.pfs: dict[tuple[int, int], npt.NDArray[np.bool_]] = {}
+        self.together = together
+        self.seen = self.together.seen
+        self.position = self.together.position
         self.pending: list[_Pending] = []
         # File id -> size in pages, -1 for no such file: a lookup the bulk path can index.
         self.sizes = np.full(1 << 16, -1, dtype=np.int64)
@@ -506,12 +556,12 @@ class _Scan:
                 self.sizes[file_id] = size
 
     def stream(self, stream: DataStream) -> None:
-        self.streams.append((self.position, stream.offset))
+        self.together.stream(self.position, self.path, stream.offset)
 
-    def offset_of(self, position: int) -> int:
-        at = bisect.bisect_right(self.streams, (position, 1 << 62)) - 1
-        first, offset = self.streams[at]
-        return offset + (position - first) * PAGE
+    def where(self, position: int) -> str:
+        """Where a page met at `position` is: its offset, and its file when it is another of the set."""
+        path, offset = self.together.place(position)
+        return f"{offset:#x}" if path == self.path else f"{offset:#x} in {path}"
 
     def finding(self, offset: int, header: PageHeader, reason: str, stored: int | None = None,
                 computed: int | None = None, name: str | None = None) -> None:
@@ -565,7 +615,7 @@ class _Scan:
         if page_id == 1 or (page_id and page_id % PFS_INTERVAL == 0):
             start = at * PAGE + PFS_BYTES_AT
             bytemap = np.frombuffer(data, dtype=np.uint8, count=PFS_INTERVAL, offset=start)
-            self.pfs[(file_id, page_id // PFS_INTERVAL)] = (bytemap & PFS_ALLOCATED) != 0
+            self.together.pfs[(file_id, page_id // PFS_INTERVAL)] = ((bytemap & PFS_ALLOCATED) != 0, self.path)
 
     # The page-by-page path: everything that makes a finding.
 
@@ -604,8 +654,7 @@ class _Scan:
             self.belongs(offset, header)
             first = self.seen.page(header.file_id, header.page_id, position)
             if first is not None:
-                self.finding(offset, header, f"page {header.name} seen twice: first at offset "
-                             f"{self.offset_of(first):#x}")
+                self.finding(offset, header, f"page {header.name} seen twice: first at offset {self.where(first)}")
         if self.check(offset, page, header, computed) and fits and header.page_type == TYPE_PFS:
             self.keep_pfs(header.file_id, header.page_id, data, at)
 
@@ -652,18 +701,20 @@ class _Scan:
         return True
 
     def allocation(self) -> None:
+        """Judge the zero and unformatted pages by the PFS pages: once every family of the set is read."""
         for pending in self.pending:
             interval = pending.page_id // PFS_INTERVAL
-            allocated = self.pfs.get((pending.file_id, interval))
-            if allocated is not None and allocated[pending.page_id % PFS_INTERVAL]:
+            known = self.together.pfs.get((pending.file_id, interval))
+            if known is not None and known[0][pending.page_id % PFS_INTERVAL]:
                 pfs = PFS_INTERVAL * interval or 1
+                read_in = "" if known[1] == self.path else f" in {known[1]}"
                 self.finding(pending.offset, pending.header,
                              f"page {pending.file_id}:{pending.page_id} is allocated (PFS page "
-                             f"{pending.file_id}:{pfs}) but {pending.what}",
+                             f"{pending.file_id}:{pfs}{read_in}) but {pending.what}",
                              name=f"{pending.file_id}:{pending.page_id}")
 
     def result(self) -> PageScan:
-        self.allocation()
+        """The file's counts and findings: after `allocation`, which needs the whole set read."""
         by_type = {int(kind): int(n) for kind, n in enumerate(self.by_type) if n}
         findings = tuple(sorted(self.findings, key=lambda finding: finding.offset))  # stable: per page, in order
         return PageScan(self.path, self.pages, self.checksummed, self.without, self.torn, self.zeroed,
@@ -767,17 +818,61 @@ def _scan_overlapped(scan: _Scan, into: _Into, name: str, streams: list[DataStre
         pool.shutdown(wait=True, cancel_futures=True)  # no reader left running on the file, also on error
 
 
+class SetScan:
+    """The files (families, stripes) of one backup set, scanned one after another as one backup.
+
+    SQL Server spreads a striped backup's extents over its families: a PFS page read in one family
+    says which pages of the others are allocated, and a page met in two families (each page is
+    written once per backup) is damage. So the families share what was met (`_Seen`, positions
+    running on from one family to the next) and the PFS pages read; the allocation rule is decided
+    in `results`, once every family is read. Each family keeps its own counts and findings, named by
+    its own file and offset. A family that raises is left out of the results; what was read of it
+    before stays known to the others (the pages it holds are in the backup all the same)."""
+
+    def __init__(self) -> None:
+        self.together = _Together()
+        self.scans: list[_Scan] = []
+        self.done = False
+
+    def add(self, reader: ByteRangeReader, files: Mapping[int, int] | None = None) -> None:
+        """Scan one family; raises as `scan_pages` does (damaged structure, compressed, unreadable)."""
+        if self.done:
+            raise ValueError("a backup set's families are all added before its results are taken")
+        scan = _Scan(reader.name, files, self.together)
+        try:
+            streams = locate_data_streams(reader)
+            with _sequential(reader) as into:
+                # Threads only pay where there is a second read to overlap and the reader allows it.
+                if WORKERS > 1 and getattr(into, "concurrent", False) and sum(s.pages for s in streams) > READ_PAGES:
+                    _scan_overlapped(scan, into, reader.name, streams)
+                else:
+                    _scan_inline(scan, into, reader.name, streams)
+        finally:
+            self.together.position = scan.position  # a position is never given to two pages, even on error
+        self.scans.append(scan)
+
+    def results(self) -> list[PageScan]:
+        """One PageScan per family added, in the order added, the allocation rule decided over all."""
+        if not self.done:
+            for scan in self.scans:
+                scan.allocation()
+            self.done = True
+        return [scan.result() for scan in self.scans]
+
+
+def scan_set(readers: Sequence[ByteRangeReader], files: Mapping[int, int] | None = None) -> list[PageScan]:
+    """Walk every data page of the families of one full or differential backup set, as one backup
+    (see SetScan); one PageScan per family, in the order given. `files` as for scan_pages."""
+    family = SetScan()
+    for reader in readers:
+        family.add(reader, files)
+    return family.results()
+
+
 def scan_pages(reader: ByteRangeReader, files: Mapping[int, int] | None = None) -> PageScan:
     """Walk every data page of a full or differential backup and verify what can be verified.
 
     `files`, when given, is the database's files as the backup lists them (file id -> size in
-    pages): a page outside them is a finding."""
-    scan = _Scan(reader.name, files)
-    streams = locate_data_streams(reader)
-    with _sequential(reader) as into:
-        # Threads only pay where there is a second read to overlap and the reader allows it.
-        if WORKERS > 1 and getattr(into, "concurrent", False) and sum(s.pages for s in streams) > READ_PAGES:
-            _scan_overlapped(scan, into, reader.name, streams)
-        else:
-            _scan_inline(scan, into, reader.name, streams)
-    return scan.result()
+    pages): a page outside them is a finding. One file alone: a backup set of one family."""
+    (result,) = scan_set([reader], files)
+    return result

@@ -17,6 +17,7 @@ from verification.engines.mssql.page_check import (
     SHOWN,
     PageVerification,
     data_files,
+    data_sets,
     describe_finding,
     judge,
     read_pages,
@@ -312,3 +313,59 @@ def test_exactly_the_shown_number_of_findings_needs_no_pointer_and_the_boot_page
     (db,) = scan(source).databases
     check = verify_pages(plan(db, "db3", None), source, Evidence(tmp_path / "e"))
     assert check.details["boot_page"]["name"] == "db3" and check.details["boot_page"]["version"] == 661
+
+
+# ---- a striped backup: its families read as one backup -------------------------------------------------------
+
+STRIPE = "history/sql2016-stripe"
+NEWEST = ("Stripe1/restoretime2.bak", "Stripe2/restoretime2a.bak")  # the chain's full: two families, one set
+
+
+def _stripe_plan(root: Path):  # type: ignore[no-untyped-def]
+    (db,) = scan(LocalSource(root / STRIPE)).databases
+    return plan(db, "RestoreTimeStripe", None)
+
+
+def test_the_families_of_one_backup_set_are_read_together_and_other_backups_alone(mssql_corpus, clean_plan):
+    striped = _stripe_plan(mssql_corpus)
+    assert data_sets(striped) == [list(NEWEST)]
+    assert data_files(striped) == list(NEWEST)
+    assert data_sets(clean_plan) == [["RestoreTimeClean.bak"], ["RestoreTimeClean2.bak"]]
+    # A header that gave no BackupSetGUID joins its file to nothing.
+    unknown = replace(striped.chain, backups=[replace(b, backup_set_guid=None) for b in striped.chain.backups])
+    assert data_sets(replace(striped, chain=unknown)) == [[NEWEST[0]], [NEWEST[1]]]
+
+
+def _zero_page_1_58(root: Path) -> int:
+    """Zero page 1:58 in stripe 2 of the newest full (its PFS page 1:1 is in stripe 1); its offset."""
+    victim = root / STRIPE / NEWEST[1]
+    data = bytearray(victim.read_bytes())
+    offset = 0x32200 + 2 * 8192  # slot 2 of the extent 1:56, the fourth extent of stripe 2's stream
+    assert data[offset + 0x20:offset + 0x26] == (58).to_bytes(4, "little") + (1).to_bytes(2, "little")
+    data[offset:offset + 8192] = bytes(8192)
+    victim.write_bytes(bytes(data))
+    return offset
+
+
+def test_an_allocated_page_zeroed_in_the_second_stripe_fails_the_check_naming_it(mssql_copy, tmp_path):
+    root = mssql_copy(STRIPE)
+    offset = _zero_page_1_58(root)
+    check = verify_pages(_stripe_plan(root), LocalSource(root / STRIPE), Evidence(tmp_path / "e"))
+    assert check.status is CheckStatus.FAILED
+    assert check.summary.startswith("1 damaged page(s); 336 pages in 2 file(s):")
+    assert check.findings == [f"{NEWEST[1]}: offset {offset:#x}, page 1:58 (object 0, index 0): page 1:58 is "
+                              f"allocated (PFS page 1:1 in {NEWEST[0]}) but is all zeros"]
+    assert check.details["per_file"][NEWEST[0]]["findings"] == 0
+
+
+def test_a_family_that_will_not_read_is_named_and_the_others_of_its_set_still_read(mssql_copy):
+    root = mssql_copy(STRIPE)
+    _zero_page_1_58(root)
+    (root / STRIPE / NEWEST[0]).write_bytes(b"")
+    found = read_pages(LocalSource(root / STRIPE), [list(NEWEST), "gone.bak"])
+    (damaged,) = found.damaged
+    assert damaged.startswith(f"{NEWEST[0]}: ")
+    assert found.unreadable[0].startswith("gone.bak: ")
+    # Stripe 2 is read, but without stripe 1's PFS page its zero page cannot be judged: counted.
+    (two,) = found.scans
+    assert (two.path, two.pages, two.zeroed, two.findings) == (NEWEST[1], 168, 17, ())

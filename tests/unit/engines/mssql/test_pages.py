@@ -26,6 +26,7 @@ from verification.engines.mssql.pages import (
     page_checksum,
     page_checksums,
     scan_pages,
+    scan_set,
 )
 from verification.sources import LocalSource
 from verification.sources.base import SourceFile
@@ -511,3 +512,191 @@ def test_a_page_without_a_checksum_whose_field_does_not_match_is_no_finding(mssq
 
     result = damaged(mssql_copy, edit)
     assert result.findings == () and (result.checksummed, result.without_checksum) == (158, 5)
+
+
+# ---- striped backups: the families (stripes) of one backup set read as one backup --------------------------
+
+# The corpus's four two-family sets, family 1 then family 2 (each pair shares its BackupSetGUID).
+STRIPED = [("history/sql2016-stripe/Stripe1/restoretime.bak", "history/sql2016-stripe/Stripe2/restoretime1.bak"),
+           ("history/sql2016-stripe/Stripe1/restoretime2.bak", "history/sql2016-stripe/Stripe2/restoretime2a.bak"),
+           ("sql2008-backups/RestoreTimeStripe/Stripe1/RestoreTimeStripe.bak",
+            "sql2008-backups/RestoreTimeStripe/Stripe2/RestoreTimeStripe1.bak"),
+           ("sql2008-backups/RestoreTimeStripe/Stripe1/RestoreTimeStripe2.bak",
+            "sql2008-backups/RestoreTimeStripe/Stripe2/RestoreTimeStripe2a.bak")]
+# The first set: PFS page 1:1 is in stripe 1; stripe 2's stream starts at 0x2200 with extent 1:8, and
+# its sixth extent (0x52200) is 1:56-1:63 (object 41, index 1), pages 1:56-1:59 allocated in 1:1.
+STRIPE1, STRIPE2 = STRIPED[0]
+STRIPE_FILES = {1: 1024, 2: 1024}  # the database's files as both families' headers list them
+
+
+def scan_families(root: Path, rels: tuple[str, ...] | list[str], files: dict[int, int] | None = None) -> list[PageScan]:
+    return scan_set([SourceFile(LocalSource(root), rel) for rel in rels], files)
+
+
+def test_the_striped_sets_are_two_families_of_one_backup_set(mssql_corpus):
+    for first, second in STRIPED:
+        one, two = (read_backup_header(SourceFile(LocalSource(mssql_corpus), rel)) for rel in (first, second))
+        assert (one.family_number, two.family_number, one.family_count, two.family_count) == (1, 2, 2, 2)
+        assert one.backup_set_guid == two.backup_set_guid
+        assert listed_files(mssql_corpus, first) == listed_files(mssql_corpus, second)
+    assert listed_files(mssql_corpus, STRIPE1) == STRIPE_FILES
+
+
+@pytest.mark.parametrize("rels", STRIPED)
+@pytest.mark.parametrize("order", [1, -1])
+def test_an_untouched_striped_set_has_no_finding_and_each_family_its_own_counts(mssql_corpus, rels, order):
+    # Read together, in either order: the same counts as each file alone (CORPUS), nothing to report. Every
+    # zero page of stripe 2 (1:172-1:175 and 1:353-1:359 in the 2016 sets) is unallocated in stripe 1's PFS page.
+    files = listed_files(mssql_corpus, rels[0])
+    results = scan_families(mssql_corpus, rels[::order], files)
+    assert [r.path for r in results] == list(rels[::order])
+    for result in results:
+        pages, checksummed, without, zeroed, unformatted = CORPUS[result.path]
+        assert (result.pages, result.checksummed, result.without_checksum, result.zeroed, result.unformatted) == (
+            pages, checksummed, without, zeroed, unformatted)
+        assert result.findings == ()
+        assert result == scan(mssql_corpus, result.path, files)
+
+
+def zeroed_in_stripe2(data: bytearray) -> None:
+    data[0x56200:0x56200 + PAGE] = bytes(PAGE)  # page 1:58, slot 2 of the extent 1:56 at 0x52200
+
+
+def unformatted_in_stripe2(data: bytearray) -> None:
+    data[0x56200] = 0x00  # m_headerVersion 1 -> 0
+    data[0x56200 + 0x21] ^= 0x40  # m_pageId 58 -> 16442: no longer its slot's page
+
+
+@pytest.mark.parametrize(("edit", "what", "owner"), [
+    (zeroed_in_stripe2, "is all zeros", (0, 0)),
+    (unformatted_in_stripe2, "is not formatted (header version 0, page id 1:16442)", (41, 1)),
+])
+@pytest.mark.parametrize("order", [1, -1])
+def test_an_allocated_page_of_the_second_stripe_spoilt_is_found_by_the_first_stripes_pfs_page(
+        mssql_copy, edit, what, owner, order):
+    root = mssql_copy(STRIPE1, STRIPE2)
+    victim = root / STRIPE2
+    data = bytearray(victim.read_bytes())
+    edit(data)
+    victim.write_bytes(bytes(data))
+    # Stripe 2 alone cannot say it (no PFS page in it): counted, not reported, as before.
+    alone = scan(root, STRIPE2, STRIPE_FILES)
+    assert alone.findings == () and (alone.zeroed, alone.unformatted) == (
+        (12, 0) if edit is zeroed_in_stripe2 else (11, 1))
+    # Read with stripe 1, in either order (the rule waits for the whole set): found, where it is.
+    results = {r.path: r for r in scan_families(root, [STRIPE1, STRIPE2][::order], STRIPE_FILES)}
+    assert results[STRIPE1].findings == ()
+    assert results[STRIPE2].findings == (
+        PageFinding(STRIPE2, 0x56200, "1:58", owner[0], owner[1],
+                    f"page 1:58 is allocated (PFS page 1:1 in {STRIPE1}) but {what}"),)
+    assert (results[STRIPE2].zeroed, results[STRIPE2].unformatted) == (alone.zeroed, alone.unformatted)
+
+
+@pytest.mark.parametrize(("read_pages", "workers"), [(None, 2), (16, 1), (16, 2)])
+def test_an_extent_of_the_first_stripe_copied_over_one_of_the_second_is_seen_twice_naming_both_files(
+        mssql_copy, monkeypatch, read_pages, workers):
+    monkeypatch.setattr(pages_module, "WORKERS", workers)
+    if read_pages:  # small reads: the copy meets the original in another read, by threads or not
+        monkeypatch.setattr(pages_module, "READ_PAGES", read_pages)
+    root = mssql_copy(STRIPE1, STRIPE2)
+    original = (root / STRIPE1).read_bytes()[0x22200:0x32200]  # stripe 1's extent 1:64-1:71 (object 3, index 0)
+    victim = root / STRIPE2
+    data = bytearray(victim.read_bytes())
+    data[0x52200:0x62200] = original  # over 1:56-1:63; nothing else changed
+    victim.write_bytes(bytes(data))
+    # Each file alone is well formed: every page verifies and sits in its slot.
+    assert scan(root, STRIPE2, STRIPE_FILES).findings == ()
+    one, two = scan_families(root, [STRIPE1, STRIPE2], STRIPE_FILES)
+    assert one.findings == ()
+    assert two.findings == tuple(
+        PageFinding(STRIPE2, 0x52200 + slot * PAGE, f"1:{64 + slot}", 3, 0,
+                    f"page 1:{64 + slot} seen twice: first at offset {0x22200 + slot * PAGE:#x} in {STRIPE1}")
+        for slot in range(8))
+    assert (two.pages, two.checksummed, two.without_checksum) == (168, 156, 1)
+
+
+def test_a_part_zero_extent_copied_across_stripes_is_seen_twice_page_by_page(mssql_copy):
+    # Stripe 1's extent at 0x92200 holds 1:176-1:178 then five unallocated zero pages: met page by page
+    # in both files (not the whole-extent path). Read stripe 2 first: the finding is in stripe 1.
+    root = mssql_copy(STRIPE1, STRIPE2)
+    copy = (root / STRIPE1).read_bytes()[0x92200:0xA2200]
+    victim = root / STRIPE2
+    data = bytearray(victim.read_bytes())
+    data[0x52200:0x62200] = copy
+    victim.write_bytes(bytes(data))
+    two, one = scan_families(root, [STRIPE2, STRIPE1], STRIPE_FILES)
+    assert two.findings == ()
+    assert one.findings == tuple(
+        PageFinding(STRIPE1, 0x92200 + slot * PAGE, f"1:{176 + slot}", 60, 1,
+                    f"page 1:{176 + slot} seen twice: first at offset {0x52200 + slot * PAGE:#x} in {STRIPE2}")
+        for slot in range(3))
+    assert (two.zeroed, one.zeroed) == (11 + 5, 34)  # the five zero pages 1:179-1:183 are unallocated
+
+
+def test_a_page_seen_twice_within_one_family_of_a_set_names_no_other_file(mssql_copy):
+    # The message of a one-file backup, unchanged when the file is one family of a set.
+    root = mssql_copy(STRIPE1, STRIPE2)
+    victim = root / STRIPE2
+    data = bytearray(victim.read_bytes())
+    data[0x52200 + PAGE:0x52200 + 2 * PAGE] = data[0x52200:0x52200 + PAGE]  # 1:56 over 1:57
+    victim.write_bytes(bytes(data))
+    _, two = scan_families(root, [STRIPE1, STRIPE2], STRIPE_FILES)
+    assert two.findings == (
+        PageFinding(STRIPE2, 0x54200, "1:56", 41, 1, "page out of place: slot 1 of the extent of 1:56 holds page 1:56"),
+        PageFinding(STRIPE2, 0x54200, "1:56", 41, 1, "page 1:56 seen twice: first at offset 0x52200"),
+    )
+
+
+def test_two_different_backups_read_as_one_set_would_be_full_of_duplicates(mssql_corpus):
+    # Why only the families of one set are read together: two fulls of a database hold the same pages.
+    first, second = scan_families(mssql_corpus, [STRIPE1, STRIPED[1][0]])
+    assert first.findings == ()
+    assert len(second.findings) == 123 and {f.reason.split(":")[0] for f in second.findings} == {"page 1"}
+    assert second.findings[0] == PageFinding(STRIPED[1][0], 0x2200, "1:0", 99, 0,
+                                             f"page 1:0 seen twice: first at offset 0x2200 in {STRIPE1}")
+
+
+def test_a_set_scans_families_before_its_results_and_gives_them_once(mssql_corpus):
+    family = pages_module.SetScan()
+    family.add(SourceFile(LocalSource(mssql_corpus), STRIPE1))
+    family.add(SourceFile(LocalSource(mssql_corpus), STRIPE2))
+    first = family.results()
+    assert family.results() == first  # the allocation rule is applied once
+    with pytest.raises(ValueError, match="families are all added before its results are taken"):
+        family.add(SourceFile(LocalSource(mssql_corpus), STRIPE1))
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_family_that_will_not_read_leaves_the_others_judged_with_what_it_gave(mssql_copy, monkeypatch, workers):
+    # Stripe 1 comes back short from its third read on (a file cut while read): an error for it; stripe 2
+    # is still read, and the PFS page stripe 1 gave before (page 1:1, in the first read) still judges it.
+    monkeypatch.setattr(pages_module, "READ_PAGES", 16)
+    monkeypatch.setattr(pages_module, "WORKERS", workers)
+    root = mssql_copy(STRIPE1, STRIPE2)
+    victim = root / STRIPE2
+    data = bytearray(victim.read_bytes())
+    zeroed_in_stripe2(data)
+    victim.write_bytes(bytes(data))
+    family = pages_module.SetScan()
+    with pytest.raises(MtfError) as caught:
+        family.add(CutWhileRead(root, STRIPE1))
+    assert (caught.value.offset, caught.value.found) == (0x2200 + 32 * PAGE, f"{16 * PAGE - 1} bytes")
+    family.add(SourceFile(LocalSource(root), STRIPE2))
+    (two,) = family.results()
+    assert two.findings == (PageFinding(STRIPE2, 0x56200, "1:58", 0, 0,
+                                        f"page 1:58 is allocated (PFS page 1:1 in {STRIPE1}) but is all zeros"),)
+
+
+def test_positions_past_32_bits_widen_what_was_seen_rather_than_wrap():
+    seen = pages_module._Seen()
+    assert seen.page(1, 3, 7) is None  # met page by page: marked slow in extent 0
+    assert not seen.extents_met(1, np.array([5], dtype=np.int64), np.array([40], dtype=np.int64)).any()
+    assert seen.extents[1].dtype == np.uint32
+    beyond = np.array([6], dtype=np.int64), np.array([(1 << 32) + 8], dtype=np.int64)
+    assert not seen.extents_met(1, *beyond).any()
+    assert seen.extents[1].dtype == np.uint64
+    assert seen.page(1, 6 * 8 + 3, 0) == (1 << 32) + 8 + 3  # not wrapped to 11
+    assert seen.page(1, 5 * 8 + 2, 0) == 40 + 2  # what was kept before is kept
+    assert seen.page(1, 3, 0) == 7  # the slow mark too, and the arrays grown after are wide
+    assert seen.page(2, 9, 0) is None and seen.extents[2].dtype == np.uint64
+    assert seen.extents_met(1, *beyond).all()
