@@ -49,8 +49,10 @@ def _params() -> orchestration.NightlyParams:
 
 
 def _settings() -> Settings:
-    """The run's settings, the same in every task: the `config` param's file, else the worker's own."""
-    return RestoreproofHook(config=_params().config).settings
+    """The run's settings, the same in every task: the `config` param's file, else the worker's own,
+    with what the run's params set over it (`pages`)."""
+    params = _params()
+    return RestoreproofHook(config=params.config, **params.settings_overrides()).settings
 
 
 def _run_id() -> str:
@@ -88,6 +90,10 @@ with DAG(
                     description="Restore every database to this point in time instead (ISO 8601 with a UTC offset, "
                                 "e.g. 2026-11-22T01:30:00Z); a time without an offset is refused."),
         "target": Param("docker", enum=["docker", "local", "auto", "offline"]),
+        "pages": Param(None, type=["null", "string"], enum=[None, "chain", "all"],
+                       description="SQL Server: whose pages are verified offline: chain (the planned chain's full "
+                                   "and differential backups) or all (every one of the database's in the source; a "
+                                   "damaged one fails the database). Default: the setting mssql.pages (chain)."),
         "time_budget_minutes": Param(360, type=["null", "number"],
                                      description="Stop starting new verifications after this long."),
         "config": Param(os.environ.get("RESTOREPROOF_CONFIG"), type=["null", "string"],

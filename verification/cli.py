@@ -48,6 +48,11 @@ class TargetChoice(StrEnum):
     offline = "offline"  # no restore: chain proof and the backup files' own checks (SQL Server pages)
 
 
+class PagesChoice(StrEnum):
+    chain = "chain"  # the planned chain's full and differential backups
+    all = "all"  # every full and differential backup of each database in the source
+
+
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML configuration file.",
                                                 envvar="RESTOREPROOF_CONFIG")]
 AtOpt = Annotated[str | None, typer.Option("--at", help="Restore to this point in time (ISO 8601; UTC if no "
@@ -61,6 +66,10 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON on stdout; no 
 TargetOpt = Annotated[TargetChoice, typer.Option(
     help="Where to restore (offline: restore nothing, check the chain and the backup files only).")]
 ReportDirOpt = Annotated[Path | None, typer.Option(help="Reports go to DIR/<run id>/. Default ./reports.")]
+PagesOpt = Annotated[PagesChoice | None, typer.Option(
+    "--pages", help="SQL Server: whose pages are verified offline: chain (the planned chain's full and differential "
+                    "backups) or all (every full and differential backup of the database in the source; a damaged "
+                    "one fails the database, the plan is unchanged). Default: the setting mssql.pages (chain).")]
 DatabaseOpt = Annotated[list[str] | None, typer.Option(
     "--database", "-d", help="Only this database (a stanza for PostgreSQL); repeat for several. Default: all.")]
 
@@ -85,9 +94,10 @@ def parse_at(value: str | None) -> datetime | None:
     return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
 
 
-def settings_from(config: Path | None) -> Settings:
+def settings_from(config: Path | None, pages: PagesChoice | None = None) -> Settings:
+    """The settings of the file, the environment, and the options given (which beat both)."""
     try:
-        return load_settings(config)
+        return load_settings(config, mssql={"pages": pages.value} if pages is not None else None)
     except RestoreproofError as exc:
         fail(str(exc))
 
@@ -216,9 +226,10 @@ def verify(
     as_json: JsonOpt = False,
     config: ConfigOpt = None,
     database: DatabaseOpt = None,
+    pages: PagesOpt = None,
 ) -> None:
     """Restore every database's chain in a disposable target, check it, and report."""
-    settings = settings_from(config)
+    settings = settings_from(config, pages)
     _run_and_report(settings, source, engine=engine.value, at=parse_at(at), target=target.value,
                     report_dir=report_dir, as_json=as_json, point=PointChoice(point, seed), databases=database)
 

@@ -112,6 +112,11 @@ class MssqlSettings(_ContainerLimits):
     # Added to NO_INFOMSGS, ALL_ERRORMSGS, TABLERESULTS: e.g. DATA_PURITY, EXTENDED_LOGICAL_CHECKS,
     # PHYSICAL_ONLY for very large databases, MAXDOP = 2.
     checkdb_options: list[str] = Field(default_factory=list)
+    # Whose pages are verified offline: "chain", the full and differential backups of the planned
+    # chain; "all", every full and differential backup of the database in the source too (an older
+    # full, a differential on another base, a copy). A damaged one outside the chain fails the page
+    # check, and so the database, but never changes the plan (`verify --pages`).
+    pages: Literal["chain", "all"] = "chain"
 
 
 class SqlCheck(_Section):

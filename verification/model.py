@@ -273,6 +273,10 @@ class RestorePlan:
     # Source paths of every file the restore reads (hashed for the evidence bundle).
     files: list[str] = field(default_factory=list)
     history: BackupHistory | None = None
+    # SQL Server: every file of the database's full and differential backups found in the source,
+    # whether the chain uses it or not (a set with a family missing, a second copy of a family, an
+    # older full), oldest first: what page verification reads beyond the chain, from the plan alone.
+    data_backups: list[BackupSet] = field(default_factory=list)
 
 
 @dataclass

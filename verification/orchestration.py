@@ -68,6 +68,9 @@ class NightlyParams:
     time_budget_minutes: float | None = None
     # The YAML configuration every task of the run loads (None: RESTOREPROOF_CONFIG, then defaults).
     config: str | None = None
+    # SQL Server: whose pages are verified offline, "chain" or "all" (None: the setting mssql.pages),
+    # as `verify --pages` takes it; it overrides that setting in every task of the run.
+    pages: str | None = None
 
     @classmethod
     def from_mapping(cls, values: dict[str, Any]) -> NightlyParams:
@@ -75,6 +78,10 @@ class NightlyParams:
         params = cls(**known)
         utc_point(params.at)  # a malformed or naive point fails the run's first task, naming it
         return params
+
+    def settings_overrides(self) -> dict[str, Any]:
+        """What the run's parameters set over its configuration file (load_settings' overrides)."""
+        return {"mssql": {"pages": self.pages}} if self.pages is not None else {}
 
     def point_choice(self) -> PointChoice:
         return PointChoice(PointStrategy(self.point), self.seed)

@@ -366,3 +366,75 @@ def test_an_extent_of_the_first_stripe_copied_into_the_second_fails_offline_nami
     assert check["findings"] == [
         f"{STRIPE2}: offset {0x32200 + k * 8192:#x}, page 1:{64 + k} (object 3, index 0): page 1:{64 + k} seen twice: "
         f"first at offset {0x42200 + k * 8192:#x} in {STRIPE1}" for k in range(8)]
+
+
+# ---- whose pages: every backup asked for (--pages all), and a broken chain's own ------------------------------
+
+SIMPLE = "OlaMsFilter/Simple"
+OLDER, NEWER = f"{SIMPLE}/test_FULL_20160629_141300.bak", f"{SIMPLE}/test_FULL_20160629_141320.bak"
+
+
+def offline(restoreproof, root: Path, *options: str):  # type: ignore[no-untyped-def]
+    return restoreproof("verify", root, "--engine", "mssql", "--target", "offline", *options)
+
+
+def test_every_backup_asked_for_finds_a_damaged_full_outside_the_chain_and_fails_its_database(
+        mssql_copy, restoreproof, isolated):
+    root = mssql_copy(SIMPLE)
+    offset, header = _pages(root / OLDER)[0]
+    _damage(root / OLDER, lambda data: data.__setitem__(offset + 4000, data[offset + 4000] ^ 0x10))
+    # By default only the chain's newer full is read: nothing wrong with it.
+    chain = offline(restoreproof, root)
+    name = "OlaMsFilterTest"
+    assert chain.database(name)["verdict"] == "error" and chain.exit_code == 2
+    check = _page_check(chain, name)
+    assert check["status"] == "passed" and list(check["details"]["per_file"]) == [NEWER]
+    assert f"; backups read: the planned chain's full and differential backups ({NEWER}); " in check["summary"]
+    # Asked for every backup: the older full's page is named, outside the chain, and fails the database.
+    run = offline(restoreproof, root, "--pages", "all")
+    db = run.database(name)
+    assert db["verdict"] == "failed" and run.exit_code == 1
+    check = _page_check(run, name)
+    assert check["status"] == "failed" and check["details"]["outside_chain"] == [OLDER]
+    assert check["summary"].startswith(f"1 damaged page(s) (in backup(s) outside the planned chain: {OLDER}; none in "
+                                       "the planned chain's own); 368 pages in 2 file(s): ")
+    (finding,) = check["findings"]
+    assert finding.startswith(f"{OLDER} (outside the planned chain): offset {offset:#x}, page "
+                              f"{header.file_id}:{header.page_id} (object {header.object_id}, index "
+                              f"{header.index_id}): checksum mismatch (stored {header.stored_checksum:#010x}, "
+                              "computed 0x")
+    assert db["reasons"][0].startswith("page_verification failed: 1 damaged page(s) (in backup(s) outside")
+    assert db["reasons"][1] == "not restored: offline verification asked for (--target offline)"
+    # The plan is the same either way.
+    assert db["chain"] == chain.database(name)["chain"] and db["chain"]["status"] == "complete"
+    # The setting says the same; the option given beats it.
+    config = isolated / "all.yaml"
+    config.write_text(yaml.safe_dump({"mssql": {"pages": "all"}}))
+    assert offline(restoreproof, root, "--config", str(config)).database(name)["verdict"] == "failed"
+    beaten = offline(restoreproof, root, "--config", str(config), "--pages", "chain")
+    assert _page_check(beaten, name)["status"] == "passed" and beaten.exit_code == 2
+
+
+DB1 = "sql2008-backups/db1"
+
+
+def test_a_chain_without_a_full_still_has_its_differentials_verified_beside_its_failure(mssql_copy, restoreproof):
+    root = mssql_copy(DB1)
+    diffs = [f"{DB1}/DIFF/SQL2008_db1_DIFF_20170518_041819.bak", f"{DB1}/DIFF/SQL2008_db1_DIFF_20170518_041826.bak"]
+    run = offline(restoreproof, root)
+    db = run.database("db1")
+    assert db["verdict"] == "failed" and run.exit_code == 1
+    assert db["reasons"] == ["chain broken: no full backup of db1"]
+    check = _page_check(run, "db1")
+    assert check["status"] == "passed" and list(check["details"]["per_file"]) == diffs
+    assert (check["details"]["files"], check["details"]["pages"], check["details"]["checksums_verified"]) == (2, 256, 248)
+    # A damaged differential is named beside the broken chain.
+    offset, header = _pages(root / diffs[1])[0]
+    _damage(root / diffs[1], lambda data: data.__setitem__(offset + 4000, data[offset + 4000] ^ 0x10))
+    damaged = offline(restoreproof, root)
+    db = damaged.database("db1")
+    assert db["verdict"] == "failed" and damaged.exit_code == 1
+    assert db["reasons"][0] == "chain broken: no full backup of db1"
+    assert db["reasons"][1].startswith("page_verification failed: 1 damaged page(s); 256 pages in 2 file(s): ")
+    (finding,) = _page_check(damaged, "db1")["findings"]
+    assert finding.startswith(f"{diffs[1]}: offset {offset:#x}, page {header.file_id}:{header.page_id} ")

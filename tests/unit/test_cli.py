@@ -77,3 +77,24 @@ def test_schema_prints_and_writes_the_schema_the_models_generate(tmp_path):
     assert json.loads(printed.stdout) == report_schema()
     written = runner.invoke(app, ["schema", "-o", str(tmp_path / "s.json")])
     assert written.exit_code == 0 and (tmp_path / "s.json").read_text() == schema_text()
+
+
+def test_pages_is_the_setting_unless_the_option_says_otherwise_and_an_unknown_choice_is_refused(monkeypatch,
+                                                                                                 tmp_path):
+    from verification.cli import PagesChoice, settings_from
+
+    monkeypatch.delenv("RESTOREPROOF_CONFIG", raising=False)
+    monkeypatch.delenv("RESTOREPROOF_MSSQL__PAGES", raising=False)
+    assert settings_from(None).mssql.pages == "chain"
+    config = tmp_path / "rp.yaml"
+    config.write_text("mssql:\n  pages: all\n  edition: Express\n")
+    assert settings_from(config).mssql.pages == "all"
+    # The option beats the file, and leaves the rest of its section as it is.
+    chosen = settings_from(config, PagesChoice.chain).mssql
+    assert (chosen.pages, chosen.edition) == ("chain", "Express")
+    monkeypatch.setenv("RESTOREPROOF_MSSQL__PAGES", "all")
+    assert settings_from(None).mssql.pages == "all" and settings_from(None, PagesChoice.chain).mssql.pages == "chain"
+    result = runner.invoke(app, ["verify", str(tmp_path), "--pages", "some"])
+    assert result.exit_code == 2
+    said = " ".join(result.stderr.replace("│", " ").split())
+    assert "Invalid value for '--pages': Value error, 'some' is not one of 'chain', 'all'." in said

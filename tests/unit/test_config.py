@@ -98,3 +98,14 @@ def test_the_environment_names_a_file_when_none_is_given_and_an_empty_file_is_th
     (tmp_path / "list.yaml").write_text("- a\n- b\n")
     with pytest.raises(ConfigError, match=r"list\.yaml must hold a mapping at its top level$"):
         load_settings(tmp_path / "list.yaml")
+
+
+def test_whose_pages_are_verified_is_the_chains_unless_every_backup_is_asked_for(monkeypatch, tmp_path):
+    monkeypatch.delenv("RESTOREPROOF_CONFIG", raising=False)
+    assert load_settings().mssql.pages == "chain"
+    config = tmp_path / "pages.yaml"
+    config.write_text("mssql:\n  pages: all\n")
+    assert load_settings(config).mssql.pages == "all"
+    config.write_text("mssql:\n  pages: everything\n")
+    with pytest.raises(ConfigError, match=r"mssql\.pages: Input should be 'chain' or 'all'"):
+        load_settings(config)

@@ -203,3 +203,43 @@ def test_an_offline_run_reserves_no_target_and_decides_every_database_from_its_f
     assert said["verdict"] == "error"
     assert said["reasons"][0] == "not restored: offline verification asked for (--target offline)"
     assert said["reasons"][1].startswith("page_verification (backup files, not a verdict on the data): no damaged page")
+
+
+def test_a_runs_pages_param_sets_the_setting_in_every_task_and_none_leaves_the_file_to_say(tmp_path, monkeypatch):
+    from verification.errors import ConfigError
+
+    monkeypatch.delenv("RESTOREPROOF_CONFIG", raising=False)
+    monkeypatch.delenv("RESTOREPROOF_MSSQL__PAGES", raising=False)
+    given = orchestration.NightlyParams.from_mapping({"source": "/b", "pages": "all"})
+    assert given.settings_overrides() == {"mssql": {"pages": "all"}}
+    assert load_settings(**given.settings_overrides()).mssql.pages == "all"
+    unset = orchestration.NightlyParams.from_mapping({"source": "/b", "pages": None})
+    assert unset.pages is None and unset.settings_overrides() == {}
+    config = tmp_path / "rp.yaml"
+    config.write_text("mssql:\n  pages: all\n")
+    assert load_settings(config, **unset.settings_overrides()).mssql.pages == "all"
+    chain = orchestration.NightlyParams(source="/b", pages="chain")
+    assert load_settings(config, **chain.settings_overrides()).mssql.pages == "chain"
+    with pytest.raises(ConfigError, match=r"mssql\.pages"):
+        load_settings(**orchestration.NightlyParams(source="/b", pages="some").settings_overrides())
+
+
+def test_an_offline_run_asked_for_every_backup_fails_a_database_whose_other_full_is_damaged(mssql_copy, tmp_path,
+                                                                                             monkeypatch):
+    from tests.faults.test_mssql_faults import _damage, _pages
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.delenv("RESTOREPROOF_CONFIG", raising=False)
+    root = mssql_copy("OlaMsFilter/Simple")
+    older = root / "OlaMsFilter/Simple/test_FULL_20160629_141300.bak"
+    offset, _ = _pages(older)[0]
+    _damage(older, lambda data: data.__setitem__(offset + 4000, data[offset + 4000] ^ 0x10))
+    params = orchestration.NightlyParams(source=str(root), engine="mssql", target="offline", pages="all")
+    settings = load_settings(**params.settings_overrides())  # what the DAG's tasks load
+    started = datetime(2026, 11, 24, 1, 0, tzinfo=UTC)
+    assert orchestration.discover(settings, params, "all1", started, progress=lambda _: None) == ["OlaMsFilterTest"]
+    said = orchestration.verify(settings, params, "all1", "OlaMsFilterTest", progress=lambda _: None)
+    assert said["verdict"] == "failed"
+    assert said["reasons"][0].startswith("page_verification failed: 1 damaged page(s) (in backup(s) outside the "
+                                         "planned chain: OlaMsFilter/Simple/test_FULL_20160629_141300.bak; none in "
+                                         "the planned chain's own)")

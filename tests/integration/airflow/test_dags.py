@@ -22,7 +22,8 @@ def test_nightly_dag_structure():
     dag = load_dag("restore_verification")
     assert dag.schedule == "0 1 * * *" or str(dag.timetable.summary) == "0 1 * * *"
     assert dag.catchup is False
-    assert set(dag.params) >= {"source", "engine", "include", "exclude", "point", "seed", "at", "time_budget_minutes"}
+    assert set(dag.params) >= {"source", "engine", "include", "exclude", "point", "seed", "at", "target", "pages",
+                               "time_budget_minutes"}
     tasks = {t.task_id: t for t in dag.tasks}
     # One planning task: every other task works from the plans it recorded.
     assert set(tasks) == {"discover", "database.reserve_target", "database.verify",

@@ -227,7 +227,7 @@ def _copy_only_beside(name: str) -> Callable[..., None]:
         twin = dataclasses.replace(media, media_set_guid="c0c0c0c0-0000-0000-0000-000000000000", families={
             n: dataclasses.replace(h, path=h.path.replace(".trn", "_copyonly.trn"), is_copy_only=True,
                                    media_set_guid="c0c0c0c0-0000-0000-0000-000000000000")
-            for n, h in media.families.items()}, copies=[])
+            for n, h in media.families.items()}, copy_headers=[])
         db.sets.insert(db.sets.index(media), twin)
     return edit
 

@@ -49,8 +49,13 @@ class MediaSet:
     media_set_guid: str
     family_count: int
     families: dict[int, BackupHeader] = field(default_factory=dict)
-    # Further files holding a family already read (a copy of the same backup): read, never used.
-    copies: list[str] = field(default_factory=list)
+    # Further files holding a family already read (a copy of the same backup): never restored, but
+    # their pages are verified like any backup's where every backup is asked for.
+    copy_headers: list[BackupHeader] = field(default_factory=list)
+
+    @property
+    def copies(self) -> list[str]:
+        return [header.path for header in self.copy_headers]
 
     @property
     def header(self) -> BackupHeader:
@@ -194,7 +199,7 @@ def group(headers: list[BackupHeader]) -> list[DatabaseCatalog]:
                str(header.backup_start))
         media = sets.setdefault(key, MediaSet(header.media_set_guid, header.family_count))
         if header.family_number in media.families:
-            media.copies.append(header.path)
+            media.copy_headers.append(header)
         else:
             media.families[header.family_number] = header
     by_database: dict[tuple[str, str, datetime | None], DatabaseCatalog] = {}

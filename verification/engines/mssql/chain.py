@@ -64,27 +64,37 @@ MSG_4326 = ("The log in this backup set terminates at LSN {found}, which is too 
 
 def backup_sets(media: MediaSet) -> list[BackupSet]:
     """One BackupSet per file of the media set, in family order."""
+    return [_backup_set(media, media.families[n]) for n in sorted(media.families)]
+
+
+def data_backups(db: DatabaseCatalog) -> list[BackupSet]:
+    """Every file of the database's full and differential backups, whether a chain uses it or not:
+    each family read (also of a set with a family missing), then each further copy of one; oldest
+    set first. From the headers already read: nothing is read again."""
+    return [_backup_set(media, header) for media in db.sets if media.header.backup_type != "log"
+            for header in [*(media.families[n] for n in sorted(media.families)), *media.copy_headers]]
+
+
+def _backup_set(media: MediaSet, header: BackupHeader) -> BackupSet:
+    """One file of the set: its own path, size and family; the set's facts from its first family."""
     h = media.header
-    return [
-        BackupSet(
-            database=h.database_name, label=f"{header.path}", type=BackupType(h.backup_type),
-            start=media.start, finish=media.finish, size_bytes=header.size_bytes, path=header.path,
-            first_lsn=str(h.first_lsn), last_lsn=str(h.last_lsn),
-            family=f"{header.family_number}/{header.family_count}",
-            checkpoint_lsn=str(h.checkpoint_lsn), database_backup_lsn=str(h.database_backup_lsn),
-            media_set_guid=h.media_set_guid, database_version=h.database_version,
-            software_version=f"{h.software_version[0]}.{h.software_version[1]}", server=h.server_name,
-            has_checksums=h.has_checksums, recovery_model=h.recovery_model, copy_only=h.is_copy_only,
-            backup_set_guid=h.backup_set_guid, differential_base_lsn=_lsn_text(h.differential_base_lsn),
-            differential_base_guid=h.differential_base_guid, recovery_fork_guid=h.recovery_fork_guid,
-            fork_point_lsn=_lsn_text(h.fork_point_lsn), parent_fork_guid=h.parent_fork_guid,
-            begins_log_chain=h.begins_log_chain, bulk_logged=h.has_bulk_logged_data, damaged=h.is_damaged,
-            compatibility_level=h.compatibility_level, collation=h.collation,
-            database_files=tuple(BackupFile(f.logical_name, f.file_type, f.size_bytes, f.file_id, f.filegroup,
-                                            f.physical_name) for f in h.files),
-        )
-        for header in (media.families[n] for n in sorted(media.families))
-    ]
+    return BackupSet(
+        database=h.database_name, label=f"{header.path}", type=BackupType(h.backup_type),
+        start=media.start, finish=media.finish, size_bytes=header.size_bytes, path=header.path,
+        first_lsn=str(h.first_lsn), last_lsn=str(h.last_lsn),
+        family=f"{header.family_number}/{header.family_count}",
+        checkpoint_lsn=str(h.checkpoint_lsn), database_backup_lsn=str(h.database_backup_lsn),
+        media_set_guid=h.media_set_guid, database_version=h.database_version,
+        software_version=f"{h.software_version[0]}.{h.software_version[1]}", server=h.server_name,
+        has_checksums=h.has_checksums, recovery_model=h.recovery_model, copy_only=h.is_copy_only,
+        backup_set_guid=h.backup_set_guid, differential_base_lsn=_lsn_text(h.differential_base_lsn),
+        differential_base_guid=h.differential_base_guid, recovery_fork_guid=h.recovery_fork_guid,
+        fork_point_lsn=_lsn_text(h.fork_point_lsn), parent_fork_guid=h.parent_fork_guid,
+        begins_log_chain=h.begins_log_chain, bulk_logged=h.has_bulk_logged_data, damaged=h.is_damaged,
+        compatibility_level=h.compatibility_level, collation=h.collation,
+        database_files=tuple(BackupFile(f.logical_name, f.file_type, f.size_bytes, f.file_id, f.filegroup,
+                                        f.physical_name) for f in h.files),
+    )
 
 
 def _lsn_text(lsn: int | None) -> str | None:
@@ -164,7 +174,7 @@ def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
         backups = [b for media in chosen for b in backup_sets(media)]
         return RestorePlan("mssql", name, Chain(final, backups, problems, rules, defects=defects), at,
                            backups[0] if backups else None, files=list(_files(*chosen)),
-                           history=backup_history(db))
+                           history=backup_history(db), data_backups=data_backups(db))
 
     def forks_said(skipped: list[str], fork: str | None) -> None:
         # Called once per plan: where the chain breaks (and returns), or after the last log.

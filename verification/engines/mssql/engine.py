@@ -1,7 +1,8 @@
 """The SQL Server engine: offline catalog and chain proof, then restore in a disposable SQL Server.
 
 Before any server, and also where none can run: every page of the chain's full and differential
-backups is read and verified offline (page_check.py): check "page_verification".
+backups (with the setting mssql.pages: all, of every one of the database's in the source) is read and
+verified offline (page_check.py): check "page_verification".
 
 Restore order for a planned chain (all families of each set at once):
 
@@ -158,7 +159,7 @@ class MssqlEngine:
         return SourcePlan(plans, unreadable)
 
     def check_backup_files(self, plan: RestorePlan, source: Source, evidence: Evidence) -> list[CheckResult]:
-        return [verify_pages(plan, source, evidence)]
+        return [verify_pages(plan, source, evidence, self.settings.mssql.pages)]
 
     def restore_and_check(self, plan: RestorePlan, target: Target, evidence: Evidence,
                           outcome: RestoreOutcome | None = None) -> RestoreOutcome:

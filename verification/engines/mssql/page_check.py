@@ -3,6 +3,12 @@ offline (pages.py), before any restore and also where no SQL Server can run. The
 (stripes) of one backup set are read as one backup: a PFS page in one judges the pages of another,
 and a page met in two of them is found.
 
+Whose pages (`page_scope`): the planned chain's data backups; with the setting `mssql.pages: all`
+(`verify --pages all`), every full and differential backup of the database in the source too, each
+one outside the chain named as such wherever it is said. A chain broken before any full or
+differential (no full, or its only full missing a stripe) plans none: then every data backup the
+database has is read, so their damage is named beside the broken chain. The plan never changes.
+
 Its verdict is of its own kind (`CheckKind.BACKUP_FILES`): a damaged page, or a data stream whose
 structure is damaged, makes the database "failed" with no server; a clean result never passes a
 database by itself (that still takes the restore and CHECKDB). What it could not read is named:
@@ -21,20 +27,37 @@ from verification.engines.mssql.boot import CHECKDB, BootPage, read_boot_page
 from verification.engines.mssql.mtf import MtfError, NeedsServerHeaderOnly
 from verification.engines.mssql.pages import PAGE, PAGE_TYPES, PageFinding, PageScan, SetScan
 from verification.errors import SourceError
-from verification.model import BackupSet, BackupType, CheckKind, CheckName, CheckResult, CheckStatus, RestorePlan
+from verification.model import (
+    BackupSet,
+    BackupType,
+    ChainStatus,
+    CheckKind,
+    CheckName,
+    CheckResult,
+    CheckStatus,
+    RestorePlan,
+)
 from verification.sources.base import Source, SourceFile
 
 EVIDENCE = "page-verification.txt"
 SHOWN = 50  # findings quoted in the check; all of them are in the evidence file
+NAMED = 10  # files named in the check's summary; all of them are in its details and the evidence
+CHAIN, ALL = "chain", "all"  # the setting mssql.pages
+OUTSIDE = "outside the planned chain"
 
 
-def describe_finding(finding: PageFinding) -> str:
-    """A finding as a reader looks it up: file, byte offset, page as SQL Server names it, owner, what."""
-    said = (f"{finding.path}: offset {finding.offset:#x}, page {finding.page} (object {finding.object_id}, "
-            f"index {finding.index_id}): {finding.reason}")
+def describe_finding(finding: PageFinding, outside: bool = False) -> str:
+    """A finding as a reader looks it up: file, byte offset, page as SQL Server names it, owner, what;
+    a file the restore does not read is said to be outside the chain."""
+    said = (f"{_file(finding.path, outside)}: offset {finding.offset:#x}, page {finding.page} "
+            f"(object {finding.object_id}, index {finding.index_id}): {finding.reason}")
     if finding.stored_checksum is not None and finding.computed_checksum is not None:
         said += f" (stored {finding.stored_checksum:#010x}, computed {finding.computed_checksum:#010x})"
     return said
+
+
+def _file(path: str, outside: bool) -> str:
+    return f"{path} ({OUTSIDE})" if outside else path
 
 
 @dataclass
@@ -49,10 +72,18 @@ class PageVerification:
     bytes: int = 0
     # The database's boot page, from the newest data backup that carries one.
     boot: BootPage | None = None
+    # Which backups were asked for, as said ("" where not said), and those of them outside the chain.
+    scope: str = ""
+    outside: list[str] = field(default_factory=list)
+    # Whether every data backup of the database was asked for, not only the chain's.
+    database_wide: bool = False
 
     @property
     def findings(self) -> list[PageFinding]:
         return [finding for scan in self.scans for finding in scan.findings]
+
+    def said(self, finding: PageFinding) -> str:
+        return describe_finding(finding, finding.path in self.outside)
 
 
 def data_files(plan: RestorePlan) -> list[str]:
@@ -70,6 +101,37 @@ def data_sets(plan: RestorePlan) -> list[list[str]]:
             key = ("set", b.backup_set_guid) if b.backup_set_guid else ("file", b.path)
             sets.setdefault(key, []).append(b.path)
     return list(sets.values())
+
+
+@dataclass(frozen=True)
+class PageScope:
+    """The data backups whose pages are read: the chain's, then the others, and how that is said."""
+
+    chain: list[str]
+    others: list[str]
+    said: str
+    database_wide: bool
+
+
+def _named(paths: list[str]) -> str:
+    more = f" (+{len(paths) - NAMED} more)" if len(paths) > NAMED else ""
+    return ", ".join(paths[:NAMED]) + more if paths else "none"
+
+
+def page_scope(plan: RestorePlan, pages: str = CHAIN) -> PageScope:
+    """Whose pages are read: the planned chain's full and differential backups; with `pages` "all",
+    every one of the database's in the source too; and where a broken chain plans none, every one
+    the database has (its damage is named beside the broken chain). From the plan alone."""
+    chain = data_files(plan)
+    others = [b.path for b in plan.data_backups if b.path and b.path not in chain]
+    if not chain and plan.chain.status is not ChainStatus.COMPLETE:
+        return PageScope([], others, "the broken chain plans no full or differential backup, so every one of the "
+                                     f"database's is read: {_named(others)}", True)
+    if pages == ALL:
+        return PageScope(chain, others, f"every full and differential backup of the database: {len(chain)} file(s) "
+                                        f"of the planned chain ({_named(chain)}) and {len(others)} {OUTSIDE}"
+                                        + (f" ({_named(others)})" if others else ""), True)
+    return PageScope(chain, [], f"the planned chain's full and differential backups ({_named(chain)})", False)
 
 
 def page_owners(backup: BackupSet) -> dict[int, int] | None:
@@ -114,6 +176,30 @@ def _newest_boot_page(source: Source, paths: list[str]) -> BootPage | None:
         if boot is not None:
             return boot
     return None
+
+
+def _marked(text: str, paths: list[str]) -> str:
+    """A message about a file outside the chain ("path: ..." or the bare path), said to be outside it."""
+    for path in paths:
+        if text == path or text.startswith(f"{path}: "):
+            return _file(path, True) + text[len(path):]
+    return f"{text} ({OUTSIDE})"
+
+
+def combined(chain: PageVerification, others: PageVerification, scope: PageScope) -> PageVerification:
+    """The chain's reading and the other backups' as one; the boot page stays the chain's where it has
+    data backups (the restored database's), and what is outside the chain is said to be."""
+    outside = scope.others if scope.chain else []  # with no chain planned, no file is outside it
+
+    def mark(texts: list[str]) -> list[str]:
+        return [_marked(text, outside) for text in texts] if outside else texts
+
+    return PageVerification(
+        scans=chain.scans + others.scans, damaged=chain.damaged + mark(others.damaged),
+        unreadable=chain.unreadable + mark(others.unreadable), compressed=chain.compressed + mark(others.compressed),
+        seconds=chain.seconds + others.seconds, bytes=chain.bytes + others.bytes,
+        boot=chain.boot if scope.chain else others.boot, scope=scope.said, outside=outside,
+        database_wide=scope.database_wide)
 
 
 def source_checkdb(boot: BootPage | None) -> str:
@@ -163,10 +249,12 @@ def judge(found: PageVerification, evidence: str | None = None) -> CheckResult:
                                      "without_checksum": s.without_checksum, "findings": len(s.findings)}
                             for s in found.scans},
                "natively_compressed": found.compressed, "unreadable": found.unreadable, "damaged": found.damaged,
-               "boot_page": boot_details(found.boot), "source_last_clean_checkdb": source_checkdb(found.boot)}
-    findings = [describe_finding(f) for f in found.findings]
+               "boot_page": boot_details(found.boot), "source_last_clean_checkdb": source_checkdb(found.boot),
+               "backups_read": found.scope or None, "outside_chain": found.outside}
+    findings = [found.said(f) for f in found.findings]
     counted = (f"{counts['pages']} pages in {counts['files']} file(s): {counts['checksums_verified']} checksums "
-               f"verified, {counts['without_checksum']} pages without checksum")
+               f"verified, {counts['without_checksum']} pages without checksum"
+               + (f"; backups read: {found.scope}" if found.scope else ""))
 
     def result(status: CheckStatus, summary: str, said: list[str], required: bool = True) -> CheckResult:
         more = [f"(+{len(said) - SHOWN} more in {evidence or 'the evidence'})"] if len(said) > SHOWN else []
@@ -177,6 +265,7 @@ def judge(found: PageVerification, evidence: str | None = None) -> CheckResult:
         pages = len({(f.path, f.page) for f in found.findings})
         summary = (f"{pages} damaged page(s)" if findings else "a backup file's data stream is damaged") + \
                   (f" and {len(found.damaged)} file(s) with a damaged structure" if findings and found.damaged else "")
+        summary += _outside_said(found)
         return result(CheckStatus.FAILED, f"{summary}; {counted}",
                       [f"backup file damaged: {d}" for d in found.damaged] + findings
                       + [f"not read: {u}" for u in found.unreadable])
@@ -187,32 +276,67 @@ def judge(found: PageVerification, evidence: str | None = None) -> CheckResult:
                   f"(the restore verifies them): {', '.join(found.compressed)}" if found.compressed else "")
     if not found.scans:
         # Nothing was read: a check that did not run is not a pass, and says why.
-        why = "the chain has no full or differential backup" if not found.compressed else \
-            "every data backup of the chain is natively compressed"
+        whose = "the database" if found.database_wide else "the chain"
+        why = f"{whose} has no full or differential backup" if not found.compressed else \
+            f"every data backup of {whose} is natively compressed"
         return result(CheckStatus.SKIPPED, f"not run: {why}{compressed}", [], required=False)
     return result(CheckStatus.PASSED, f"no damaged page; {counted}{compressed}; last clean CHECKDB on the source: "
                                       f"{source_checkdb(found.boot)}", [])
 
 
+def _outside_said(found: PageVerification) -> str:
+    """Which damaged backups lie outside the chain, and whether the chain's own are damaged too."""
+    marked = {path: f"{_file(path, True)}: " for path in found.outside}  # how their messages begin
+
+    def outside(damage: str) -> bool:
+        return any(damage.startswith(begins) for begins in marked.values())
+
+    bad = [path for path, begins in marked.items() if any(f.path == path for f in found.findings)
+           or any(d.startswith(begins) for d in found.damaged)]
+    if not bad:
+        return ""
+    chain_damaged = any(f.path not in marked for f in found.findings) or not all(map(outside, found.damaged))
+    return (f" ({'also ' if chain_damaged else ''}in backup(s) {OUTSIDE}: {_named(bad)}"
+            + ("" if chain_damaged else "; none in the planned chain's own") + ")")
+
+
 def render(found: PageVerification) -> str:
     """The evidence file: every file read with its counts, then every finding in full."""
     lines = ["# Offline page verification (restoreproof, engines/mssql/pages.py)", ""]
+    if found.scope:
+        lines += [f"backups read: {found.scope}", ""]
     for scan in found.scans:
         types = ", ".join(f"{PAGE_TYPES.get(k, f'type {k}')} {n}" for k, n in scan.by_type.items())
-        lines.append(f"{scan.path}: {scan.pages} pages, {scan.checksummed} checksums verified, "
+        lines.append(f"{_file(scan.path, scan.path in found.outside)}: {scan.pages} pages, "
+                     f"{scan.checksummed} checksums verified, "
                      f"{scan.without_checksum} without checksum ({scan.torn_page_protected} torn-page protected), "
                      f"{scan.zeroed} zeroed, {scan.unformatted} never formatted, {len(scan.findings)} finding(s); "
                      f"by type: {types or 'none'}")
     lines += [f"natively compressed (no pages offline): {path}" for path in found.compressed]
     lines += [f"damaged structure: {what}" for what in found.damaged]
     lines += [f"not read: {what}" for what in found.unreadable]
-    lines += ["", f"{len(found.findings)} finding(s):"] + [describe_finding(f) for f in found.findings]
+    lines += ["", f"{len(found.findings)} finding(s):"] + [found.said(f) for f in found.findings]
     lines.append(f"\nlast clean CHECKDB on the source: {source_checkdb(found.boot)}")
     lines.append(f"read {found.bytes} bytes in {found.seconds:.3f} s")
     return "\n".join(lines) + "\n"
 
 
-def verify_pages(plan: RestorePlan, source: Source, evidence: Evidence) -> CheckResult:
-    owners = {b.path: page_owners(b) for b in plan.chain.backups if b.path}
-    found = read_pages(source, data_sets(plan), owners)
+def _grouped(paths: list[str], backups: list[BackupSet]) -> list[list[str]]:
+    """`paths` as backup sets: families with one BackupSetGUID together, in the order given."""
+    guids = {b.path: b.backup_set_guid for b in backups if b.path}
+    sets: dict[tuple[str, str], list[str]] = {}
+    for path in paths:
+        guid = guids.get(path)
+        sets.setdefault(("set", guid) if guid else ("file", path), []).append(path)
+    return list(sets.values())
+
+
+def verify_pages(plan: RestorePlan, source: Source, evidence: Evidence, pages: str = CHAIN) -> CheckResult:
+    """The check for one database: `pages` is the setting mssql.pages ("chain" or "all")."""
+    scope = page_scope(plan, pages)
+    backups = [*plan.chain.backups, *plan.data_backups]
+    owners = {b.path: page_owners(b) for b in backups if b.path}
+    # Read apart, so that the boot page is the chain's; each reading is of whole backup sets.
+    found = combined(read_pages(source, _grouped(scope.chain, backups), owners),
+                     read_pages(source, _grouped(scope.others, backups), owners), scope)
     return judge(found, evidence.write(EVIDENCE, render(found)))

@@ -383,3 +383,38 @@ def test_a_page_damaged_in_the_backup_fails_beside_a_checkdb_that_passed(mssql_c
     assert f"RestoreTimeClean/RestoreTimeClean2.bak: offset {offset:#x}, page 1:{header.page_id}" in reasons[0]
     assert [(c.name, c.status) for c in outcome.checks] == [("page_verification", CheckStatus.FAILED),
                                                              ("dbcc_checkdb", CheckStatus.PASSED)]
+
+
+def test_with_every_backup_asked_for_a_damaged_copy_outside_the_chain_fails_and_the_same_chain_is_restored(
+        mssql_copy, tmp_path):
+    from tests.faults.test_mssql_faults import _pages
+
+    root = mssql_copy("RestoreTimeClean")
+    folder = root / "RestoreTimeClean"
+    (folder / "again").mkdir()
+    data = bytearray((folder / "RestoreTimeClean.bak").read_bytes())
+    offset, header = _pages(folder / "RestoreTimeClean.bak")[0]
+    data[offset + 1000] ^= 0x01
+    (folder / "again/RestoreTimeClean.bak").write_bytes(bytes(data))  # a second copy of the full, damaged
+    (db,) = scan(LocalSource(folder)).databases
+    planned = plan(db, "RestoreTimeClean", None)
+    runs = {}
+    for pages in ("chain", "all"):
+        engine = MssqlEngine(load_settings(mssql={"pages": pages}))
+        server = StandInServer({})
+        evidence = Evidence(tmp_path / pages)
+        outcome = RestoreOutcome(checks=engine.check_backup_files(planned, LocalSource(folder), evidence))
+        outcome = engine.restore_and_check(planned, server, evidence, outcome)  # type: ignore[arg-type]
+        runs[pages] = (server.sent, outcome, decide(planned, outcome))
+    clean_sent, _, (clean_verdict, _) = runs["chain"]
+    sent, outcome, (verdict, reasons) = runs["all"]
+    assert clean_verdict is Verdict.PASSED
+    # The plan and the restore are the same: only what the page check read, and so the verdict, differs.
+    assert sent == clean_sent
+    assert [(c.name, c.status) for c in outcome.checks] == [("page_verification", CheckStatus.FAILED),
+                                                             ("dbcc_checkdb", CheckStatus.PASSED)]
+    assert verdict is Verdict.FAILED
+    assert reasons[0].startswith("page_verification failed: 1 damaged page(s) (in backup(s) outside the planned "
+                                 "chain: again/RestoreTimeClean.bak; none in the planned chain's own); ")
+    assert (f"again/RestoreTimeClean.bak (outside the planned chain): offset {offset:#x}, page 1:{header.page_id} "
+            f"(object {header.object_id}, index {header.index_id}): checksum mismatch") in reasons[0]

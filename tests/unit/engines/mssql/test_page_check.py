@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -242,7 +243,8 @@ def test_the_details_name_every_count_and_every_file_not_read():
         "bytes_read": 99,
         "per_file": {"a.bak": {"pages": 16, "checksums_verified": 12, "without_checksum": 2, "findings": 1}},
         "natively_compressed": ["c.bak", "e.bak"], "unreadable": ["u.bak: y"], "damaged": ["d.bak: x"],
-        "boot_page": None, "source_last_clean_checkdb": "not found (no data backup of the chain carries the boot page)"}
+        "boot_page": None, "source_last_clean_checkdb": "not found (no data backup of the chain carries the boot page)",
+        "backups_read": None, "outside_chain": []}
     clean = judge(PageVerification([scan_of()], compressed=["c.bak", "e.bak"]))
     assert clean.summary.endswith("2 natively compressed file(s) have no pages to read offline (the restore "
                                   "verifies them): c.bak, e.bak; last clean CHECKDB on the source: not found (no data "
@@ -369,3 +371,218 @@ def test_a_family_that_will_not_read_is_named_and_the_others_of_its_set_still_re
     # Stripe 2 is read, but without stripe 1's PFS page its zero page cannot be judged: counted.
     (two,) = found.scans
     assert (two.path, two.pages, two.zeroed, two.findings) == (NEWEST[1], 168, 17, ())
+
+
+# ---- whose pages: the planned chain's, every backup of the database (pages: all), a broken chain's -------------
+
+SIMPLE = "OlaMsFilter/Simple"
+OLDER, NEWER = "test_FULL_20160629_141300.bak", "test_FULL_20160629_141320.bak"  # two fulls; the newer is the chain
+DB1 = "sql2008-backups/db1"
+DIFF1, DIFF2 = "DIFF/SQL2008_db1_DIFF_20170518_041819.bak", "DIFF/SQL2008_db1_DIFF_20170518_041826.bak"
+
+
+def _planned(root: Path):  # type: ignore[no-untyped-def]
+    source = LocalSource(root)
+    (db,) = scan(source).databases
+    return plan(db, db.database, None), source
+
+
+def _flip_a_page_body(victim: Path) -> tuple[int, str, str]:
+    """A bit flipped in the body of the first checksummed data page: (offset, its finding's checksums said)."""
+    from tests.faults.test_mssql_faults import _damage, _pages
+    from verification.engines.mssql.pages import page_checksum
+
+    offset, header = _pages(victim)[0]
+    _damage(victim, lambda data: data.__setitem__(offset + 4000, data[offset + 4000] ^ 0x10))
+    computed = page_checksum(victim.read_bytes()[offset:offset + 8192])
+    return offset, f"{header.file_id}:{header.page_id} (object {header.object_id}, index {header.index_id})", \
+        f"(stored {header.stored_checksum:#010x}, computed {computed:#010x})"
+
+
+def test_the_plan_carries_every_data_backup_of_the_database_whether_the_chain_uses_it_or_not(mssql_corpus):
+    simple, _ = _planned(mssql_corpus / SIMPLE)
+    assert data_files(simple) == [NEWER]
+    assert [(b.path, b.type, b.family) for b in simple.data_backups] == [(OLDER, "full", "1/1"),
+                                                                        (NEWER, "full", "1/1")]
+    # Each file's own facts: the very BackupSet the chain holds for the one it uses.
+    assert simple.data_backups[1] == simple.chain.backups[0]
+    doubled, _ = _planned(mssql_corpus / "DoubleDiffing")
+    assert [b.path for b in doubled.data_backups] == ["difftest-full.bak", "difftest-diff1.bak", "difftest-diff2.bak"]
+    broken, _ = _planned(mssql_corpus / DB1)
+    assert (broken.chain.status, broken.chain.backups) == ("broken", [])  # no full: the chain plans nothing
+    assert [b.path for b in broken.data_backups] == [DIFF1, DIFF2]  # the logs have no pages: never listed
+
+
+def test_a_second_copy_of_a_backup_is_among_the_data_backups_never_in_the_chain(mssql_copy):
+    root = mssql_copy(RTC)
+    (root / RTC / "again").mkdir()
+    (root / RTC / "again" / "RestoreTimeClean.bak").write_bytes((root / RTC / "RestoreTimeClean.bak").read_bytes())
+    planned, _ = _planned(root / RTC)
+    assert data_files(planned) == ["RestoreTimeClean.bak", "RestoreTimeClean2.bak"]
+    assert [(b.path, b.family) for b in planned.data_backups] == [
+        ("RestoreTimeClean.bak", "1/1"), ("again/RestoreTimeClean.bak", "1/1"), ("RestoreTimeClean2.bak", "1/1")]
+
+
+def test_whose_pages_are_read_is_the_chains_unless_every_backup_is_asked_for_or_the_chain_has_none(mssql_corpus):
+    from verification.engines.mssql.page_check import PageScope, page_scope
+
+    simple, _ = _planned(mssql_corpus / SIMPLE)
+    assert page_scope(simple) == page_scope(simple, "chain") == PageScope(
+        [NEWER], [], f"the planned chain's full and differential backups ({NEWER})", False)
+    assert page_scope(simple, "all") == PageScope(
+        [NEWER], [OLDER], f"every full and differential backup of the database: 1 file(s) of the planned chain "
+                          f"({NEWER}) and 1 outside the planned chain ({OLDER})", True)
+    clean, _ = _planned(mssql_corpus / RTC)
+    assert page_scope(clean, "all").said == (
+        "every full and differential backup of the database: 2 file(s) of the planned chain (RestoreTimeClean.bak, "
+        "RestoreTimeClean2.bak) and 0 outside the planned chain")
+    broken, _ = _planned(mssql_corpus / DB1)
+    expected = PageScope([], [DIFF1, DIFF2], "the broken chain plans no full or differential backup, so every one "
+                                             f"of the database's is read: {DIFF1}, {DIFF2}", True)
+    assert page_scope(broken) == page_scope(broken, "all") == expected
+    # A chain broken after its data backups (a log missing) still reads only its own.
+    from verification.model import ChainStatus
+
+    gap = replace(clean, chain=replace(clean.chain, status=ChainStatus.BROKEN))
+    assert page_scope(gap).chain == ["RestoreTimeClean.bak", "RestoreTimeClean2.bak"] and page_scope(gap).others == []
+
+
+def test_many_files_are_named_up_to_a_count_and_all_of_them_in_the_details():
+    from verification.engines.mssql.page_check import NAMED, _named
+
+    paths = [f"f{n}.bak" for n in range(NAMED + 3)]
+    assert _named(paths) == ", ".join(paths[:NAMED]) + " (+3 more)"
+    assert _named(paths[:NAMED]) == ", ".join(paths[:NAMED]) and _named([]) == "none"
+
+
+def test_with_every_backup_asked_for_a_damaged_full_outside_the_chain_fails_naming_it_and_its_page(
+        mssql_copy, tmp_path):
+    root = mssql_copy(SIMPLE)
+    offset, page, checksums = _flip_a_page_body(root / SIMPLE / OLDER)
+    planned, source = _planned(root / SIMPLE)
+    before = copy.deepcopy(planned.chain)
+    check = verify_pages(planned, source, Evidence(tmp_path / "all"), "all")
+    assert (check.status, check.required, check.kind) == (CheckStatus.FAILED, True, CheckKind.BACKUP_FILES)
+    assert check.summary == (
+        f"1 damaged page(s) (in backup(s) outside the planned chain: {OLDER}; none in the planned chain's own); "
+        "368 pages in 2 file(s): 340 checksums verified, 8 pages without checksum; backups read: every full and "
+        f"differential backup of the database: 1 file(s) of the planned chain ({NEWER}) and 1 outside the planned "
+        f"chain ({OLDER})")
+    finding = f"{OLDER} (outside the planned chain): offset {offset:#x}, page {page}: checksum mismatch {checksums}"
+    assert check.findings == [finding]
+    assert check.details["outside_chain"] == [OLDER]
+    assert check.details["per_file"] == {
+        NEWER: {"pages": 184, "checksums_verified": 170, "without_checksum": 4, "findings": 0},
+        OLDER: {"pages": 184, "checksums_verified": 170, "without_checksum": 4, "findings": 1}}
+    # The boot page is still the restored chain's.
+    assert check.details["boot_page"]["path"] == NEWER
+    text = (tmp_path / "all" / EVIDENCE).read_text()
+    assert f"\nbackups read: {check.details['backups_read']}\n" in text
+    assert f"\n{OLDER} (outside the planned chain): 184 pages, 170 checksums verified" in text
+    assert f"\n{NEWER}: 184 pages, 170 checksums verified" in text
+    assert f"\n1 finding(s):\n{finding}\n" in text
+    # Reading more never changes the plan.
+    assert planned.chain == before and data_files(planned) == [NEWER]
+
+
+def test_by_default_the_same_folder_passes_saying_it_read_the_chains_backup_only(mssql_copy, tmp_path):
+    root = mssql_copy(SIMPLE)
+    _flip_a_page_body(root / SIMPLE / OLDER)
+    planned, source = _planned(root / SIMPLE)
+    check = verify_pages(planned, source, Evidence(tmp_path / "chain"))
+    assert check.status is CheckStatus.PASSED
+    assert check.summary == (
+        "no damaged page; 184 pages in 1 file(s): 170 checksums verified, 4 pages without checksum; backups read: the "
+        f"planned chain's full and differential backups ({NEWER}); last clean CHECKDB on the source: never (the boot "
+        f"page in {NEWER} records none)")
+    assert list(check.details["per_file"]) == [NEWER] and check.details["outside_chain"] == []
+    assert OLDER not in (tmp_path / "chain" / EVIDENCE).read_text()
+
+
+def test_a_broken_chain_without_a_full_still_verifies_its_differentials_and_is_failed_with_them(mssql_copy, tmp_path):
+    from verification.engines.base import RestoreOutcome
+    from verification.model import Verdict
+    from verification.verdict import decide
+
+    root = mssql_copy(DB1)
+    planned, source = _planned(root / DB1)
+    clean = verify_pages(planned, source, Evidence(tmp_path / "clean"))
+    assert clean.status is CheckStatus.PASSED
+    assert clean.summary == (
+        "no damaged page; 256 pages in 2 file(s): 248 checksums verified, 4 pages without checksum; backups read: the "
+        f"broken chain plans no full or differential backup, so every one of the database's is read: {DIFF1}, "
+        f"{DIFF2}; last clean CHECKDB on the source: 2017-03-04 21:43:04 (the source server's clock; boot page in "
+        f"{DIFF2}, field place inferred from the corpus)")
+    assert list(clean.details["per_file"]) == [DIFF1, DIFF2] and clean.details["outside_chain"] == []
+    verdict, reasons = decide(planned, RestoreOutcome(checks=[clean]))
+    assert (verdict, reasons) == (Verdict.FAILED, ["chain broken: no full backup of db1"])
+
+    offset, page, checksums = _flip_a_page_body(root / DB1 / DIFF2)
+    damaged = verify_pages(planned, source, Evidence(tmp_path / "damaged"))
+    assert damaged.status is CheckStatus.FAILED
+    assert damaged.summary.startswith("1 damaged page(s); 256 pages in 2 file(s): ")  # no chain to be outside of
+    finding = f"{DIFF2}: offset {offset:#x}, page {page}: checksum mismatch {checksums}"
+    assert damaged.findings == [finding]
+    verdict, reasons = decide(planned, RestoreOutcome(checks=[damaged]))
+    assert verdict is Verdict.FAILED
+    assert reasons == ["chain broken: no full backup of db1", f"page_verification failed: {damaged.summary}: {finding}"]
+
+
+def test_what_is_outside_the_chain_is_said_so_in_every_message_and_the_chains_own_damage_comes_first():
+    from verification.engines.mssql.page_check import PageScope, combined
+
+    scope = PageScope(["a.bak"], ["b.bak", "c.bak", "d.bak"], "said", True)
+    chain = PageVerification([scan_of("a.bak", (MISMATCH,))], damaged=["a2.bak: cut"], seconds=1.0, bytes=10,
+                             boot=_boot(path="a.bak"))
+    others = PageVerification([scan_of("b.bak", (replace(MISMATCH, path="b.bak"),))], damaged=["c.bak: cut"],
+                              unreadable=["d.bak: gone"], compressed=["e.bak"], seconds=2.0, bytes=20,
+                              boot=_boot(path="b.bak"))
+    found = combined(chain, others, scope)
+    assert (found.damaged, found.unreadable, found.compressed) == (
+        ["a2.bak: cut", "c.bak (outside the planned chain): cut"], ["d.bak (outside the planned chain): gone"],
+        ["e.bak (outside the planned chain)"])
+    assert (found.seconds, found.bytes, found.boot, found.scope, found.outside, found.database_wide) == (
+        3.0, 30, chain.boot, "said", ["b.bak", "c.bak", "d.bak"], True)
+    check = judge(found)
+    assert check.summary.startswith("2 damaged page(s) and 2 file(s) with a damaged structure (also in backup(s) "
+                                    "outside the planned chain: b.bak, c.bak); 32 pages in 2 file(s): ")
+    assert check.findings == [
+        "backup file damaged: a2.bak: cut", "backup file damaged: c.bak (outside the planned chain): cut",
+        describe_finding(MISMATCH), describe_finding(replace(MISMATCH, path="b.bak"), outside=True),
+        "not read: d.bak (outside the planned chain): gone"]
+    assert describe_finding(replace(MISMATCH, path="b.bak"), outside=True).startswith(
+        "b.bak (outside the planned chain): offset 0x4000, page 1:9")
+    # Only a structure outside the chain damaged: the chain's own are said to be clean.
+    only = judge(combined(PageVerification([scan_of("a.bak")]), PageVerification(damaged=["c.bak: cut"]), scope))
+    assert only.summary.startswith("a backup file's data stream is damaged (in backup(s) outside the planned chain: "
+                                   "c.bak; none in the planned chain's own); 16 pages in 1 file(s): ")
+    # No chain planned: nothing is outside it, and the boot page is the one the backups read carry.
+    nothing = PageScope([], ["b.bak"], "all of them", True)
+    alone = combined(PageVerification(), others, nothing)
+    assert (alone.outside, alone.damaged, alone.boot) == ([], ["c.bak: cut"], others.boot)
+    assert not judge(alone).summary.count("outside")
+
+
+def test_a_message_about_a_file_outside_the_chain_that_does_not_start_with_its_name_still_says_so():
+    from verification.engines.mssql.page_check import _marked
+
+    assert _marked("b.bak: cut", ["b.bak"]) == "b.bak (outside the planned chain): cut"
+    assert _marked("b.bak", ["b.bak"]) == "b.bak (outside the planned chain)"
+    assert _marked("b.bak.old: cut", ["b.bak"]) == "b.bak.old: cut (outside the planned chain)"
+
+
+def test_nothing_to_read_in_the_whole_database_says_so():
+    assert judge(PageVerification(database_wide=True)).summary == (
+        "not run: the database has no full or differential backup")
+    assert judge(PageVerification(compressed=["x.bak"], database_wide=True)).summary.startswith(
+        "not run: every data backup of the database is natively compressed;")
+
+
+def test_the_evidence_says_whose_pages_were_read_first():
+    found = PageVerification([scan_of("a.bak"), scan_of("b.bak", (replace(MISMATCH, path="b.bak"),))],
+                             scope="the chain and b.bak", outside=["b.bak"])
+    text = render(found)
+    assert text.startswith("# Offline page verification (restoreproof, engines/mssql/pages.py)\n\n"
+                           "backups read: the chain and b.bak\n\na.bak: 16 pages,")
+    assert "\nb.bak (outside the planned chain): 16 pages, 12 checksums verified" in text
+    assert "\n1 finding(s):\nb.bak (outside the planned chain): offset 0x4000, page 1:9 " in text
