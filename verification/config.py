@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, YamlConfigSettingsSource
 
 from verification.errors import ConfigError
@@ -193,8 +193,95 @@ class EvidenceSettings(_Section):
     hash_backups: bool = True
 
 
+class ExpectationSpec(_Section):
+    """One expectation in Great Expectations' own words: its type as GX names it (snake_case) and
+    its kwargs. Checked against GX when the data checks are loaded, before any restore."""
+
+    type: str
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+
+class DataSuite(_Section):
+    """Expectations on one table or one query of a restored database."""
+
+    table: str | None = None   # "schema.table" or "table"
+    query: str | None = None   # a SELECT whose rows are the batch
+    name: str | None = None    # required for a query; a table's name defaults to the table
+    # The database inside the restored server (PostgreSQL: one of the cluster's databases); by
+    # default the verified database's main one.
+    database: str | None = None
+    expect: list[ExpectationSpec] = Field(min_length=1)
+    required: bool = True
+
+    @model_validator(mode="after")
+    def _one_batch(self) -> DataSuite:
+        if (self.table is None) == (self.query is None):
+            raise ValueError("give exactly one of table: or query:")
+        if self.query is not None and not self.name:
+            raise ValueError("a query needs a name:")
+        return self
+
+    @property
+    def label(self) -> str:
+        return self.name or str(self.table)
+
+
+class BaselineSettings(_Section):
+    """Automatic baselines: every table of every restored database against the last passed run."""
+
+    enabled: bool = True
+    # A table that lost more than this share of its rows since the last passed verification fails.
+    row_drop_percent: float = Field(10.0, ge=0, le=100)
+    # A changed column set: "report" says it, "fail" fails the database.
+    schema_drift: Literal["report", "fail"] = "report"
+    # Tables per database beyond which the rest are counted but not profiled (said in the report).
+    max_tables: int = Field(500, ge=1)
+
+
+class FreshnessColumn(_Section):
+    table: str
+    column: str
+    database: str | None = None
+    # The newest row may be at most this old at the restore point; default: the database's RPO.
+    max_age_seconds: float | None = Field(None, gt=0)
+
+
+class FreshnessSettings(_Section):
+    """The newest row of tables with a timestamp column, against the restore point."""
+
+    enabled: bool = True
+    # Columns named here are each held to their age limit (or the RPO) and fail alone.
+    columns: dict[str, list[FreshnessColumn]] = Field(default_factory=dict)
+    # Found automatically: a timestamp column with a default of the current time, or named like these
+    # (fnmatch, case-insensitive). Together they say how far the data reaches: the freshest of them
+    # fails the database only when even it is older than the RPO allows.
+    auto: bool = True
+    name_patterns: list[str] = Field(default_factory=lambda: ["created", "updated", "modified", "inserted",
+                                                               "created_at", "updated_at", "modified_at",
+                                                               "inserted_at", "*_time", "*timestamp"])
+
+
 class ChecksSettings(_Section):
+    # Deprecated: business invariants as a query and its expected single value. Still read, run as
+    # Great Expectations unexpected-rows expectations; write them under `expectations:` instead.
     sql: list[SqlCheck] = Field(default_factory=list)
+    # Great Expectations data checks (after the restore is online, before the integrity checks).
+    enabled: bool = True
+    # Per verified database (a stanza for PostgreSQL, a database for SQL Server).
+    expectations: dict[str, list[DataSuite]] = Field(default_factory=dict)
+    # <database>/<name>.json: GX suite files, e.g. exported from an existing GX project.
+    suites_dir: Path | None = None
+    baselines: BaselineSettings = BaselineSettings()
+    freshness: FreshnessSettings = FreshnessSettings()
+    # Seconds for all of one database's data checks.
+    timeout: float = Field(1800.0, gt=0)
+
+    def deprecations(self) -> list[str]:
+        if not self.sql:
+            return []
+        return [f"checks.sql is deprecated ({len(self.sql)} checks): they run as Great Expectations "
+                "unexpected-rows expectations; write them under checks.expectations"]
 
 
 class Settings(BaseSettings):

@@ -60,7 +60,8 @@ class PhaseName(StrEnum):
 
 
 class CheckName(StrEnum):
-    """The built-in checks; a user's data check is named "sql:<its name>"."""
+    """The built-in checks; a user's data check is named "data:<suite>" (a deprecated SQL check,
+    "sql:<its name>")."""
 
     PG_AMCHECK = "pg_amcheck"
     PG_CHECKSUMS = "pg_checksums"
@@ -68,6 +69,8 @@ class CheckName(StrEnum):
     DBCC_CHECKDB = "dbcc_checkdb"
     BACKUP_HASHES = "backup_hashes"
     PAGE_VERIFICATION = "page_verification"
+    DATA_BASELINE = "data_baseline"
+    DATA_FRESHNESS = "data_freshness"
 
 
 class CheckKind(StrEnum):
@@ -76,6 +79,9 @@ class CheckKind(StrEnum):
 
     RESTORED = "restored"
     BACKUP_FILES = "backup_files"
+    # What the restored data holds (Great Expectations): can fail a database, and proves nothing
+    # about the pages being sound, so it never stands in for an integrity check either.
+    DATA = "data"
 
 
 class PhaseStatus(StrEnum):

@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from verification import __version__
+from verification.checks.suites import check_all
 from verification.config import Settings
-from verification.engines.base import Engine, Evidence, RestoreOutcome, SourcePlan
+from verification.engines.base import DataChecks, Engine, Evidence, RestoreOutcome, SourcePlan
 from verification.errors import RestoreproofError, SourceError, TargetError
 from verification.model import (
     ChainStatus,
@@ -110,6 +111,14 @@ class RedactingEvidence(Evidence):
     def write(self, name: str, text: str) -> str:
         return super().write(name, self.redact(text))
 
+    def scrub_tree(self, folder: str) -> None:
+        for path in sorted((self.folder / folder).rglob("*")):
+            if path.is_file() and path.suffix in (".html", ".json", ".txt", ".js", ".css"):
+                text = path.read_text(encoding="utf-8", errors="replace")
+                redacted = self.redact(text)
+                if redacted != text:
+                    path.write_text(redacted, encoding="utf-8")
+
 
 def record_versions(engine: Engine, target: Target, evidence: Evidence) -> None:
     """Tool and image versions for the evidence bundle, from inside the target."""
@@ -169,10 +178,26 @@ def check_backup_files(engine: Engine, plan: RestorePlan, source: Source | None,
     return outcome
 
 
+def data_checks_for(settings: Settings, store: ResultStore, database: str) -> DataChecks | None:
+    """The data checks of one database: its suites, and the baseline of its last passed verification."""
+    if not settings.checks.enabled:
+        return None
+    from verification.checks.baseline import previous_baseline
+    from verification.checks.runner import DataCheckRunner
+    from verification.checks.suites import load_suites
+
+    previous = next((entry for _, _, entry in store.report_entries(database=database, limit=50)
+                     if entry.verdict == Verdict.PASSED), None)
+    details = next((check.details for check in previous.checks if check.name == CheckName.DATA_BASELINE),
+                   None) if previous else None
+    return DataCheckRunner(settings, database, load_suites(settings.checks, database), previous_baseline(details),
+                           settings.rpo.for_database(database))
+
+
 def verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider | None, run_id: str,
                     repo_host_path: str, evidence: Evidence, progress: ProgressFn = _quiet, *,
                     context: PredictionContext | None = None, source: Source | None = None,
-                    no_target: str | None = None) -> DatabaseResult:
+                    no_target: str | None = None, data_checks: DataChecks | None = None) -> DatabaseResult:
     point = RestorePoint(target=plan.stop_at.isoformat() if plan.stop_at else "latest")
     result = DatabaseResult(plan.database, Verdict.ERROR, [], plan, point)
     # Before any target: what the backup files show without a server fails a database that cannot be
@@ -201,7 +226,7 @@ def verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider 
                                                     repo_host_path, evidence, progress)
                 record_versions(engine, target, evidence)
             progress(f"{plan.database}: restoring {plan.target_backup.label if plan.target_backup else '?'}")
-            outcome = engine.restore_and_check(plan, target, evidence, partial)
+            outcome = engine.restore_and_check(plan, target, evidence, partial, data_checks)
             if outcome is not partial:  # an engine that made its own outcome still keeps what came before it
                 outcome.checks[:0], outcome.errors[:0] = partial.checks, partial.errors
         except TargetError as exc:
@@ -325,6 +350,12 @@ def discover(settings: Settings, request: RunRequest, run_id: str, started: date
     unreadable = [u for u in unreadable if u.database not in left_out]
     for unread in unreadable:
         progress(f"{unread.kind}: {unread.describe()}")
+    if request.target != OFFLINE:
+        # Every suite is read and checked against Great Expectations before any restore starts:
+        # one that is not valid stops the run here (exit 2), not one database's checks later.
+        check_all(settings.checks, [plan.database for plan in plans])
+    for said in settings.checks.deprecations():
+        progress(f"warning: {said}")
     run_dir = (report_dir or settings.report_dir) / run_id
     generation = uuid.uuid4().hex[:12]
     store = ResultStore(settings.results_database_url)
@@ -402,8 +433,10 @@ def verify_one(settings: Settings, discovery: Discovery, plan: RestorePlan, *,
         engine = discovery.engine
         context = context or PredictionContext.load_or_cold(settings, engine.name, progress)
         evidence = RedactingEvidence(discovery.run_dir / "evidence" / slug(plan.database), redact)
+        checks = data_checks_for(settings, store, plan.database)
         result = verify_database(engine, plan, provider, discovery.run_id, discovery.source.describe(), evidence,
-                                 progress, context=context, source=discovery.source, no_target=no_target)
+                                 progress, context=context, source=discovery.source, no_target=no_target,
+                                 data_checks=checks)
         redact_result(result, redact)
         entry = database_entry(result)
         context.annotate_quietly(entry, result, discovery.run_id, discovery.started_at, progress)

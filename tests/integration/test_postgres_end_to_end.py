@@ -42,7 +42,24 @@ def test_demo_repository_passes_with_every_phase_timed(demo, settings):
         assert redo["status"] == "measured" and redo["bytes"] > 0
         assert phase(db, "recovery_end")["seconds"] is not None
         assert {c["name"]: c["status"] for c in db["checks"]} == {
-            "pg_amcheck": "passed", "pg_checksums": "passed", "pgbackrest_verify": "passed"}
+            "pg_amcheck": "passed", "pg_checksums": "passed", "pgbackrest_verify": "passed",
+            "data_baseline": "passed", "data_freshness": "passed"}
+        checks = {c["name"]: c for c in db["checks"]}
+        # Great Expectations read every table of the restored cluster over the socket: pgbench's
+        # tables at the demo's scale (7 x 100,000 accounts per scale unit), and the events table.
+        tables = checks["data_baseline"]["details"]["tables"]
+        assert tables["postgres.public.pgbench_accounts"] == {"rows": 700_000,
+                                                               "columns": ["aid", "bid", "abalance", "filler"]}
+        assert tables["postgres.public.pgbench_branches"]["rows"] == 7
+        assert checks["data_baseline"]["kind"] == "data"
+        # events.at (timestamptz default clock_timestamp()) is found by itself; its newest row is the
+        # last transaction the restore replayed, to the second.
+        freshness = checks["data_freshness"]
+        assert freshness["summary"].startswith("newest row in postgres.public.events.at: ")
+        assert "before the restore point" in freshness["summary"]
+        assert 0 <= freshness["details"]["data_rpo_seconds"] < 1
+        assert phase(db, "data_checks")["status"] == "measured" and phase(db, "data_checks")["seconds"] > 0
+        assert "data-docs/index.html" in db["evidence"]
         assert db["recovery_seconds"] > 0
         # The newest data made it: the last marker row was written just before the final WAL switch.
         last = parse_pg_timestamp(demo.manifest["stanzas"][db["database"]]["markers"]["last"])

@@ -24,6 +24,7 @@ class MemoryTarget:
     repo_path = "/repo"
     work_dir = "/work"
     provision_seconds = 0.1
+    exchange = None
 
     def __init__(self) -> None:
         self.closed = 0
@@ -76,7 +77,7 @@ class ExplodingEngine:
         return []
 
     def restore_and_check(self, plan: Any, target: Any, evidence: Evidence,
-                          outcome: RestoreOutcome | None = None) -> RestoreOutcome:
+                          outcome: RestoreOutcome | None = None, data_checks: Any = None) -> RestoreOutcome:
         raise self.exc
 
 
@@ -129,7 +130,7 @@ def test_redacting_evidence_never_writes_the_secret(tmp_path, monkeypatch):
 
 class OnlineEngine(ExplodingEngine):
     def restore_and_check(self, plan: Any, target: Any, evidence: Evidence,
-                          outcome: RestoreOutcome | None = None) -> RestoreOutcome:
+                          outcome: RestoreOutcome | None = None, data_checks: Any = None) -> RestoreOutcome:
         from tests.unit.factories import online_outcome, passed_check
 
         return online_outcome(passed_check())
@@ -215,7 +216,7 @@ class DyingEngine(ExplodingEngine):
     """Proves the backups bad (a failure, a failed check) in the outcome it is given, then raises."""
 
     def restore_and_check(self, plan: Any, target: Any, evidence: Evidence,
-                          outcome: RestoreOutcome | None = None) -> RestoreOutcome:
+                          outcome: RestoreOutcome | None = None, data_checks: Any = None) -> RestoreOutcome:
         assert outcome is not None, "the pipeline must hand the engine the outcome it decides on"
         outcome.failures.append("pgbackrest restore of backup X failed: [029] zlib data error")
         outcome.checks.append(CORRUPT)
@@ -475,7 +476,7 @@ class FilesCheckingEngine(OnlineEngine):
         return [self.found]
 
     def restore_and_check(self, plan: Any, target: Any, evidence: Evidence,
-                          outcome: RestoreOutcome | None = None) -> RestoreOutcome:
+                          outcome: RestoreOutcome | None = None, data_checks: Any = None) -> RestoreOutcome:
         self.order.append("restore")
         return super().restore_and_check(plan, target, evidence, outcome)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -30,7 +31,36 @@ class RestoreOutcome:
     proofs: list[str] = field(default_factory=list)
 
 
-__all__ = ["Engine", "Evidence", "RestoreOutcome", "SourcePlan", "UnreadableFile"]
+__all__ = ["DataAccess", "DataChecks", "Engine", "Evidence", "RestoreOutcome", "SourcePlan", "UnreadableFile"]
+
+
+@dataclass(frozen=True)
+class DataAccess:
+    """How restoreproof's own process reaches the restored server for the data checks, as the engine
+    made it: the target keeps no way out (PostgreSQL: a Unix socket in a host folder mounted into
+    the target; SQL Server: a loopback relay into a container with no network)."""
+
+    # A SQLAlchemy URL per database of the restored server.
+    url: Callable[[str], str]
+    # The restored server's own databases whose tables are checked (system databases left out).
+    databases: tuple[str, ...]
+    # Where a table named without a database is looked for; None when the server holds several
+    # and none is the verified database's own (then an expectation must name its database).
+    main_database: str | None
+    # The restore point as the server proved it (its last replayed transaction), and when the
+    # newest backup of the chain ended: freshness is measured against both.
+    restore_point: datetime | None
+    backup_end: datetime | None
+    # Values that must never be shown (a password in a URL): scrubbed from every message.
+    secrets: tuple[str, ...] = ()
+
+
+class DataChecks(Protocol):
+    """The data checks of one restored database, run by the engine once the server is online and
+    before the integrity checks; never raises for what the data or the checks' tools did (those
+    are results), so the engine's own steps still run after it."""
+
+    def __call__(self, access: DataAccess, evidence: Evidence) -> list[CheckResult]: ...
 
 
 @dataclass
@@ -51,11 +81,14 @@ class Evidence:
         self.files: dict[str, str] = {}
 
     def write(self, name: str, text: str) -> str:
-        self.folder.mkdir(parents=True, exist_ok=True)
+        (self.folder / name).parent.mkdir(parents=True, exist_ok=True)
         (self.folder / name).write_text(text, encoding="utf-8")
         relative = f"{self.folder.name}/{name}"
         self.files[name] = relative
         return relative
+
+    def scrub_tree(self, folder: str) -> None:
+        """Files a tool wrote into the evidence itself (a report site): redacted where the evidence is."""
 
 
 class Engine(Protocol):
@@ -84,8 +117,10 @@ class Engine(Protocol):
         ...
 
     def restore_and_check(self, plan: RestorePlan, target: Target, evidence: Evidence,
-                          outcome: RestoreOutcome | None = None) -> RestoreOutcome:
-        """Restore the planned chain into the target, bring it online, and run the integrity checks.
+                          outcome: RestoreOutcome | None = None,
+                          data_checks: DataChecks | None = None) -> RestoreOutcome:
+        """Restore the planned chain into the target, bring it online, run `data_checks` (timed as the
+        phase data_checks; without them the phase is said absent), then the integrity checks.
 
         Fills `outcome` (a new one when None) as it goes and returns it: when it raises, what it
         found until then (a failure proven before the target died) is still in the caller's hands."""

@@ -37,6 +37,9 @@ class Target(Protocol):
     repo_path: str  # the repository, as the target's commands see it (read-only)
     work_dir: str   # a writable folder, private to this target
     provision_seconds: float
+    # (as the target's commands see it, as this process sees it): a folder both see and nothing
+    # else reaches (a restored server's socket goes there); None when the target has none.
+    exchange: tuple[str, str] | None
 
     def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> ExecResult:
         """Run a command as the database's OS user; never raises on a non-zero exit."""

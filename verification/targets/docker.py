@@ -7,8 +7,10 @@ restore throughput is the disk's). Both carry the run's label.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import docker.errors
@@ -20,6 +22,7 @@ import docker
 from verification.config import DockerSettings, MssqlSettings
 from verification.errors import ImageMissingError, TargetError
 from verification.targets.base import ExecResult, timeout_argv
+from verification.targets.exchange import EXCHANGE_PATH, ExchangeFolder, make_exchange
 from verification.targets.labels import labels, slug
 from verification.targets.polling import poll_until
 
@@ -75,7 +78,7 @@ T = TypeVar("T", bound="DockerTarget")
 def start_disposable(client: docker.DockerClient, image: str, name: str, tags: dict[str, str], *,
                      limits: DockerSettings | MssqlSettings, repo: tuple[str, str], data_path: str,
                      make_target: Callable[[Container, Volume], T], wait_ready: Callable[[T], None],
-                     environment: dict[str, str] | None = None) -> T:
+                     environment: dict[str, str] | None = None, exchange: ExchangeFolder | None = None) -> T:
     """Create a labelled data volume and container (no network, limits, repository read-only),
     start it and wait until it is ready; on any failure or interrupt, remove both and re-raise."""
     memory = limits.memory_bytes
@@ -88,13 +91,17 @@ def start_disposable(client: docker.DockerClient, image: str, name: str, tags: d
         container = client.containers.create(
             image, name=name, labels=tags, network_mode="none", environment=environment or {},
             mem_limit=memory, memswap_limit=memory, nano_cpus=int(limits.cpus * 1e9), pids_limit=limits.pids_limit,
-            volumes={repo[0]: {"bind": repo[1], "mode": "ro"}, volume.name: {"bind": data_path, "mode": "rw"}},
+            volumes={repo[0]: {"bind": repo[1], "mode": "ro"}, volume.name: {"bind": data_path, "mode": "rw"},
+                     **({str(exchange.shared): {"bind": EXCHANGE_PATH, "mode": "rw"}} if exchange else {})},
         )
         container.start()
         target = make_target(container, volume)
         wait_ready(target)
     except BaseException as exc:
         remove_quietly(container, volume)
+        if exchange is not None:
+            with contextlib.suppress(TargetError):
+                exchange.remove()
         if isinstance(exc, docker.errors.APIError):
             raise TargetError(f"cannot start a container from {image}: {exc.explanation or exc}") from exc
         if isinstance(exc, requests.exceptions.ConnectionError | docker.errors.DockerException):
@@ -125,8 +132,11 @@ class DockerTarget:
     work_dir = WORK_DIR
 
     def __init__(self, client: docker.DockerClient, container: Container, volume: Volume,
-                 image: str, provision_seconds: float) -> None:
+                 image: str, provision_seconds: float, exchange: ExchangeFolder | None = None) -> None:
         self._client = client
+        self._exchange = exchange
+        # (in the container, on this host): the folder both see, for the restored server's socket.
+        self.exchange: tuple[str, str] | None = (EXCHANGE_PATH, str(exchange.shared)) if exchange else None
         self.container = container
         self.volume = volume
         self.image = image
@@ -160,6 +170,11 @@ class DockerTarget:
     def close(self) -> None:
         # The container first: a volume in use cannot be removed.
         errors = remove_quietly(self.container, self.volume)
+        if self._exchange is not None:
+            try:
+                self._exchange.remove()
+            except TargetError as exc:
+                errors.append(str(exc))
         if errors:
             raise TargetError(f"cleanup of {self.name} incomplete: {'; '.join(errors)}")
 
@@ -167,9 +182,11 @@ class DockerTarget:
 class DockerTargetProvider:
     kind = "docker"
 
-    def __init__(self, settings: DockerSettings, image: str) -> None:
+    def __init__(self, settings: DockerSettings, image: str, state_dir: Path | None = None) -> None:
         self.settings = settings
         self.image = image
+        # With a state folder, each target gets an exchange folder (recorded there for the reaper).
+        self.state_dir = state_dir
         self._client = docker_client()
 
     def provision(self, run_id: str, database: str, repo_host_path: str, role: str = "target") -> DockerTarget:
@@ -180,11 +197,13 @@ class DockerTargetProvider:
         except docker.errors.ImageNotFound as exc:
             raise ImageMissingError(f"image {self.image} is not present: build it with docker/build.sh") from exc
         suffix = "" if role == "target" else f"--{role}"
+        exchange = make_exchange(self.state_dir, run_id, database) if self.state_dir and role == "target" else None
         return start_disposable(
             self._client, self.image, f"restoreproof-{run_id}-{slug(database)}{suffix}".lower(),
             labels(run_id, role, database), limits=self.settings, repo=(repo_host_path, REPO_PATH),
-            data_path=WORK_DIR, wait_ready=self._wait_ready,
-            make_target=lambda container, volume: DockerTarget(self._client, container, volume, self.image, 0.0))
+            data_path=WORK_DIR, wait_ready=self._wait_ready, exchange=exchange,
+            make_target=lambda container, volume: DockerTarget(self._client, container, volume, self.image, 0.0,
+                                                               exchange))
 
     def _wait_ready(self, target: DockerTarget) -> None:
         def ready() -> bool:

@@ -38,6 +38,8 @@ class LocalTarget:
     def __init__(self, work_dir: Path, repo_path: str, bin_dir: Path, state_file: Path,
                  provision_seconds: float) -> None:
         self.work_dir = str(work_dir)
+        # The target runs on this host: its own folder is what both see.
+        self.exchange: tuple[str, str] | None = (f"{work_dir}/exchange", f"{work_dir}/exchange")
         self.repo_path = repo_path
         self.name = work_dir.name
         self._bin_dir = bin_dir

@@ -58,5 +58,5 @@ def test_a_cold_prediction_probes_the_source_and_the_target_and_covers_every_pha
     prediction = PredictionContext(settings, "postgres").predict(engine, latest, target, source, None, "r1", "/repo")
     assert [p.name for p in prediction.probes] == ["source read", "decompression", "target write"]
     assert [p.phase for p in prediction.phases] == [
-        "provision", "transfer", "server_start", "redo", "recovery_end", "integrity_check"]
+        "provision", "transfer", "server_start", "redo", "recovery_end", "integrity_check", "data_checks"]
     assert prediction.history_runs == 0

@@ -19,12 +19,13 @@ File zeroing comes from the error log (trace flag 3004), per file.
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from datetime import datetime
 from typing import Protocol
 
 from verification.config import Settings
-from verification.engines.base import Evidence, RestoreOutcome, SourcePlan
+from verification.engines.base import DataAccess, DataChecks, Evidence, RestoreOutcome, SourcePlan
 from verification.engines.mssql import chain, tsql, work
 from verification.engines.mssql.accounting import account
 from verification.engines.mssql.catalog import looks_like_backup, scan, walk
@@ -66,6 +67,16 @@ class SqlServerTarget(Protocol):
     def errorlog(self) -> str: ...
 
     def redact(self, text: str) -> str: ...
+
+    def data_url(self, database: str) -> str:
+        """A SQLAlchemy URL reaching the restored server from this process, the target kept without
+        a network (a loopback relay through the container's exec)."""
+        ...
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """What must never be shown: the login's password."""
+        ...
 
 
 def media_sets(backups: list[BackupSet]) -> list[list[BackupSet]]:
@@ -162,17 +173,19 @@ class MssqlEngine:
         return [verify_pages(plan, source, evidence, self.settings.mssql.pages)]
 
     def restore_and_check(self, plan: RestorePlan, target: Target, evidence: Evidence,
-                          outcome: RestoreOutcome | None = None) -> RestoreOutcome:
+                          outcome: RestoreOutcome | None = None,
+                          data_checks: DataChecks | None = None) -> RestoreOutcome:
         if not hasattr(target, "sql"):
             raise TargetError(f"a {target.kind} target cannot restore SQL Server backups")
         sql_target: SqlServerTarget = target  # type: ignore[assignment]
-        return _Restore(self.settings, plan, sql_target, evidence, outcome or RestoreOutcome()).execute()
+        return _Restore(self.settings, plan, sql_target, evidence, outcome or RestoreOutcome(), data_checks).execute()
 
 
 class _Restore:
     def __init__(self, settings: Settings, plan: RestorePlan, target: SqlServerTarget, evidence: Evidence,
-                 outcome: RestoreOutcome) -> None:
+                 outcome: RestoreOutcome, data_checks: DataChecks | None = None) -> None:
         self.ms = settings.mssql
+        self.run_data_checks = data_checks
         self.plan = plan
         self.target = target
         self.evidence = evidence
@@ -210,6 +223,7 @@ class _Restore:
             if self.restore_chain():
                 self.recover()
             if out.online:
+                self.data_checks()
                 self.checkdb()
         finally:
             self.evidence.write("sqlcmd-transcript.txt", "\n".join(self.transcript))
@@ -217,10 +231,25 @@ class _Restore:
             self.evidence.write("errorlog.txt", errorlog)
             self.log_phases(errorlog)
         for name in (PhaseName.TRANSFER, PhaseName.LOG_RESTORE, PhaseName.REDO, PhaseName.RECOVERY_END,
-                     PhaseName.INTEGRITY_CHECK):
+                     PhaseName.DATA_CHECKS, PhaseName.INTEGRITY_CHECK):
             if not any(p.name == name for p in out.phases):
                 out.phases.append(PhaseTiming.not_reached(name, "an earlier step did not complete"))
         return out
+
+    def data_checks(self) -> None:
+        """The data checks, from this process, over the target's loopback relay (no network of its own)."""
+        if self.run_data_checks is None:
+            self.outcome.phases.append(PhaseTiming.absent(PhaseName.DATA_CHECKS, "data checks are turned off "
+                                                          "(checks.enabled: false)"))
+            return
+        started = time.monotonic()
+        backups = self.plan.chain.backups
+        access = DataAccess(self.target.data_url, (self.database,), self.database, self.outcome.achieved,
+                            max((b.finish for b in backups), default=None), self.target.secrets)
+        checks = self.run_data_checks(access, self.evidence)
+        self.outcome.checks += checks
+        self.outcome.phases.append(PhaseTiming(PhaseName.DATA_CHECKS, PhaseStatus.MEASURED,
+                                               seconds=time.monotonic() - started, details={"checks": len(checks)}))
 
     def restore_chain(self) -> bool:
         trace = self.run(tsql.TRACE_ON)

@@ -6,7 +6,8 @@ targets share this code. The order of a verification:
     pgbackrest restore --set=<label>        -> phase "transfer"
     server start, recovery, promotion       -> phases "server_start", "redo", "recovery_end"
                                                (read from the server log's own timestamps)
-    SQL checks (configured invariants)      -> phase "data_checks"
+    data checks (Great Expectations, run by
+    restoreproof's process over the socket)  -> phase "data_checks"
     pg_amcheck; clean stop; pg_checksums    -> phase "integrity_check"
     pgbackrest verify (whole repository)    -> phase "repository_verify"
 """
@@ -19,7 +20,7 @@ import time
 from datetime import datetime, timedelta
 
 from verification.config import Settings
-from verification.engines.base import Evidence, RestoreOutcome, SourcePlan, UnreadableFile
+from verification.engines.base import DataAccess, DataChecks, Evidence, RestoreOutcome, SourcePlan, UnreadableFile
 from verification.engines.postgres import chain as chain_rules
 from verification.engines.postgres import work
 from verification.engines.postgres.footprint import backup_history, chain_files
@@ -124,7 +125,8 @@ class PostgresEngine:
 
             docker_settings = self.settings.docker
             return DockerTargetProvider(docker_settings, ensure_image(docker_settings.postgres_image,
-                                                                      docker_settings.build_context))
+                                                                      docker_settings.build_context),
+                                        state_dir=self.settings.state_dir)
         return LocalTargetProvider(self.pg.bin_dir, self.settings.state_dir)
 
     def check_target(self, kind: str) -> None:
@@ -196,8 +198,9 @@ class PostgresEngine:
         return []
 
     def restore_and_check(self, plan: RestorePlan, target: Target, evidence: Evidence,
-                          outcome: RestoreOutcome | None = None) -> RestoreOutcome:
-        run = _Verification(self, plan, target, evidence, outcome or RestoreOutcome())
+                          outcome: RestoreOutcome | None = None,
+                          data_checks: DataChecks | None = None) -> RestoreOutcome:
+        run = _Verification(self, plan, target, evidence, outcome or RestoreOutcome(), data_checks)
         return run.execute()
 
 
@@ -205,9 +208,10 @@ class _Verification:
     """One database's restore into one target; collects phases, checks and reasons as it goes."""
 
     def __init__(self, engine: PostgresEngine, plan: RestorePlan, target: Target, evidence: Evidence,
-                 outcome: RestoreOutcome) -> None:
+                 outcome: RestoreOutcome, data_checks: DataChecks | None = None) -> None:
         self.pg = engine.pg
-        self.sql_checks = list(engine.settings.checks.sql)
+        self.check_timeout = engine.settings.checks.timeout
+        self.run_data_checks = data_checks
         self.plan = plan
         self.target = target
         self.evidence = evidence
@@ -215,8 +219,10 @@ class _Verification:
         work = target.work_dir
         self.data = f"{work}/data"
         # The restored server listens only on a Unix socket in a folder of the target's own, so the
-        # port cannot clash with any other server (a target holds one), and nothing reaches it over TCP.
-        self.socket_dir = f"{work}/socket"
+        # port cannot clash with any other server (a target holds one), and nothing reaches it over
+        # TCP. Where the target has a folder this process sees too, the socket goes there: the data
+        # checks reach the server through it, and the target still has no way out.
+        self.socket_dir = target.exchange[0] if target.exchange else f"{work}/socket"
         self.log = f"{work}/server.log"
         self.tool_dir = f"{work}/pgbackrest"
         env: dict[str, str] = {}
@@ -426,31 +432,55 @@ class _Verification:
                                 "-U", self.pg.superuser, "-d", database, "-c", query],
                                timeout=self.pg.check_timeout, env=self.env)
 
+    def databases(self) -> list[str] | None:
+        """The restored server's databases that hold data (templates left out), or None if unreadable."""
+        listed = self._psql("template1", "select datname from pg_database where datallowconn and not datistemplate "
+                                         "order by datname")
+        if not listed.ok:
+            self.outcome.errors.append(f"cannot list the restored server's databases: {listed.stderr.strip()[-300:]}")
+            return None
+        return [line for line in listed.stdout.splitlines() if line]
+
+    def data_access(self, databases: list[str]) -> DataAccess | None:
+        if self.target.exchange is None:
+            return None
+        host_socket = self.target.exchange[1]
+        user = self.pg.superuser
+        # statement_timeout bounds every query of the checks inside the server itself.
+        options = f"-c statement_timeout={int(self.check_timeout * 1000)}"
+
+        def url(database: str) -> str:
+            from sqlalchemy.engine import URL
+
+            return URL.create("postgresql+psycopg", username=user, database=database,
+                              query={"host": host_socket, "port": str(PORT), "options": options}
+                              ).render_as_string(hide_password=False)
+
+        others = [name for name in databases if name != "postgres"]
+        main = (self.plan.database if self.plan.database in databases
+                else others[0] if len(others) == 1 else "postgres" if databases == ["postgres"] else None)
+        backup = self.plan.target_backup
+        return DataAccess(url, tuple(databases), main, self.outcome.achieved, backup.finish if backup else None)
+
     def data_checks(self) -> None:
-        if not self.sql_checks:
-            self.outcome.phases.append(PhaseTiming.absent(PhaseName.DATA_CHECKS, "no data checks are configured"))
+        if self.run_data_checks is None:
+            self.outcome.phases.append(PhaseTiming.absent(PhaseName.DATA_CHECKS, "data checks are turned off "
+                                                          "(checks.enabled: false)"))
             return
         started = time.monotonic()
-        for check in self.sql_checks:
-            result = self._psql(check.database, check.query)
-            value = result.stdout.strip()
-            details = {"query": check.query, "database": check.database, "expect": check.expect, "value": value}
-            if not result.ok:
-                outcome = CheckResult(f"sql:{check.name}", CheckStatus.ERROR,
-                                      f"query failed: {result.stderr.strip()[-300:]}", [result.stderr.strip()],
-                                      details, required=check.required)
-            elif value == check.expect:
-                outcome = CheckResult(f"sql:{check.name}", CheckStatus.PASSED, f"returned {value!r} as expected",
-                                      details=details, required=check.required)
-            else:
-                outcome = CheckResult(f"sql:{check.name}", CheckStatus.FAILED,
-                                      f"returned {value!r}, expected {check.expect!r}",
-                                      [f"{check.query} -> {value!r} (expected {check.expect!r})"], details,
-                                      required=check.required)
-            self.outcome.checks.append(outcome)
+        databases = self.databases()
+        access = self.data_access(databases) if databases is not None else None
+        if access is None:
+            if databases is not None:
+                self.outcome.errors.append("the data checks cannot reach the restored server: the target has no "
+                                           "folder this process sees")
+            self.outcome.phases.append(PhaseTiming.not_reached(PhaseName.DATA_CHECKS, "the server was not reachable"))
+            return
+        checks = self.run_data_checks(access, self.evidence)
+        self.outcome.checks += checks
         self.outcome.phases.append(PhaseTiming(PhaseName.DATA_CHECKS, PhaseStatus.MEASURED,
                                                seconds=time.monotonic() - started,
-                                               details={"checks": len(self.sql_checks)}))
+                                               details={"checks": len(checks), "databases": len(databases or [])}))
 
     def integrity_checks(self) -> None:
         backup = self.plan.target_backup

@@ -28,8 +28,10 @@ def phase_work(plan: RestorePlan, settings: Settings) -> list[PhaseWork]:
         PhaseWork(PhaseName.RECOVERY_END),
         PhaseWork(PhaseName.INTEGRITY_CHECK, size, size, note="the database's bytes checked"),
     ]
-    if settings.checks.sql:
-        works.append(PhaseWork(PhaseName.DATA_CHECKS, note=f"{len(settings.checks.sql)} SQL checks"))
+    if settings.checks.enabled:
+        suites = len(settings.checks.expectations.get(plan.database, [])) + len(settings.checks.sql)
+        works.append(PhaseWork(PhaseName.DATA_CHECKS, note=f"Great Expectations: {suites} configured suites, "
+                               "baselines and freshness of every table"))
     if pg.repository_verify:
         works.append(PhaseWork(PhaseName.REPOSITORY_VERIFY))
     return works

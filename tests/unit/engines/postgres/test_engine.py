@@ -64,6 +64,7 @@ class RecordedTarget:
 
     kind, name, repo_path, work_dir = "recorded", "t", "/repo", "/var/lib/restoreproof"
     provision_seconds = 0.4
+    exchange = None  # no folder shared with this process: data checks cannot reach it
     dies_at = ""  # the command at which the target goes away (raises), as a Docker engine that restarts
 
     def __init__(self, **replace: tuple[int, str]) -> None:

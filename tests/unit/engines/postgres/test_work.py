@@ -28,6 +28,7 @@ def test_each_phase_s_work_comes_from_the_plan_and_the_settings(captured_repo: P
         PhaseWork("redo", 3 * MB16, 3 * MB16, note="3 WAL segments to replay (at most)"),
         PhaseWork("recovery_end"),
         PhaseWork("integrity_check", size, size, note="the database's bytes checked"),
+        PhaseWork("data_checks", note="Great Expectations: 0 configured suites, baselines and freshness of every table"),
         PhaseWork("repository_verify"),
     ]
     settings = Settings()
@@ -36,4 +37,6 @@ def test_each_phase_s_work_comes_from_the_plan_and_the_settings(captured_repo: P
     latest.files = [f"{FULL}/pg_data/base/1/1"]  # uncompressed
     transfer = phase_work(latest, settings)[1]
     assert (transfer.compressed, transfer.parallel, transfer.files) == (False, 4, 1)
+    assert [w.phase for w in phase_work(latest, settings)][-1] == "data_checks"
+    settings.checks.enabled = False
     assert [w.phase for w in phase_work(latest, settings)][-1] == "integrity_check"
