@@ -21,6 +21,7 @@ import re
 import time
 import traceback
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from verification.checks import baseline as baselines
@@ -188,7 +189,7 @@ class DataCheckRunner:
         by_name = {table.qualified: table for table in tables}
         user, unplaced = self._user_batches(access, by_name)
         watched, missing = self._watched(tables, access)
-        point = access.restore_point
+        point, _ = _reference(access)
         made: list[_Batch] = []
         if self.checks.baselines.enabled or watched:
             for number, table in enumerate(tables):
@@ -374,11 +375,11 @@ class DataCheckRunner:
 
     def _freshness_check(self, made: list[_Batch], watched: dict[str, list[freshness.Watched]], missing: list[str],
                          access: DataAccess) -> CheckResult:
-        point = access.restore_point
+        point, reference = _reference(access)
         if point is None:
             return CheckResult(CheckName.DATA_FRESHNESS, CheckStatus.SKIPPED,
-                               "not judged: the server did not say which point it restored to", required=False,
-                               kind=CheckKind.DATA)
+                               "not judged: neither the server nor the backup said which point was restored",
+                               required=False, kind=CheckKind.DATA)
         if not watched and not missing:
             return CheckResult(CheckName.DATA_FRESHNESS, CheckStatus.SKIPPED,
                                "no table has a timestamp column that says when its rows were written "
@@ -402,7 +403,7 @@ class DataCheckRunner:
                 errors.append(f"{batch.label}: {len(batch.watched)} columns watched, {len(outcomes)} results")
         judged = freshness.judge(observed, point, access.backup_end, self.rpo_seconds)
         details: dict[str, Any] = {
-            "restore_point": point.isoformat(), "rpo_seconds": self.rpo_seconds,
+            "restore_point": point.isoformat(), "restore_point_from": reference, "rpo_seconds": self.rpo_seconds,
             "backup_end": access.backup_end.isoformat() if access.backup_end else None,
             "newest": judged.said, "notes": judged.notes,
             "data_point": judged.data_point.isoformat() if judged.data_point else None,
@@ -419,6 +420,17 @@ class DataCheckRunner:
         freshest = next((line for line in judged.said if judged.data_point and judged.data_point.isoformat() in line),
                         judged.said[0] if judged.said else "no timestamps")
         return CheckResult(CheckName.DATA_FRESHNESS, CheckStatus.PASSED, freshest, details=details, kind=CheckKind.DATA)
+
+
+def _reference(access: DataAccess) -> tuple[datetime | None, str]:
+    """The point freshness is measured against: the last transaction the server replayed, or, where
+    it replayed none after the backup (nothing was written since), the end of the newest backup,
+    the point the restored data is consistent at."""
+    if access.restore_point is not None:
+        return access.restore_point, "the restored server's last replayed transaction"
+    if access.backup_end is not None:
+        return access.backup_end, "the end of the newest backup (the server replayed no transaction after it)"
+    return None, "unknown"
 
 
 def _sql_value(expected: str, outcomes: list[Outcome]) -> str | None:

@@ -70,8 +70,10 @@ def validate_expectation(expectation: dict[str, Any], where: str) -> None:
         ExpectationConfiguration(type=kind, kwargs=kwargs, meta=expectation.get("meta") or {}).to_domain_obj()
     except GreatExpectationsError as exc:
         raise ConfigError(f"{where}: {kind} is not a Great Expectations expectation ({exc})") from None
-    except ValueError as exc:  # pydantic's validation of the kwargs
-        said = "; ".join(line.strip() for line in str(exc).splitlines()[1:] if line.strip()) or str(exc)
+    except ValueError as exc:  # pydantic's validation of the kwargs: each field and what is wrong with it
+        listed = exc.errors() if callable(getattr(exc, "errors", None)) else []  # type: ignore[attr-defined]
+        said = "; ".join(dict.fromkeys(f"{'.'.join(str(p) for p in e.get('loc', ()))} {e.get('msg')}"
+                                       for e in listed)) or str(exc)
         raise ConfigError(f"{where}: {kind}: invalid kwargs: {said}") from None
 
 
