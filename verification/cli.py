@@ -297,7 +297,15 @@ def nightly(
               highlight=False)
     started = time.monotonic()
     # Every task of the run loads the same file `verify --config` would (the DAG's `config` param).
-    conf: dict[str, Any] = {"target": "docker", **({"config": str(config.resolve())} if config else {})}
+    if config is None:  # the sample clusters' own data checks (a configuration given is used as it is)
+        import yaml
+
+        from verification.demo.source import demo_checks
+
+        config = made.workdir / "restoreproof-demo.yaml"
+        config.write_text(yaml.safe_dump({"checks": demo_checks(made)}, sort_keys=False), encoding="utf-8")
+        err.print(f"data checks of the sample clusters: {config}", highlight=False)
+    conf: dict[str, Any] = {"target": "docker", "config": str(config.resolve())}
     dag_run = run_once(made.repository, airflow_home.resolve(), pool_slots, conf)
     wall = time.monotonic() - started
     reports = sorted(settings.report_dir.glob("restore_verification-*/report.json"), key=lambda p: p.stat().st_mtime)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import time
 from pathlib import Path
 
@@ -11,6 +13,7 @@ import yaml
 from typer.testing import CliRunner
 
 from tests.integration.conftest import leftovers
+from tests.integration.test_html_chromium import ARTIFACTS, CHROMIUM, PNG_MAGIC, chromium
 from verification.cli import app
 from verification.config import DataSuite, ExpectationSpec, load_settings
 from verification.demo.source import _SourceCluster
@@ -27,7 +30,7 @@ def checks_of(db: dict) -> dict:  # type: ignore[type-arg]
     return {c["name"]: c for c in db["checks"]}
 
 
-def test_a_suite_that_passes_and_an_expectation_that_fails(demo, settings):
+def test_a_suite_that_passes_and_an_expectation_that_fails(demo, settings, tmp_path):
     settings.checks.expectations = {"demo1": [
         DataSuite(table="public.pgbench_branches", expect=[
             ExpectationSpec(type="expect_table_row_count_to_be_between", kwargs={"min_value": 1000})]),
@@ -58,6 +61,24 @@ def test_a_suite_that_passes_and_an_expectation_that_fails(demo, settings):
     assert (evidence / db["evidence"]["data-docs/index.html"]).read_text().count("<html") >= 1
     assert 'href="evidence/demo1/data-docs/index.html"' in result.html_path.read_text()
     assert leftovers(result.run.run_id) == []
+    # The Data Docs page opens in headless Chromium; its screenshot is kept with the test artifacts.
+    docs = evidence / db["evidence"]["data-docs/index.html"]
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.skip(f"{CHROMIUM} is not installed: the Data Docs were built but not opened")
+    home = tmp_path / "chromium"
+    (home / "home").mkdir(parents=True)
+    ARTIFACTS.mkdir(exist_ok=True)
+    # The index lists the validations with scripts GX loads from CDNs (not reachable offline); the
+    # page of each validation is static HTML: the failing suite's shows its expectation, observed.
+    dom = chromium(home, "--dump-dom", docs.as_uri()).stdout.decode()
+    assert "Validation Results" in dom and "user-0" in dom
+    [page] = (docs.parent / "validations" / "user-0").rglob("*.html")
+    shot = ARTIFACTS / "data-docs-screenshot.png"
+    shot.unlink(missing_ok=True)
+    chromium(home, f"--screenshot={shot}", page.as_uri())
+    assert shot.read_bytes().startswith(PNG_MAGIC) and shot.stat().st_size > 10 * 1024
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", chromium(home, "--dump-dom", page.as_uri()).stdout.decode()))
+    assert "Must have greater than or equal to 1000 rows" in text and "Observed Value" in text, text[:2000]
 
 
 def test_a_suite_that_is_not_valid_stops_the_run_before_any_restore(demo, tmp_path: Path, monkeypatch):

@@ -201,3 +201,25 @@ def make_demo(workdir: Path, scale: int = 1, clusters: int = 2, fresh: bool = Fa
                 "repository": str(repo), "stanzas": results}
     manifest_path.write_text(json.dumps(manifest, indent=2) + "\n")
     return DemoResult(workdir, repo, stanzas, manifest, reused=False, run_id=run_id)
+
+
+# pgbench's own row counts per unit of its scale (pgbench -i).
+PGBENCH_ROWS = {"pgbench_accounts": 100_000, "pgbench_branches": 1, "pgbench_tellers": 10}
+PGBENCH_KEYS = {"pgbench_accounts": "aid", "pgbench_branches": "bid", "pgbench_tellers": "tid"}
+
+
+def demo_checks(result: DemoResult) -> dict[str, Any]:
+    """The sample clusters' data checks, as a configuration's `checks:` section: pgbench's row counts
+    from each cluster's scale and its keys unique (Great Expectations' own expectation names), and
+    the events table's timestamp held to the RPO (freshness). Baselines need no configuration."""
+    expectations: dict[str, Any] = {}
+    columns: dict[str, Any] = {}
+    for stanza in result.stanzas:
+        scale = int(result.manifest["stanzas"][stanza]["pgbench_scale"])
+        expectations[stanza] = [
+            {"table": f"public.{table}", "expect": [
+                {"type": "expect_table_row_count_to_equal", "kwargs": {"value": rows * scale}},
+                {"type": "expect_column_values_to_be_unique", "kwargs": {"column": PGBENCH_KEYS[table]}}]}
+            for table, rows in PGBENCH_ROWS.items()]
+        columns[stanza] = [{"table": "public.events", "column": "at"}]
+    return {"expectations": expectations, "freshness": {"columns": columns}}
