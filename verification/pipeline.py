@@ -186,10 +186,7 @@ def data_checks_for(settings: Settings, store: ResultStore, database: str) -> Da
     from verification.checks.runner import DataCheckRunner
     from verification.checks.suites import load_suites
 
-    previous = next((entry for _, _, entry in store.report_entries(database=database, limit=50)
-                     if entry.verdict == Verdict.PASSED), None)
-    details = next((check.details for check in previous.checks if check.name == CheckName.DATA_BASELINE),
-                   None) if previous else None
+    details = store.last_passed_baseline(database)
     return DataCheckRunner(settings, database, load_suites(settings.checks, database), previous_baseline(details),
                            settings.rpo.for_database(database))
 

@@ -22,6 +22,7 @@ class Outcome:
     observed: Any
     error: str | None
     sample: list[Any] = field(default_factory=list)  # a few unexpected values, where GX lists them
+    rows: int | None = None  # the rows a column expectation looked at (GX's element_count)
 
     def describe(self) -> str:
         shown = ", ".join(f"{key}={value!r}" for key, value in self.kwargs.items())
@@ -84,5 +85,6 @@ def outcome_of(result: Any) -> Outcome:
     if error is None and not isinstance(success, bool):
         raise UnrecognisedResult(f"{kind}: a result that says neither success nor failure ({success!r})")
     said = dict(result.result or {})
+    rows = said.get("element_count")
     return Outcome(kind, kwargs, meta, None if error else success, observed_value(said), error,
-                   list(said.get("partial_unexpected_list") or [])[:5])
+                   list(said.get("partial_unexpected_list") or [])[:5], rows if isinstance(rows, int) else None)

@@ -15,6 +15,7 @@ pages, so never stand in for the integrity check):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -251,7 +252,12 @@ class DataCheckRunner:
             name=f"restoreproof-{_name(self.verified)}", validation_definitions=definitions,
             actions=[UpdateDataDocsAction(name="data-docs", site_names=["evidence"])],
             result_format={"result_format": "SUMMARY"}))
-        result = checkpoint.run()
+        try:
+            result = checkpoint.run()
+        finally:  # no pooled connection left open to the server through the integrity checks
+            for source in sources.values():
+                with contextlib.suppress(Exception):
+                    source.get_engine().dispose()
         by_suite = {getattr(run, "suite_name", None): run for run in result.run_results.values()}
         for batch in batches:
             run = by_suite.get(batch.key)
@@ -299,6 +305,11 @@ class DataCheckRunner:
             return result(CheckStatus.ERROR, f"{batch.label}: {len(raised)} of {len(batch.outcomes)} expectations "
                           "could not be evaluated", [f"{batch.label}: {o.describe()}: {self.scrub(o.error or '')}"
                                                      for o in raised])
+        # GX holds a column expectation met on zero rows: for a suite someone wrote, nothing was checked.
+        empty = [o for o in batch.outcomes if o.success and o.rows == 0]
+        if empty:
+            return result(CheckStatus.ERROR, f"{batch.label}: {len(empty)} expectations looked at no rows, so "
+                          "they checked nothing", [f"{batch.label}: {o.describe()}: no rows" for o in empty])
         failed = [o for o in batch.outcomes if o.success is False]
         if suite.expected_value is not None:  # a deprecated SQL check says its value the old way
             details["expect"] = suite.expected_value
@@ -410,6 +421,10 @@ class DataCheckRunner:
             "data_rpo_seconds": judged.data_rpo_seconds,
             "naive_timestamps_read_as": "UTC"}
         findings = missing + judged.findings
+        if not errors and not findings and judged.data_point is None:
+            return CheckResult(CheckName.DATA_FRESHNESS, CheckStatus.SKIPPED,
+                               "not judged: no timestamp column holds a value", details=details, required=False,
+                               kind=CheckKind.DATA)
         if errors:
             return CheckResult(CheckName.DATA_FRESHNESS, CheckStatus.ERROR,
                                f"{len(errors)} freshness expectations could not be evaluated", errors, details,

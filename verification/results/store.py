@@ -265,6 +265,23 @@ class ResultStore:
             return [(run_id, started, DatabaseEntry.model_validate(report))
                     for run_id, started, report in session.execute(query)]
 
+    def last_passed_baseline(self, database: str) -> dict[str, Any] | None:
+        """The data_baseline details of the newest verification of `database` to the latest point
+        that passed with its baseline check passed: what the next verification is held to. However
+        many runs failed since, that one still counts (a failure never resets the baseline)."""
+        with Session(self.engine) as session:
+            query = (select(DatabaseReportRow.report).join(RunRow, DatabaseReportRow.run_pk == RunRow.id)
+                     .where(DatabaseReportRow.database == database)
+                     .order_by(RunRow.started_at.desc(), DatabaseReportRow.id.desc()))
+            for (report,) in session.execute(query):
+                if report.get("verdict") != "passed" or (report.get("restore_point") or {}).get("target") != "latest":
+                    continue
+                for check in report.get("checks") or []:
+                    if check.get("name") == "data_baseline" and check.get("status") == "passed":
+                        details: dict[str, Any] = check.get("details") or {}
+                        return details
+        return None
+
     def run(self, run_id: str) -> RunRow | None:
         with Session(self.engine, expire_on_commit=False) as session:
             return session.scalar(select(RunRow).where(RunRow.run_id == run_id))

@@ -8,6 +8,7 @@ from sqlalchemy.exc import StatementError
 
 from tests.unit.factories import T0
 from verification.model import RunResult
+from verification.report_model import DatabaseEntry
 from verification.results import ResultStore
 from verification.results.store import UtcDateTime
 
@@ -55,4 +56,29 @@ def test_a_runs_plans_come_back_as_discovery_made_them(tmp_path, mssql_corpus):
     assert [p.database for p in store.plans("r1")] == [p.database for p in planned.plans[:2]]
     with pytest.raises(KeyError, match="run r2 was not started in the results store"):
         store.plans("r2")
+    store.close()
+
+
+def _verified(database: str, verdict: str, rows: int, *, target: str = "latest", baseline: str = "passed"):  # type: ignore[no-untyped-def]
+    from tests.unit.factories import history_entry
+
+    entry = history_entry(database, {"engine": "postgres", "image": "i", "host": "h"}, []).model_dump(mode="json")
+    entry.update(verdict=verdict, restore_point={"target": target, "achieved": None}, checks=[{
+        "name": "data_baseline", "status": baseline, "summary": "s", "kind": "data",
+        "details": {"tables": {"postgres.public.t": {"rows": rows, "columns": ["id"]}}}}])
+    return DatabaseEntry.model_validate(entry)
+
+
+def test_the_baseline_is_the_last_passed_one_however_many_runs_failed_since(tmp_path):
+    store = ResultStore(f"sqlite:///{tmp_path}/r.db")
+    runs = [("passed", 1000, "latest", "passed"),               # the one held to
+            ("passed", 900, "2026-11-20T00:00:00+00:00", "passed"),  # a point in time: not the data of now
+            ("passed", 800, "latest", "error"),                 # its baseline did not pass
+            *[("failed", 10, "latest", "failed")] * 60]         # more failures than any window
+    for number, (verdict, rows, target, baseline) in enumerate(runs):
+        run_id = f"r{number:03d}"
+        store.start_run(RunResult(run_id=run_id, engine="postgres", source="/s", started_at=T0 + timedelta(hours=number)))
+        store.record_database(run_id, _verified("shop", verdict, rows, target=target, baseline=baseline))
+    assert store.last_passed_baseline("shop") == {"tables": {"postgres.public.t": {"rows": 1000, "columns": ["id"]}}}
+    assert store.last_passed_baseline("other") is None
     store.close()

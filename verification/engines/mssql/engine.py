@@ -43,6 +43,7 @@ from verification.engines.mssql.restore_proof import last_restore_query, point_n
 from verification.errors import RestoreproofError, TargetError
 from verification.model import (
     BackupSet,
+    CheckKind,
     CheckName,
     CheckResult,
     CheckStatus,
@@ -243,9 +244,16 @@ class _Restore:
                                                           "(checks.enabled: false)"))
             return
         started = time.monotonic()
+        if not hasattr(self.target, "data_url"):
+            # Not a pass and not a reason to skip CHECKDB: said as a check that did not run.
+            self.outcome.checks.append(CheckResult("data_checks", CheckStatus.ERROR, "the data checks did not run: "
+                                                   "this target gives no way to reach the restored server",
+                                                   kind=CheckKind.DATA))
+            self.outcome.phases.append(PhaseTiming.not_reached(PhaseName.DATA_CHECKS, "no way to the server"))
+            return
         backups = self.plan.chain.backups
         access = DataAccess(self.target.data_url, (self.database,), self.database, self.outcome.achieved,
-                            max((b.finish for b in backups), default=None), self.target.secrets)
+                            max((b.finish for b in backups), default=None), tuple(self.target.secrets))
         checks = self.run_data_checks(access, self.evidence)
         self.outcome.checks += checks
         self.outcome.phases.append(PhaseTiming(PhaseName.DATA_CHECKS, PhaseStatus.MEASURED,
