@@ -19,7 +19,7 @@ from verification.engines.mssql.chain import plan
 from verification.engines.mssql.engine import MssqlEngine
 from verification.engines.mssql.outputs import SEPARATOR
 from verification.errors import TargetError
-from verification.model import CheckKind, CheckStatus, PhaseStatus, Verdict
+from verification.model import CheckKind, CheckResult, CheckStatus, PhaseStatus, Verdict
 from verification.sources import LocalSource
 from verification.targets.base import ExecResult
 from verification.verdict import decide
@@ -418,3 +418,47 @@ def test_with_every_backup_asked_for_a_damaged_copy_outside_the_chain_fails_and_
                                  "chain: again/RestoreTimeClean.bak; none in the planned chain's own); ")
     assert (f"again/RestoreTimeClean.bak (outside the planned chain): offset {offset:#x}, page 1:{header.page_id} "
             f"(object {header.object_id}, index {header.index_id}): checksum mismatch") in reasons[0]
+
+
+def test_data_checks_a_target_cannot_serve_are_an_error_and_checkdb_still_runs(restore_plan, tmp_path):
+    server = StandInServer({})
+    called: list[object] = []
+    engine = MssqlEngine(load_settings())
+    outcome = engine.restore_and_check(restore_plan, server, Evidence(tmp_path / "db"),  # type: ignore[arg-type]
+                                       data_checks=lambda access, evidence: called.append(access) or [])
+    assert called == []  # the stand-in has no way to its server: the checks were not handed a broken one
+    [data] = [c for c in outcome.checks if c.kind is CheckKind.DATA]
+    assert (data.name, data.status, data.summary) == (
+        "data_checks", CheckStatus.ERROR,
+        "the data checks did not run: this target gives no way to reach the restored server")
+    assert any(s.startswith("DBCC CHECKDB") for s in server.sent)
+    verdict, reasons = decide(restore_plan, outcome)
+    assert verdict is Verdict.ERROR and "data_checks error: the data checks did not run: this target gives no way " \
+        "to reach the restored server" in reasons
+
+
+def test_data_checks_run_after_the_restore_and_before_checkdb_with_the_server_s_point(restore_plan, tmp_path):
+    class Reachable(StandInServer):
+        secrets = (PASSWORD,)
+
+        def data_url(self, database: str) -> str:
+            return f"mssql+pymssql://sa@127.0.0.1:1/{database}"
+
+    server = Reachable({})
+    seen: list[tuple[object, int]] = []
+
+    def checks(access, evidence):  # type: ignore[no-untyped-def]
+        seen.append((access, len(server.sent)))
+        return [CheckResult("data:orders", CheckStatus.FAILED, "1 of 1 expectations failed", ["orders: empty"],
+                            kind=CheckKind.DATA)]
+
+    outcome = MssqlEngine(load_settings()).restore_and_check(restore_plan, server, Evidence(tmp_path / "db"),  # type: ignore[arg-type]
+                                                             data_checks=checks)
+    [(access, sent)] = seen
+    assert access.databases == ("RestoreTimeClean",) and access.main_database == "RestoreTimeClean"
+    assert access.url("RestoreTimeClean") == "mssql+pymssql://sa@127.0.0.1:1/RestoreTimeClean"
+    assert access.restore_point == datetime(2017, 6, 1, 13, 29, 13, tzinfo=UTC) and access.secrets == (PASSWORD,)
+    assert not any(s.startswith("DBCC CHECKDB") for s in server.sent[:sent])  # before CHECKDB ...
+    assert any(s.startswith("DBCC CHECKDB") for s in server.sent[sent:])      # ... which still ran after
+    assert decide(restore_plan, outcome)[0] is Verdict.FAILED
+    assert [p.status for p in outcome.phases if p.name == "data_checks"] == [PhaseStatus.MEASURED]
