@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -23,7 +24,17 @@ def _watched(name: str = "created_at", configured: bool = False, max_age: float 
 
 # -- words ----------------------------------------------------------------------------------------
 
-def test_observed_values_are_read_as_utc_naive_ones_as_utc_and_anything_else_is_no_time():
+@pytest.fixture
+def tokyo(monkeypatch: pytest.MonkeyPatch):
+    """The host's own time zone far from UTC, so that reading a naive time as local time shows."""
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_observed_values_are_read_as_utc_naive_ones_as_utc_and_anything_else_is_no_time(tokyo):
     assert as_utc("2026-01-01 11:59:58") == datetime(2026, 1, 1, 11, 59, 58, tzinfo=UTC)
     assert as_utc(datetime(2026, 1, 1, 11, 59, 58)) == datetime(2026, 1, 1, 11, 59, 58, tzinfo=UTC)
     got = as_utc("2026-01-01T12:59:58+01:00")
@@ -95,6 +106,8 @@ def test_a_configured_column_fails_alone_beyond_its_own_limit():
     assert judged.findings == ["t.c: newest row 2026-01-01T11:58:00+00:00 is 2.0 min older than the restore point "
                                "2026-01-01T12:00:00+00:00; at most 60 s is allowed"]
     assert judged.data_rpo_seconds == 1.0
+    # Exactly at its limit is allowed.
+    assert judge([(configured, "t.c", "2026-01-01 11:59:00")], POINT, None, 3600).findings == []
 
 
 def test_no_timestamp_is_a_finding_for_a_configured_column_a_note_for_an_automatic_one():
@@ -176,6 +189,12 @@ def test_a_configured_column_stale_or_missing_fails_each_named(shop, tmp_path):
         "shop.main.lookup.updated: newest row 2025-06-01T00:00:00+00:00 is 214.5 days older than the restore point "
         "2026-01-01T12:00:00+00:00; at most 24.0 h is allowed"]
     assert check.summary == check.findings[0]
+    assert check.details["newest"] == [  # lookup.updated once: configured, so not also found automatically
+        "shop.main.events.created: no timestamp (the column is empty or all NULL)",
+        "newest row in shop.main.lookup.updated: 2025-06-01T00:00:00+00:00, 214.5 days before the restore point "
+        "(214.5 days before the newest backup ended)",
+        "newest row in shop.main.orders.created_at: 2026-01-01T11:59:58+00:00, 2 s before the restore point "
+        "(5.0 min before the newest backup ended)"]
     # orders.created_at, found automatically, keeps the data fresh: no finding of its own.
     assert check.details["data_point"] == "2026-01-01T11:59:58+00:00"
 
