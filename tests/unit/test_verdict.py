@@ -305,3 +305,53 @@ def test_a_point_rounded_down_is_never_claimed_as_the_point_asked_for():
     assert decide(plan, online_outcome(passed_check()))[1][2] == (
         "restored to the newest point before 2018-04-06T10:38:00+00:00 and online (last transaction: "
         f"2026-11-22T01:00:00+00:00): {detail}")
+
+
+def _data_check(name: str, status: CheckStatus, summary: str, findings: list[str] | None = None,
+                required: bool = True) -> CheckResult:
+    from verification.model import CheckKind
+
+    return CheckResult(name, status, summary, findings or [], required=required, kind=CheckKind.DATA)
+
+
+def test_passed_data_checks_alone_never_pass_a_database():
+    # What the data holds proves nothing about its pages: it never stands in for the integrity check.
+    data = _data_check("data:orders", CheckStatus.PASSED, "2 expectations met on database shop, table public.orders")
+    baseline = _data_check("data_baseline", CheckStatus.PASSED, "4 tables: row counts, keys as expected")
+    assert decide(complete_plan(), online_outcome(data, baseline)) == (Verdict.ERROR, [
+        "no integrity check of the restored database ran, so nothing proves the restored data intact"])
+    both = decide(complete_plan(), online_outcome(data, _backup_files_check(CheckStatus.PASSED)))
+    assert both[0] is Verdict.ERROR
+
+
+def test_a_passed_data_check_beside_an_integrity_check_is_said_among_the_proofs():
+    data = _data_check("data_freshness", CheckStatus.PASSED, "newest row in shop.public.orders.created_at: "
+                       "2026-11-22T00:59:58+00:00, 2 s before the restore point")
+    verdict, reasons = decide(complete_plan(), online_outcome(passed_check(), data))
+    assert verdict is Verdict.PASSED
+    assert reasons[-2:] == ["pg_amcheck: no corruption", "data_freshness: newest row in shop.public.orders.created_at: "
+                            "2026-11-22T00:59:58+00:00, 2 s before the restore point"]
+
+
+def test_a_failed_data_check_fails_the_database_with_its_finding_in_the_reasons():
+    finding = ("database shop, table public.orders: expect_column_values_to_not_be_null(column='customer_id') "
+               "failed, observed '7 unexpected (0.7% of rows), e.g. [None, None, None, None, None]'")
+    failed = _data_check("data:public.orders", CheckStatus.FAILED,
+                         "1 of 2 expectations failed on database shop, table public.orders", [finding])
+    assert decide(complete_plan(), online_outcome(passed_check(), failed)) == (Verdict.FAILED, [
+        f"data:public.orders failed: 1 of 2 expectations failed on database shop, table public.orders: {finding}"])
+    # Failed without an integrity check too: a proven failure needs no other proof.
+    assert decide(complete_plan(), online_outcome(failed))[0] is Verdict.FAILED
+
+
+def test_a_data_check_that_errored_is_an_error_even_beside_a_passed_integrity_check():
+    errored = _data_check("data_checks", CheckStatus.ERROR,
+                          "the data checks could not run: OperationalError: connection refused")
+    assert decide(complete_plan(), online_outcome(passed_check(), errored)) == (Verdict.ERROR, [
+        "data_checks error: the data checks could not run: OperationalError: connection refused"])
+    optional = _data_check("data:nice", CheckStatus.ERROR, "not run: it names database x, which the restored server "
+                           "does not hold (it holds shop)", required=False)
+    verdict, reasons = decide(complete_plan(), online_outcome(passed_check(), optional))
+    assert verdict is Verdict.PASSED
+    assert reasons[-1] == ("(optional) data:nice error: not run: it names database x, which the restored server does "
+                           "not hold (it holds shop)")

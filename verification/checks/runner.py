@@ -127,7 +127,10 @@ class DataCheckRunner:
         named = {table.qualified: table for table in tables}
         for entry in settings.columns.get(self.verified, []):
             database = entry.database or access.main_database
-            table = named.get(f"{database}.{entry.table}") or named.get(f"{database}.public.{entry.table}")
+            # Without a schema: the table of that name, the default schema's first (as for user suites;
+            # not only "public": SQL Server's is dbo, SQLite's main).
+            table = named.get(f"{database}.{entry.table}") or next(
+                (t for t in tables if t.database == database and t.name == entry.table), None)
             column = next((c for c in table.columns if c.name == entry.column), None) if table else None
             if table is None or column is None:
                 missing.append(f"freshness column {entry.table}.{entry.column} (database {database}) does not "
@@ -336,6 +339,7 @@ class DataCheckRunner:
                 errors.append(f"{batch.label}: {batch.error}")
                 continue
             rows: int | None = None
+            said_before = len(errors)
             for outcome in batch.outcomes:
                 role = outcome.meta.get(baselines.ROLE)
                 if role not in ("rows", "schema", "key"):
@@ -360,7 +364,7 @@ class DataCheckRunner:
                     (findings if settings.schema_drift == "fail" else said).append(drift)
                 elif outcome.success is False:
                     findings.append(self._finding(batch, outcome))
-            if rows is None and not any(name in e for e in errors):
+            if rows is None and len(errors) == said_before:  # not when its row count raised (said above)
                 errors.append(f"{batch.label}: no row count came back")
             profile[name] = {"rows": rows, "columns": [c.name for c in batch.table.columns]}
         gone, quiet = baselines.missing_tables(self.previous, [t.qualified for t in tables],

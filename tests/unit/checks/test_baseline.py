@@ -1,0 +1,260 @@
+"""Automatic baselines: what is made from the last passed verification, and the data_baseline check
+the runner makes of it (Great Expectations run for real on SQLite files)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from tests.unit.checks.sqlite import access, checks, run, sqlite_file
+from verification.checks.baseline import (
+    ROLE,
+    TableBaseline,
+    expectations,
+    missing_tables,
+    new_tables,
+    previous_baseline,
+)
+from verification.checks.profile import Column, Table
+from verification.checks.results import Outcome
+from verification.checks.runner import DataCheckRunner, _Batch
+from verification.config import BaselineSettings, Settings
+from verification.model import CheckKind, CheckName, CheckStatus
+
+
+def _table(*key: str) -> Table:
+    return Table("shop", "public", "orders", [Column("id", "INTEGER", None, False)], list(key))
+
+
+# -- what is made ---------------------------------------------------------------------------------
+
+def test_the_previous_baseline_is_read_from_a_passed_checks_details_skipping_what_is_not_one():
+    details = {"tables": {"shop.public.orders": {"rows": 10, "columns": ["id", "total"]},
+                          "shop.public.uncounted": {"rows": None, "columns": ["id"]},
+                          "shop.public.odd": {"rows": 3, "columns": "id"},
+                          "shop.public.junk": "x"}}
+    assert previous_baseline(details) == {"shop.public.orders": TableBaseline(10, ("id", "total"))}
+    assert previous_baseline(None) == {}
+    assert previous_baseline({"compared": False}) == {}
+
+
+def test_the_first_baseline_asks_only_for_rows_and_keys():
+    assert expectations(_table("id"), None, BaselineSettings()) == [
+        {"type": "expect_table_row_count_to_be_between", "kwargs": {"min_value": 0}, "meta": {ROLE: "rows"}},
+        {"type": "expect_column_values_to_be_unique", "kwargs": {"column": "id"}, "meta": {ROLE: "key"}},
+        {"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "id"}, "meta": {ROLE: "key"}}]
+    assert expectations(_table(), None, BaselineSettings()) == [
+        {"type": "expect_table_row_count_to_be_between", "kwargs": {"min_value": 0}, "meta": {ROLE: "rows"}}]
+
+
+def test_a_later_baseline_holds_rows_to_the_tolerance_rounded_up_and_the_columns_exactly():
+    made = expectations(_table("a", "b"), TableBaseline(7, ("a", "b", "c")), BaselineSettings(row_drop_percent=15))
+    assert made == [
+        # 7 rows less 15% is 5.95: 6 rows at least.
+        {"type": "expect_table_row_count_to_be_between", "kwargs": {"min_value": 6}, "meta": {ROLE: "rows"}},
+        {"type": "expect_table_columns_to_match_set", "kwargs": {"column_set": ["a", "b", "c"], "exact_match": True},
+         "meta": {ROLE: "schema"}},
+        {"type": "expect_compound_columns_to_be_unique", "kwargs": {"column_list": ["a", "b"]}, "meta": {ROLE: "key"}},
+        {"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "a"}, "meta": {ROLE: "key"}},
+        {"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "b"}, "meta": {ROLE: "key"}}]
+    assert expectations(_table(), TableBaseline(10, ()), BaselineSettings())[0]["kwargs"] == {"min_value": 9}
+    assert expectations(_table(), TableBaseline(10, ()), BaselineSettings(row_drop_percent=0))[0]["kwargs"] == {
+        "min_value": 10}
+    assert expectations(_table(), TableBaseline(10, ()), BaselineSettings(row_drop_percent=100))[0]["kwargs"] == {
+        "min_value": 0}
+
+
+def test_a_missing_table_that_held_rows_fails_an_empty_one_is_noted():
+    before = {"shop.public.a": TableBaseline(5, ("id",)), "shop.public.b": TableBaseline(0, ("id",)),
+              "shop.public.c": TableBaseline(1, ("id",))}
+    assert missing_tables(before, ["shop.public.c"], True, BaselineSettings()) == (
+        ["table shop.public.a is missing: the last passed verification had it with 5 rows"],
+        ["table shop.public.b is missing (it was empty in the last passed verification)"])
+    # Any loss allowed: a missing table is said, not failed.
+    assert missing_tables(before, ["shop.public.c"], True, BaselineSettings(row_drop_percent=100)) == (
+        [], ["table shop.public.a is missing (it was empty in the last passed verification)",
+             "table shop.public.b is missing (it was empty in the last passed verification)"])
+    # Not every table was profiled: absence proves nothing.
+    assert missing_tables(before, [], False, BaselineSettings()) == ([], [])
+
+
+def test_new_tables_are_the_ones_the_last_baseline_did_not_have_and_none_on_the_first():
+    before = {"shop.public.a": TableBaseline(5, ("id",))}
+    assert new_tables(before, ["shop.public.a", "shop.public.z", "shop.public.b"]) == ["shop.public.z", "shop.public.b"]
+    assert new_tables({}, ["shop.public.a"]) == []
+
+
+# -- run ------------------------------------------------------------------------------------------
+
+FIRST = """
+create table orders (id integer primary key, customer_id integer);
+insert into orders (customer_id) select value from generate_series(1, 10);
+create table items (id integer primary key, sku text);
+insert into items (sku) values ('a'), ('b'), ('c'), ('d');
+create table notes (id integer primary key, body text);
+insert into notes (body) values ('x'), ('y'), ('z');
+create table scratch (id integer primary key);
+create table pairs (a integer not null, b integer not null, primary key (a, b));
+insert into pairs values (1, 1), (1, 2);
+"""
+
+
+def _rows(n: int) -> str:
+    return ", ".join(f"({i})" for i in range(1, n + 1))
+
+
+def _first_script() -> str:
+    return FIRST.replace("select value from generate_series(1, 10)", "values " + _rows(10))
+
+
+@pytest.fixture(scope="module")
+def first(tmp_path_factory: pytest.TempPathFactory):
+    folder = tmp_path_factory.mktemp("first")
+    database = sqlite_file(folder / "shop.db", _first_script())
+    named, _ = run(folder, checks(freshness={"enabled": False}), access({"shop": database}))
+    return named
+
+
+def test_the_first_baseline_passes_records_every_table_and_compares_nothing(first):
+    assert list(first) == [CheckName.DATA_BASELINE]
+    check = first[CheckName.DATA_BASELINE]
+    assert (check.status, check.kind, check.findings) == (CheckStatus.PASSED, CheckKind.DATA, [])
+    assert check.summary == ("5 tables: row counts, keys as expected (the first baseline: recorded for the next "
+                             "verification)")
+    assert check.details == {
+        "tables": {"shop.main.items": {"rows": 4, "columns": ["id", "sku"]},
+                   "shop.main.notes": {"rows": 3, "columns": ["id", "body"]},
+                   "shop.main.orders": {"rows": 10, "columns": ["id", "customer_id"]},
+                   "shop.main.pairs": {"rows": 2, "columns": ["a", "b"]},
+                   "shop.main.scratch": {"rows": 0, "columns": ["id"]}},
+        "compared": False, "notes": [], "row_drop_percent": 10.0, "schema_drift": "report"}
+
+
+def _second(folder: Path, orders: int, notes: bool) -> Path:
+    """The next restore: orders down to `orders` rows, items grown with a new column, scratch gone,
+    refunds new; notes kept or gone."""
+    database = sqlite_file(folder / "shop.db", _first_script())
+    with sqlite3.connect(database) as connection:
+        connection.executescript(f"""
+            delete from orders where id > {orders};
+            insert into items (sku) values ('e'), ('f');
+            alter table items add column price real;
+            drop table scratch;
+            create table refunds (id integer primary key);
+            {'' if notes else 'drop table notes;'}""")
+    connection.close()
+    return database
+
+
+def test_a_second_run_within_tolerance_passes_and_says_growth_drift_and_tables_gone_or_new(first, tmp_path):
+    previous = previous_baseline(first[CheckName.DATA_BASELINE].details)
+    database = _second(tmp_path, orders=9, notes=True)  # 9 of 10: exactly the 10% allowed
+    named, _ = run(tmp_path, checks(freshness={"enabled": False}), access({"shop": database}), previous)
+    check = named[CheckName.DATA_BASELINE]
+    assert (check.status, check.findings) == (CheckStatus.PASSED, [])
+    assert check.summary == "5 tables: row counts, keys and columns as expected"
+    assert check.details["compared"] is True
+    assert check.details["notes"] == [
+        "shop.main.items: 6 rows (+2 since the last passed verification)",
+        "shop.main.items: columns changed since the last passed verification: added ['price'], removed none",
+        "shop.main.orders: 9 rows (-1 since the last passed verification)",
+        "table shop.main.scratch is missing (it was empty in the last passed verification)",
+        "shop.main.refunds: new since the last passed verification"]
+    assert check.details["tables"]["shop.main.items"] == {"rows": 6, "columns": ["id", "sku", "price"]}
+
+
+def test_rows_dropped_beyond_tolerance_a_missing_table_and_drift_made_to_fail_fail(first, tmp_path):
+    previous = previous_baseline(first[CheckName.DATA_BASELINE].details)
+    database = _second(tmp_path, orders=8, notes=False)
+    settings = checks(freshness={"enabled": False}, baselines={"schema_drift": "fail"})
+    named, _ = run(tmp_path, settings, access({"shop": database}), previous)
+    check = named[CheckName.DATA_BASELINE]
+    assert check.status is CheckStatus.FAILED
+    assert check.summary == "3 tables differ from the last passed verification"
+    assert check.findings == [
+        "shop.main.items: columns changed since the last passed verification: added ['price'], removed none",
+        "shop.main.orders: 8 rows, 10 in the last passed verification: more than 10% fewer",
+        "table shop.main.notes is missing: the last passed verification had it with 3 rows"]
+    assert check.details["notes"] == [
+        "shop.main.items: 6 rows (+2 since the last passed verification)",
+        "table shop.main.scratch is missing (it was empty in the last passed verification)",
+        "shop.main.refunds: new since the last passed verification"]
+    assert check.details["schema_drift"] == "fail"
+
+
+def _damaged_key(database: Path) -> None:
+    """`codes` declares a primary key its rows break: a non-unique index rewritten into the key's own,
+    as damage alone could make it (SQLite's integrity_check says 'non-unique entry')."""
+    connection = sqlite3.connect(database)
+    connection.executescript("""
+        create table codes (code text, label text);
+        insert into codes values ('a', 'x'), ('a', 'y'), ('b', 'z');
+        create index codes_code on codes (code);""")
+    connection.execute("pragma writable_schema = on")
+    connection.execute("update sqlite_master set name = 'sqlite_autoindex_codes_1', sql = null "
+                       "where name = 'codes_code'")
+    connection.execute("update sqlite_master set sql = 'CREATE TABLE codes (code text primary key, label text)' "
+                       "where name = 'codes'")
+    connection.commit()
+    connection.close()
+
+
+def test_primary_keys_duplicated_or_null_fail_naming_table_and_values(tmp_path):
+    # SQLite lets a NULL into a primary key that is not an integer one (its documented legacy quirk).
+    database = sqlite_file(tmp_path / "shop.db", """
+        create table tags (name text primary key, n integer);
+        insert into tags values ('red', 1), (null, 2);
+        create table pairs (a integer, b integer, primary key (a, b));
+        insert into pairs values (1, 1), (1, 2);""")
+    _damaged_key(database)
+    named, _ = run(tmp_path, checks(freshness={"enabled": False}), access({"shop": database}))
+    check = named[CheckName.DATA_BASELINE]
+    assert check.status is CheckStatus.FAILED
+    assert check.summary == "2 tables differ from the last passed verification"
+    assert check.findings == [
+        "database shop, table main.codes: expect_column_values_to_be_unique(column='code') failed, observed "
+        "\"2 unexpected (66.7% of rows), e.g. ['a', 'a']\"",
+        "database shop, table main.tags: expect_column_values_to_not_be_null(column='name') failed, observed "
+        "'1 unexpected (50% of rows), e.g. [None]'"]
+    assert check.details["tables"] == {"shop.main.codes": {"rows": 3, "columns": ["code", "label"]},
+                                       "shop.main.pairs": {"rows": 2, "columns": ["a", "b"]},
+                                       "shop.main.tags": {"rows": 2, "columns": ["name", "n"]}}
+
+
+def test_beyond_max_tables_the_rest_are_said_and_a_table_not_profiled_is_not_missing(tmp_path):
+    database = sqlite_file(tmp_path / "shop.db", "create table a (id integer primary key);"
+                                                 "create table b (id integer primary key);"
+                                                 "create table c (id integer primary key);")
+    previous = {"shop.main.a": TableBaseline(0, ("id",)), "shop.main.gone": TableBaseline(50, ("id",))}
+    named, _ = run(tmp_path, checks(freshness={"enabled": False}, baselines={"max_tables": 1}),
+                   access({"shop": database}), previous)
+    check = named[CheckName.DATA_BASELINE]
+    assert (check.status, check.summary) == (CheckStatus.PASSED, "1 tables: row counts, keys and columns as expected")
+    assert check.details["notes"] == ["database shop: 3 tables, the first 1 profiled (checks.baselines.max_tables)"]
+    assert list(check.details["tables"]) == ["shop.main.a"]
+
+
+# -- read back, without GX: what the runner does with outcomes that are not a count -----------------
+
+def _batch(*outcomes: Outcome) -> _Batch:
+    table = Table("shop", "public", "orders", [Column("id", "INTEGER", None, False)], ["id"])
+    return _Batch("table-0", "shop", table, None, "database shop, table public.orders", [], outcomes=list(outcomes))
+
+
+def test_a_row_count_that_raised_is_one_error_and_no_count_at_all_is_another():
+    runner = DataCheckRunner(Settings(), "shop", [], {}, 3600.0)
+    raised = Outcome("expect_table_row_count_to_be_between", {"min_value": 0}, {ROLE: "rows"}, None, None,
+                     "table is gone")
+    table = _batch().table
+    check = runner._baseline_check([_batch(raised)], [table], [])
+    assert (check.status, check.summary) == (CheckStatus.ERROR, "1 baseline expectations could not be evaluated")
+    assert check.findings == ["database shop, table public.orders: expect_table_row_count_to_be_between(min_value=0): "
+                              "table is gone"]
+    check = runner._baseline_check([_batch()], [table], [])
+    assert check.findings == ["database shop, table public.orders: no row count came back"]
+    errored = _batch()
+    errored.error = "Great Expectations returned no result for it"
+    assert runner._baseline_check([errored], [table], []).findings == [
+        "database shop, table public.orders: Great Expectations returned no result for it"]

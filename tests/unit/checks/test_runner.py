@@ -1,0 +1,205 @@
+"""The data checks run for real: Great Expectations 1.x against SQLite files standing in for a restored
+server (its SQL data source and SQLAlchemy's inspector read them as they read PostgreSQL). Users'
+suites, deprecated SQL checks, what cannot be placed or evaluated, and the evidence written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.unit.checks.sqlite import access, checks, run, sqlite_file
+from verification.model import CheckKind, CheckResult, CheckStatus
+
+SHOP = """
+create table orders (id integer primary key, customer_id integer not null, total real,
+                     created_at timestamp default current_timestamp);
+insert into orders (customer_id, total, created_at) values (1, 10.5, '2026-01-01 10:00:00'),
+    (2, 20.0, '2026-01-01 11:00:00'), (2, 7.25, '2026-01-01 11:59:58');
+create table customers (id integer primary key, email text);
+insert into customers (email) values ('a@example.com'), (null);
+"""
+
+
+def _expect(kind: str, **kwargs: Any) -> dict[str, Any]:
+    return {"type": kind, "kwargs": kwargs}
+
+
+SUITES = [
+    {"table": "orders", "expect": [_expect("expect_table_row_count_to_be_between", min_value=3, max_value=3),
+                                   _expect("expect_column_max_to_be_between", column="total", max_value=100)]},
+    {"table": "main.customers", "expect": [_expect("expect_column_values_to_not_be_null", column="email")]},
+    {"query": "select customer_id, sum(total) as spent from orders group by customer_id", "name": "spend",
+     "expect": [_expect("expect_column_values_to_be_between", column="spent", min_value=0)]},
+    {"table": "orders", "name": "orders-shipped", "expect": [_expect("expect_column_values_to_not_be_null",
+                                                                     column="shipped")]},
+    {"table": "refunds", "expect": [_expect("expect_table_row_count_to_be_between", min_value=1)]},
+    {"table": "public.ledger", "database": "billing", "required": False,
+     "expect": [_expect("expect_table_row_count_to_be_between", min_value=1)]},
+]
+SQL = [{"name": "orders", "query": "select count(*) from orders", "expect": 3, "database": "shop"},
+       {"name": "customers", "query": "select count(*) from customers", "expect": "5", "database": "shop"},
+       {"name": "nothing", "query": "select null", "expect": "1", "database": "shop"}]
+
+
+@pytest.fixture(scope="module")
+def shop(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, CheckResult], Any, Path]:
+    folder = tmp_path_factory.mktemp("shop")
+    database = sqlite_file(folder / "shop.db", SHOP)
+    named, evidence = run(folder, checks(expectations={"shop": SUITES}, sql=SQL), access({"shop": database}))
+    return named, evidence, folder
+
+
+def test_every_check_comes_back_once_in_order_and_of_kind_data(shop):
+    named, _, _ = shop
+    assert list(named) == ["data:orders", "data:main.customers", "data:spend", "data:orders-shipped", "sql:orders",
+                           "sql:customers", "sql:nothing", "data:refunds", "data:public.ledger", "data_baseline",
+                           "data_freshness"]
+    assert {check.kind for check in named.values()} == {CheckKind.DATA}
+
+
+def test_a_suite_that_passes_says_what_was_observed(shop):
+    check = shop[0]["data:orders"]
+    assert check.status is CheckStatus.PASSED
+    assert check.summary == ("2 expectations met on database shop, table main.orders (observed "
+                             "expect_table_row_count_to_be_between: 3; expect_column_max_to_be_between: 20.0)")
+    assert check.findings == []
+    assert check.evidence == "ev/data-checks/user-0.json"
+    assert check.details == {
+        "origin": "checks.expectations.shop[0] (orders)", "database": "shop", "table": "main.orders",
+        "expectations": [
+            {"type": "expect_table_row_count_to_be_between", "kwargs": {"min_value": 3, "max_value": 3},
+             "success": True, "observed": 3},
+            {"type": "expect_column_max_to_be_between", "kwargs": {"column": "total", "max_value": 100.0},
+             "success": True, "observed": 20.0}]}
+
+
+def test_a_query_suite_passes_on_the_rows_of_its_query(shop):
+    check = shop[0]["data:spend"]
+    assert (check.status, check.summary) == (CheckStatus.PASSED, (
+        "1 expectations met on database shop, query spend (observed expect_column_values_to_be_between: "
+        "'0 unexpected (0% of rows)')"))
+    assert check.details["query"] == "select customer_id, sum(total) as spent from orders group by customer_id"
+    assert "table" not in check.details
+
+
+def test_a_failed_expectation_names_database_table_expectation_and_observed_value(shop):
+    check = shop[0]["data:main.customers"]
+    assert check.status is CheckStatus.FAILED
+    assert check.required is True
+    assert check.summary == "1 of 1 expectations failed on database shop, table main.customers"
+    assert check.findings == ["database shop, table main.customers: expect_column_values_to_not_be_null("
+                              "column='email') failed, observed '1 unexpected (50% of rows), e.g. [None]'"]
+    assert check.details["expectations"] == [{"type": "expect_column_values_to_not_be_null",
+                                              "kwargs": {"column": "email"}, "success": False,
+                                              "observed": "1 unexpected (50% of rows), e.g. [None]"}]
+
+
+def test_an_expectation_gx_cannot_evaluate_is_an_error_never_a_pass(shop):
+    check = shop[0]["data:orders-shipped"]
+    assert check.status is CheckStatus.ERROR
+    assert check.summary == "database shop, table main.orders: 1 of 1 expectations could not be evaluated"
+    assert check.findings == ["database shop, table main.orders: expect_column_values_to_not_be_null(column='shipped'): "
+                              'Error: The column "shipped" in BatchData does not exist.']
+    assert check.details["expectations"][0]["success"] is None
+
+
+def test_a_suite_on_a_missing_table_fails_naming_it(shop):
+    check = shop[0]["data:refunds"]
+    assert (check.status, check.summary, check.findings) == (
+        CheckStatus.FAILED, "table refunds does not exist in database shop", ["database shop: table refunds is missing"])
+    assert check.details == {"origin": "checks.expectations.shop[4] (refunds)"}
+    assert check.evidence is None
+
+
+def test_a_suite_naming_a_database_the_server_does_not_hold_is_an_error(shop):
+    check = shop[0]["data:public.ledger"]
+    assert (check.status, check.summary) == (
+        CheckStatus.ERROR, "not run: it names database billing, which the restored server does not hold (it holds shop)")
+    assert check.required is False  # as the suite said
+    assert check.details == {"origin": "checks.expectations.shop[5] (public.ledger)"}
+
+
+def test_a_deprecated_sql_check_that_holds_passes_with_its_value(shop):
+    check = shop[0]["sql:orders"]
+    assert check.status is CheckStatus.PASSED
+    assert (check.details["value"], check.details["expect"]) == ("3", "3")
+    assert check.details["origin"] == "checks.sql (orders)"
+    assert check.details["query"] == "select count(*) from orders"
+    assert check.summary == ("2 expectations met on database shop, query orders (observed unexpected_rows_expectation: 0; "
+                             "expect_column_values_to_be_in_set: '0 unexpected (0% of rows)')")
+
+
+def test_a_deprecated_sql_check_that_does_not_hold_fails_saying_the_value_it_got(shop):
+    check = shop[0]["sql:customers"]
+    assert check.status is CheckStatus.FAILED
+    assert (check.details["value"], check.details["expect"]) == ("2", "5")
+    assert check.summary == "2 of 2 expectations failed on database shop, query customers"
+    assert check.findings == [
+        "database shop, query customers: unexpected_rows_expectation(unexpected_rows_query=\"SELECT * FROM {batch} "
+        "WHERE value IS NULL OR value <> '5'\") failed, observed 1",
+        "database shop, query customers: expect_column_values_to_be_in_set(column='value', value_set=['5']) failed, "
+        "observed \"1 unexpected (100% of rows), e.g. ['2']\""]
+
+
+def test_a_deprecated_sql_check_whose_query_gives_null_fails_with_no_value(shop):
+    check = shop[0]["sql:nothing"]
+    assert check.status is CheckStatus.FAILED
+    assert (check.details["value"], check.details["expect"]) == (None, "1")
+    assert check.findings == ["database shop, query nothing: unexpected_rows_expectation(unexpected_rows_query=\"SELECT * "
+                              "FROM {batch} WHERE value IS NULL OR value <> '1'\") failed, observed 1"]
+
+
+def test_each_validation_result_and_the_data_docs_are_in_the_evidence(shop):
+    _, evidence, folder = shop
+    assert sorted(evidence.files) == [
+        "data-checks/table-0.json", "data-checks/table-1.json", "data-checks/user-0.json", "data-checks/user-1.json",
+        "data-checks/user-2.json", "data-checks/user-3.json", "data-checks/user-6.json", "data-checks/user-7.json",
+        "data-checks/user-8.json", "data-docs/index.html"]
+    assert evidence.files["data-docs/index.html"] == "ev/data-docs/index.html"
+    written = json.loads((folder / "ev" / "data-checks" / "user-1.json").read_text())
+    assert (written["suite_name"], written["success"]) == ("user-1", False)
+    assert written["results"][0]["result"]["unexpected_count"] == 1
+    index = (folder / "ev" / "data-docs" / "index.html").read_text()
+    for suite in ("user-0", "user-1", "user-8", "table-0", "table-1"):
+        assert suite in index
+    assert (folder / "ev" / "data-docs" / "expectations" / "user-1.html").is_file()
+
+
+def test_with_several_databases_a_suite_must_say_which(tmp_path):
+    files = {"shop": sqlite_file(tmp_path / "shop.db", "create table orders (id integer primary key);"),
+             "billing": sqlite_file(tmp_path / "billing.db", "create table ledger (id integer primary key);"
+                                                             "insert into ledger values (1), (2);")}
+    settings = checks(baselines={"enabled": False}, freshness={"enabled": False}, expectations={"shop": [
+        {"table": "orders", "expect": [_expect("expect_table_row_count_to_be_between", min_value=0)]},
+        {"table": "ledger", "database": "billing", "expect": [_expect("expect_table_row_count_to_be_between",
+                                                                       min_value=2)]}]})
+    named, evidence = run(tmp_path, settings, access(files, main=None))
+    assert list(named) == ["data:ledger", "data:orders"]  # placed ones first, then what could not be
+    assert (named["data:orders"].status, named["data:orders"].summary) == (
+        CheckStatus.ERROR, "not run: the restored server holds several databases: say which with database:")
+    assert (named["data:ledger"].status, named["data:ledger"].summary) == (
+        CheckStatus.PASSED, "1 expectations met on database billing, table main.ledger (observed "
+        "expect_table_row_count_to_be_between: 2)")
+    assert sorted(evidence.files) == ["data-checks/user-1.json", "data-docs/index.html"]
+
+
+def test_checks_that_cannot_run_are_one_error_with_secrets_scrubbed(tmp_path):
+    def broken(database: str) -> str:
+        raise RuntimeError(f"cannot reach {database} as admin:hunter2")
+
+    reach = access({"shop": tmp_path / "shop.db"}, secrets=("hunter2",))
+    reach = type(reach)(broken, reach.databases, reach.main_database, reach.restore_point, reach.backup_end,
+                        reach.secrets)
+    named, evidence = run(tmp_path, checks(), reach)
+    assert list(named) == ["data_checks"]
+    check = named["data_checks"]
+    assert (check.status, check.summary, check.kind) == (
+        CheckStatus.ERROR, "the data checks could not run: RuntimeError: cannot reach shop as admin:********",
+        CheckKind.DATA)
+    written = (tmp_path / "ev" / "data-checks.error.txt").read_text()
+    assert "RuntimeError: cannot reach shop as admin:********" in written
+    assert "hunter2" not in written
+    assert evidence.files == {"data-checks.error.txt": "ev/data-checks.error.txt"}
