@@ -153,6 +153,7 @@ def test_fresh_data_passes_with_the_newest_row_and_naive_timestamps_are_read_as_
                              "restore point (5.0 min before the newest backup ended)")
     assert check.details == {
         "restore_point": "2026-01-01T13:00:00+01:00", "rpo_seconds": 3600.0,
+        "restore_point_from": "the restored server's last replayed transaction",
         "backup_end": "2026-01-01T12:05:00+00:00",
         "newest": ["shop.main.events.created: no timestamp (the column is empty or all NULL)",
                    "newest row in shop.main.lookup.updated: 2025-06-01T00:00:00+00:00, 214.5 days before the restore "
@@ -210,11 +211,17 @@ def test_a_configured_column_within_its_limit_passes(shop, tmp_path):
     assert len(check.details["newest"]) == 1  # auto: false watches only what is named
 
 
-def test_without_a_restore_point_freshness_is_skipped_and_not_required(shop, tmp_path):
+def test_without_a_replayed_transaction_freshness_is_measured_at_the_backup_end_or_skipped(shop, tmp_path):
     named, _ = run(tmp_path, checks(baselines={"enabled": False}), access({"shop": shop[1]}, point=None))
     check = named[CheckName.DATA_FRESHNESS]
+    assert (check.details["restore_point"], check.details["restore_point_from"]) == (
+        "2026-01-01T12:05:00+00:00", "the end of the newest backup (the server replayed no transaction after it)")
+    named, _ = run(tmp_path / "none", checks(baselines={"enabled": False}),
+                   access({"shop": shop[1]}, point=None, backup_end=None))
+    check = named[CheckName.DATA_FRESHNESS]
     assert (check.status, check.summary, check.required, check.kind) == (
-        CheckStatus.SKIPPED, "not judged: the server did not say which point it restored to", False, CheckKind.DATA)
+        CheckStatus.SKIPPED, "not judged: neither the server nor the backup said which point was restored", False,
+        CheckKind.DATA)
 
 
 def test_without_a_timestamp_column_freshness_is_skipped_saying_how_to_name_one(tmp_path):

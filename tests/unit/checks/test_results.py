@@ -26,7 +26,7 @@ def test_a_failed_column_expectation_keeps_its_kwargs_without_batch_id_and_its_u
                                          "partial_unexpected_list": [None] * 7}, meta={"owner": "sales"}))
     assert outcome == Outcome("expect_column_values_to_not_be_null", {"column": "email"}, {"owner": "sales"}, False,
                               "7 unexpected (87.5% of rows), e.g. [None, None, None, None, None]", None,
-                              [None, None, None, None, None])
+                              [None, None, None, None, None], 8)
     assert outcome.describe() == "expect_column_values_to_not_be_null(column='email')"
     assert outcome.to_json() == {"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "email"},
                                  "success": False,

@@ -59,10 +59,9 @@ def test_a_valid_expectation_is_accepted():
     ({"type": "expect_column_values_to_not_be_null", "kwargs": ["customer_id"]},
      "here: expect_column_values_to_not_be_null: kwargs must be a mapping"),
     ({"type": "expect_column_values_to_not_be_null", "kwargs": {}},
-     "here: expect_column_values_to_not_be_null: invalid kwargs: column; field required (type=value_error.missing)"),
+     "here: expect_column_values_to_not_be_null: invalid kwargs: column field required"),
     ({"type": "expect_table_row_count_to_be_between", "kwargs": {"min_value": 1, "minimum": 2}},
-     "here: expect_table_row_count_to_be_between: invalid kwargs: minimum; extra fields not permitted "
-     "(type=value_error.extra)"),
+     "here: expect_table_row_count_to_be_between: invalid kwargs: minimum extra fields not permitted"),
 ])
 def test_an_expectation_gx_cannot_build_is_a_config_error_saying_why(expectation, said):
     assert _error(validate_expectation, expectation, "here") == said
@@ -108,8 +107,8 @@ def test_an_invalid_expectation_in_the_configuration_names_its_config_path():
         {"table": "orders", "expect": [ROWS]},
         {"table": "items", "expect": [ROWS, {"type": "expect_column_values_to_not_be_null", "kwargs": {"col": "x"}}]}]})
     assert _error(configured_suites, settings, "shop") == (
-        "checks.expectations.shop[1] (items).expect[1]: expect_column_values_to_not_be_null: invalid kwargs: column; "
-        "field required (type=value_error.missing); col; extra fields not permitted (type=value_error.extra)")
+        "checks.expectations.shop[1] (items).expect[1]: expect_column_values_to_not_be_null: invalid kwargs: column "
+        "field required; col extra fields not permitted")
     unknown = checks(expectations={"shop": [{"table": "orders", "expect": [{"type": "expect_it_to_work"}]}]})
     assert _error(configured_suites, unknown, "shop") == (
         "checks.expectations.shop[0] (orders).expect[0]: expect_it_to_work is not a Great Expectations expectation "
@@ -173,8 +172,8 @@ def test_suite_files_that_are_not_gx_suites_are_config_errors_naming_the_file(tm
     assert said("f.json", {"expectations": [ROWS, "expect_table_row_count_to_be_between"]}) == (
         f"suite file {tmp_path}/f.json, expectations[1]: not an expectation (a mapping with type and kwargs)")
     assert said("g.json", {"expectations": [{"type": "expect_column_values_to_not_be_null"}]}) == (
-        f"suite file {tmp_path}/g.json, expectations[0]: expect_column_values_to_not_be_null: invalid kwargs: column; "
-        "field required (type=value_error.missing)")
+        f"suite file {tmp_path}/g.json, expectations[0]: expect_column_values_to_not_be_null: invalid kwargs: column "
+        "field required")
     assert said("h.json", {"expectations": [{"expectation_type": "expect_nothing_much"}]}) == (
         f"suite file {tmp_path}/h.json, expectations[0]: expect_nothing_much is not a Great Expectations expectation "
         "(expect_nothing_much not found)")
