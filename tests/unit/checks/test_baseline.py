@@ -227,13 +227,14 @@ def test_beyond_max_tables_the_rest_are_said_and_a_table_not_profiled_is_not_mis
     database = sqlite_file(tmp_path / "shop.db", "create table a (id integer primary key);"
                                                  "create table b (id integer primary key);"
                                                  "create table c (id integer primary key);")
-    previous = {"shop.main.a": TableBaseline(0, ("id",)), "shop.main.gone": TableBaseline(50, ("id",))}
-    named, _ = run(tmp_path, checks(freshness={"enabled": False}, baselines={"max_tables": 1}),
+    previous = {"shop.main.a": TableBaseline(0, ("id",)), "shop.main.b": TableBaseline(0, ("id",)),
+                "shop.main.gone": TableBaseline(50, ("id",))}
+    named, _ = run(tmp_path, checks(freshness={"enabled": False}, baselines={"max_tables": 2}),
                    access({"shop": database}), previous)
     check = named[CheckName.DATA_BASELINE]
-    assert (check.status, check.summary) == (CheckStatus.PASSED, "1 tables: row counts, keys and columns as expected")
-    assert check.details["notes"] == ["database shop: 3 tables, the first 1 profiled (checks.baselines.max_tables)"]
-    assert list(check.details["tables"]) == ["shop.main.a"]
+    assert (check.status, check.summary) == (CheckStatus.PASSED, "2 tables: row counts, keys and columns as expected")
+    assert check.details["notes"] == ["database shop: 3 tables, the first 2 profiled (checks.baselines.max_tables)"]
+    assert list(check.details["tables"]) == ["shop.main.a", "shop.main.b"]
 
 
 # -- read back, without GX: what the runner does with outcomes that are not a count -----------------
@@ -254,6 +255,10 @@ def test_a_row_count_that_raised_is_one_error_and_no_count_at_all_is_another():
                               "table is gone"]
     check = runner._baseline_check([_batch()], [table], [])
     assert check.findings == ["database shop, table public.orders: no row count came back"]
+    # A count that is not a number is no count.
+    text = Outcome("expect_table_row_count_to_be_between", {"min_value": 0}, {ROLE: "rows"}, True, "3", None)
+    assert runner._baseline_check([_batch(text)], [table], []).findings == [
+        "database shop, table public.orders: no row count came back"]
     errored = _batch()
     errored.error = "Great Expectations returned no result for it"
     assert runner._baseline_check([errored], [table], []).findings == [

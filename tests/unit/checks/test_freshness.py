@@ -118,9 +118,9 @@ def test_no_timestamp_is_a_finding_for_a_configured_column_a_note_for_an_automat
 
 
 def test_a_newest_row_after_the_restore_point_is_noted_and_the_data_rpo_is_never_negative():
-    judged = judge([(_watched("a"), "t.a", "2026-01-01 12:00:30")], POINT, None, 3600)
+    judged = judge([(_watched("a"), "t.a", "2026-01-01 12:00:01")], POINT, None, 3600)
     assert judged.findings == []
-    assert judged.notes == ["t.a: newest row 2026-01-01T12:00:30+00:00 is after the restore point "
+    assert judged.notes == ["t.a: newest row 2026-01-01T12:00:01+00:00 is after the restore point "
                             "2026-01-01T12:00:00+00:00"]
     assert judged.data_rpo_seconds == 0.0
 
@@ -231,3 +231,14 @@ def test_without_a_timestamp_column_freshness_is_skipped_saying_how_to_name_one(
     assert (check.status, check.summary, check.required) == (
         CheckStatus.SKIPPED, "no table has a timestamp column that says when its rows were written (name one in "
         "checks.freshness.columns)", False)
+
+
+def test_a_configured_column_missing_fails_even_when_no_other_column_is_watched(tmp_path):
+    database = sqlite_file(tmp_path / "shop.db", "create table plain (id integer primary key, shipped date);")
+    columns = {"shop": [{"table": "plain", "column": "shipped_at"}]}
+    named, _ = run(tmp_path, checks(baselines={"enabled": False}, freshness={"columns": columns}),
+                   access({"shop": database}))
+    check = named[CheckName.DATA_FRESHNESS]
+    assert (check.status, check.findings) == (CheckStatus.FAILED, [
+        "freshness column plain.shipped_at (database shop) does not exist in the restored data"])
+    assert check.details["newest"] == []

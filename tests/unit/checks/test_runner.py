@@ -35,7 +35,7 @@ SUITES = [
      "expect": [_expect("expect_column_values_to_be_between", column="spent", min_value=0)]},
     {"table": "orders", "name": "orders-shipped", "expect": [_expect("expect_column_values_to_not_be_null",
                                                                      column="shipped")]},
-    {"table": "refunds", "expect": [_expect("expect_table_row_count_to_be_between", min_value=1)]},
+    {"table": "refunds", "required": False, "expect": [_expect("expect_table_row_count_to_be_between", min_value=1)]},
     {"table": "public.ledger", "database": "billing", "required": False,
      "expect": [_expect("expect_table_row_count_to_be_between", min_value=1)]},
 ]
@@ -112,6 +112,7 @@ def test_a_suite_on_a_missing_table_fails_naming_it(shop):
         CheckStatus.FAILED, "table refunds does not exist in database shop", ["database shop: table refunds is missing"])
     assert check.details == {"origin": "checks.expectations.shop[4] (refunds)"}
     assert check.evidence is None
+    assert check.required is False  # as the suite said
 
 
 def test_a_suite_naming_a_database_the_server_does_not_hold_is_an_error(shop):
@@ -203,3 +204,46 @@ def test_checks_that_cannot_run_are_one_error_with_secrets_scrubbed(tmp_path):
     assert "RuntimeError: cannot reach shop as admin:********" in written
     assert "hunter2" not in written
     assert evidence.files == {"data-checks.error.txt": "ev/data-checks.error.txt"}
+
+
+def test_a_result_not_recognised_is_an_error_naming_it_never_a_pass(tmp_path, monkeypatch):
+    from verification.checks import runner
+    from verification.checks.results import UnrecognisedResult
+
+    def unrecognised(result: Any) -> Any:
+        if result.expectation_config.type == "expect_column_max_to_be_between":
+            raise UnrecognisedResult("expect_column_max_to_be_between: a result that says neither success nor failure "
+                                     "('maybe')")
+        return runner_outcome_of(result)
+
+    runner_outcome_of = runner.outcome_of
+    monkeypatch.setattr(runner, "outcome_of", unrecognised)
+    database = sqlite_file(tmp_path / "shop.db", SHOP)
+    settings = checks(baselines={"enabled": False}, freshness={"enabled": False},
+                      expectations={"shop": SUITES[:2]})
+    named, _ = run(tmp_path, settings, access({"shop": database}))
+    check = named["data:orders"]
+    assert (check.status, check.summary, check.findings) == (CheckStatus.ERROR, (
+        "database shop, table main.orders: not evaluated: an output not recognised: expect_column_max_to_be_between: "
+        "a result that says neither success nor failure ('maybe')"), [])
+    assert check.evidence == "ev/data-checks/user-0.json"  # GX's own result is kept all the same
+    assert named["data:main.customers"].status is CheckStatus.FAILED
+
+
+def test_fewer_results_than_expectations_is_an_error_never_a_pass(tmp_path, monkeypatch):
+    """A GX that lost an expectation on the way (simulated: its suite keeps all but the last)."""
+    from great_expectations.core import expectation_suite
+
+    class Losing(expectation_suite.ExpectationSuite):
+        def __init__(self, *args: Any, expectations: list[Any] | None = None, **kwargs: Any) -> None:
+            if args and expectations:  # the runner's call, not GX's own
+                expectations = expectations[:-1]
+            super().__init__(*args, expectations=expectations, **kwargs)
+
+    monkeypatch.setattr(expectation_suite, "ExpectationSuite", Losing)
+    database = sqlite_file(tmp_path / "shop.db", SHOP)
+    settings = checks(baselines={"enabled": False}, freshness={"enabled": False}, expectations={"shop": SUITES[:1]})
+    named, _ = run(tmp_path, settings, access({"shop": database}))
+    check = named["data:orders"]
+    assert (check.status, check.summary) == (CheckStatus.ERROR, (
+        "database shop, table main.orders: not evaluated: 2 expectations, 1 results: an output not recognised"))
