@@ -22,6 +22,7 @@ from verification.errors import ConfigError
 
 # What a deprecated SQL check's query becomes: its single value, as text, beside the value expected.
 SQL_VALUE_COLUMN = "value"
+BOOLEAN_SPELLINGS = {"t": ("true",), "f": ("false",), "true": ("t",), "false": ("f",)}
 
 
 @dataclass(frozen=True)
@@ -101,13 +102,17 @@ def _quoted(text: str) -> str:
 def _from_sql(check: SqlCheck) -> Suite:
     """A deprecated SQL check as an unexpected-rows expectation: the batch is its single value as
     text, and a row is unexpected when that value is not the one expected (or is NULL)."""
+    # The old checks compared psql's text, which prints a boolean as t/f; cast to text in SQL it
+    # reads true/false: both spellings stay the same value.
+    accepted = [check.expect, *BOOLEAN_SPELLINGS.get(check.expect.lower(), ())]
+    listed = ", ".join(_quoted(value) for value in accepted)
     expectation = {"type": "unexpected_rows_expectation", "kwargs": {
         "unexpected_rows_query": (f"SELECT * FROM {{batch}} WHERE {SQL_VALUE_COLUMN} IS NULL "
-                                  f"OR {SQL_VALUE_COLUMN} <> {_quoted(check.expect)}"),
+                                  f"OR {SQL_VALUE_COLUMN} NOT IN ({listed})"),
         "description": f"{check.name}: the query returns {check.expect!r}"}, "meta": {}}
     # Says which value came back when it is not the one expected (the unexpected-rows one judges).
     shown = {"type": "expect_column_values_to_be_in_set",
-             "kwargs": {"column": SQL_VALUE_COLUMN, "value_set": [check.expect]}, "meta": {}}
+             "kwargs": {"column": SQL_VALUE_COLUMN, "value_set": accepted}, "meta": {}}
     return Suite(f"sql:{check.name}", check.name, Batch(None, check.query, check.database), [expectation, shown],
                  check.required, f"checks.sql ({check.name})", expected_value=check.expect,
                  meta={"deprecated_sql_check": True})

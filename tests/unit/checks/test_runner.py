@@ -140,7 +140,7 @@ def test_a_deprecated_sql_check_that_does_not_hold_fails_saying_the_value_it_got
     assert check.summary == "2 of 2 expectations failed on database shop, query customers"
     assert check.findings == [
         "database shop, query customers: unexpected_rows_expectation(unexpected_rows_query=\"SELECT * FROM {batch} "
-        "WHERE value IS NULL OR value <> '5'\") failed, observed 1",
+        "WHERE value IS NULL OR value NOT IN ('5')\") failed, observed 1",
         "database shop, query customers: expect_column_values_to_be_in_set(column='value', value_set=['5']) failed, "
         "observed \"1 unexpected (100% of rows), e.g. ['2']\""]
 
@@ -150,7 +150,7 @@ def test_a_deprecated_sql_check_whose_query_gives_null_fails_with_no_value(shop)
     assert check.status is CheckStatus.FAILED
     assert (check.details["value"], check.details["expect"]) == (None, "1")
     assert check.findings == ["database shop, query nothing: unexpected_rows_expectation(unexpected_rows_query=\"SELECT * "
-                              "FROM {batch} WHERE value IS NULL OR value <> '1'\") failed, observed 1"]
+                              "FROM {batch} WHERE value IS NULL OR value NOT IN ('1')\") failed, observed 1"]
 
 
 def test_each_validation_result_and_the_data_docs_are_in_the_evidence(shop):

@@ -87,7 +87,7 @@ def test_configured_suites_keep_table_query_database_and_required_with_where_the
                 "meta": {}}], False, "checks.expectations.shop[1] (one)"),
         Suite("sql:count", "count", Batch(None, "select count(*) from t", "shop"), [
             {"type": "unexpected_rows_expectation", "kwargs": {
-                "unexpected_rows_query": "SELECT * FROM {batch} WHERE value IS NULL OR value <> '3'",
+                "unexpected_rows_query": "SELECT * FROM {batch} WHERE value IS NULL OR value NOT IN ('3')",
                 "description": "count: the query returns '3'"}, "meta": {}},
             {"type": "expect_column_values_to_be_in_set", "kwargs": {"column": "value", "value_set": ["3"]},
              "meta": {}}], False, "checks.sql (count)", expected_value="3", meta={"deprecated_sql_check": True})]
@@ -98,7 +98,7 @@ def test_a_deprecated_sql_checks_expected_value_is_quoted_as_sql_text():
     settings = checks(sql=[{"name": "who", "query": "select name from t", "expect": "O'Brien"}])
     suite = configured_suites(settings, "shop")[0]
     assert suite.expectations[0]["kwargs"]["unexpected_rows_query"] == (
-        "SELECT * FROM {batch} WHERE value IS NULL OR value <> 'O''Brien'")
+        "SELECT * FROM {batch} WHERE value IS NULL OR value NOT IN ('O''Brien')")
     assert suite.batch == Batch(None, "select name from t", "postgres")  # SqlCheck's own default
 
 
@@ -223,3 +223,14 @@ def test_check_all_loads_every_database_before_any_restore_and_nothing_when_disa
                                                                         "JSON")
     disabled = settings.model_copy(update={"enabled": False})
     assert check_all(disabled, ["shop", "billing"]) == {}
+
+
+def test_a_deprecated_check_expecting_psql_s_t_also_takes_true_as_sql_casts_a_boolean():
+    from verification.checks.suites import _from_sql
+    from verification.config import SqlCheck
+
+    suite = _from_sql(SqlCheck(name="present", query="select count(*) > 0 from t", expect="t"))
+    assert suite.expectations[0]["kwargs"]["unexpected_rows_query"] == (
+        "SELECT * FROM {batch} WHERE value IS NULL OR value NOT IN ('t', 'true')")
+    assert suite.expectations[1]["kwargs"]["value_set"] == ["t", "true"]
+    assert _from_sql(SqlCheck(name="n", query="select 1", expect="1")).expectations[1]["kwargs"]["value_set"] == ["1"]
