@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from verification.config import Settings
 from verification.engines.base import DataAccess, DataChecks, Evidence, RestoreOutcome, SourcePlan
@@ -69,7 +69,7 @@ class SqlServerTarget(Protocol):
 
     def redact(self, text: str) -> str: ...
 
-    def data_url(self, database: str) -> str:
+    def data_url(self, database: str) -> Any:
         """A SQLAlchemy URL reaching the restored server from this process, the target kept without
         a network (a loopback relay through the container's exec)."""
         ...
@@ -252,7 +252,13 @@ class _Restore:
             self.outcome.phases.append(PhaseTiming.not_reached(PhaseName.DATA_CHECKS, "no way to the server"))
             return
         backups = self.plan.chain.backups
-        access = DataAccess(self.target.data_url, (self.database,), self.database, self.outcome.achieved,
+        target = self.target
+
+        def url(database: str) -> str:  # GX takes a string: the password in it is scrubbed as a secret
+            made = target.data_url(database)
+            return made if isinstance(made, str) else str(made.render_as_string(hide_password=False))
+
+        access = DataAccess(url, (self.database,), self.database, self.outcome.achieved,
                             max((b.finish for b in backups), default=None), tuple(self.target.secrets))
         checks = self.run_data_checks(access, self.evidence)
         self.outcome.checks += checks

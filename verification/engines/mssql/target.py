@@ -4,16 +4,28 @@ The SA password is random per container and travels only in environment variable
 container's MSSQL_SA_PASSWORD, sqlcmd's SQLCMDPASSWORD); it never appears on a command line, in a
 log, in a report or in an exception. The backups are mounted read-only at /backups; the server has
 no network.
+
+restoreproof's own process reaches the server (data checks on the restored database) through
+`data_url()`: a loopback relay (verification.targets.relay) whose connections enter the container
+through `docker exec` and reach 127.0.0.1:1433 inside it, so the container keeps no network at all.
+SQL Server speaks TCP only (no Unix socket to mount out, as PostgreSQL's targets can), and a Docker
+`--internal` network is no substitute: it was measured to block the internet while leaving every host
+service bound to 0.0.0.0 reachable from the container through the bridge's gateway address, a way out.
+The URL carries the password: str() and repr() of a SQLAlchemy URL mask it, and redact() masks it in
+its plain and URL-escaped forms.
 """
 
 from __future__ import annotations
 
 import secrets
 import string
+import threading
+from urllib.parse import quote
 
 import docker.errors
 from docker.models.containers import Container
 from docker.models.volumes import Volume
+from sqlalchemy.engine import URL
 
 import docker
 from verification.config import MssqlSettings
@@ -24,8 +36,11 @@ from verification.targets.base import ExecResult
 from verification.targets.docker import DockerTarget, docker_client, run_in_container, start_disposable
 from verification.targets.labels import labels, slug
 from verification.targets.polling import poll_until
+from verification.targets.relay import Relay
 
 DATA_ROOT = "/var/opt/mssql"
+SERVER_PORT = 1433
+DRIVER = "mssql+pymssql"
 # tools18 needs -C to trust the container's self-signed certificate; older images have no tools18.
 # -x: no $(variable) substitution, so a name or path can never pull in the environment (the password).
 SQLCMD = r"""
@@ -67,6 +82,8 @@ class MssqlTarget(DockerTarget):
                  password: str) -> None:
         super().__init__(client, container, volume, image, 0.0)
         self._password = password
+        self._relay: Relay | None = None
+        self._relay_lock = threading.Lock()
 
     def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> ExecResult:
         return run_in_container(self._client, self.container, argv, timeout=timeout, env=env)
@@ -85,7 +102,46 @@ class MssqlTarget(DockerTarget):
         return self.redact(self.container.logs().decode("utf-8", "replace"))
 
     def redact(self, text: str) -> str:
-        return text.replace(self._password, "********")
+        # Also as a URL renders it (data_url(), rendered with hide_password=False), '%23' for '#'.
+        return text.replace(self._password, "********").replace(quote(self._password, safe=" +"), "********")
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """What the data checks must never show: the login's password, plain and URL-escaped."""
+        return (self._password, quote(self._password, safe=" +"))
+
+    def data_url(self, database: str) -> URL:
+        """A SQLAlchemy URL (pymssql) for `database` on this target's server, from restoreproof's process.
+
+        The first call starts the relay (127.0.0.1, an ephemeral port) into the container's
+        127.0.0.1:1433; later calls reuse it; close() closes it. Pass the URL object itself to
+        create_engine(): its str() and repr() show '***' for the password, and an error from
+        connecting does not carry it.
+        """
+        with self._relay_lock:
+            if self._relay is None:
+                self._relay = Relay(self._client, self.container, SERVER_PORT).start()
+            relay = self._relay
+        return URL.create(DRIVER, username="sa", password=self._password, host=relay.host, port=relay.port,
+                          database=database)
+
+    def close(self) -> None:
+        """The relay first (its threads and its commands in the container), then the container and
+        volume, which are removed even when the relay did not close cleanly."""
+        with self._relay_lock:
+            relay, self._relay = self._relay, None
+        problems = []
+        if relay is not None:
+            try:
+                relay.close()
+            except TargetError as exc:
+                problems.append(str(exc))
+        try:
+            super().close()
+        except TargetError as exc:
+            problems.append(str(exc))
+        if problems:
+            raise TargetError("; ".join(problems))
 
     def write_text(self, path: str, text: str) -> None:
         raise TargetError("SQL Server targets take no files")
