@@ -222,7 +222,7 @@ class DataCheckRunner:
 
         context = gx.get_context(mode="ephemeral")
         context.variables.progress_bars = {"globally": False}
-        docs = evidence.folder / DOCS_FOLDER
+        docs = (evidence.folder / DOCS_FOLDER).resolve()  # GX wants an absolute folder; reports may be relative
         context.add_data_docs_site("evidence", {
             "class_name": "SiteBuilder",
             "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(docs)},

@@ -247,3 +247,12 @@ def test_fewer_results_than_expectations_is_an_error_never_a_pass(tmp_path, monk
     check = named["data:orders"]
     assert (check.status, check.summary) == (CheckStatus.ERROR, (
         "database shop, table main.orders: not evaluated: 2 expectations, 1 results: an output not recognised"))
+
+
+def test_a_relative_evidence_folder_still_gets_its_data_docs(tmp_path, monkeypatch):
+    # report_dir defaults to ./reports: the evidence folder is relative, and GX wants an absolute one.
+    monkeypatch.chdir(tmp_path)
+    database = sqlite_file(tmp_path / "shop.db", "create table orders (id integer primary key);")
+    named, _ = run(Path("relative"), checks(), access({"shop": database}))
+    assert named["data_baseline"].status is CheckStatus.PASSED, named["data_baseline"].summary
+    assert (tmp_path / "relative" / "ev" / "data-docs" / "index.html").is_file()
