@@ -52,6 +52,14 @@ class Table:
         return f"{self.schema}.{self.name}" if self.schema else self.name
 
 
+def find_table(tables: list[Table], database: str | None, name: str) -> Table | None:
+    """The table `name` ("schema.table", or "table": the first of that name, and read_tables lists
+    the default schema's first, so public, dbo or main as the server has it) in `database`."""
+    schema, _, bare = name.rpartition(".")
+    return next((t for t in tables if t.database == database and t.name == bare and (not schema or t.schema == schema)),
+                None)
+
+
 def timestamp_columns(table: Table, patterns: list[str]) -> list[Column]:
     """Columns that say when a row was written: a timestamp type, and a default of the current
     time or a name like one of `patterns` (case-insensitive)."""

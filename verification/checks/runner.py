@@ -27,7 +27,7 @@ from typing import Any
 
 from verification.checks import baseline as baselines
 from verification.checks import freshness
-from verification.checks.profile import Table, read_tables, timestamp_columns
+from verification.checks.profile import Table, find_table, read_tables, timestamp_columns
 from verification.checks.results import Outcome, UnrecognisedResult, outcome_of
 from verification.checks.suites import SQL_VALUE_COLUMN, Suite
 from verification.config import Settings
@@ -124,13 +124,9 @@ class DataCheckRunner:
         missing: list[str] = []
         if not settings.enabled:
             return by_table, missing
-        named = {table.qualified: table for table in tables}
         for entry in settings.columns.get(self.verified, []):
             database = entry.database or access.main_database
-            # Without a schema: the table of that name, the default schema's first (as for user suites;
-            # not only "public": SQL Server's is dbo, SQLite's main).
-            table = named.get(f"{database}.{entry.table}") or next(
-                (t for t in tables if t.database == database and t.name == entry.table), None)
+            table = find_table(tables, database, entry.table)
             column = next((c for c in table.columns if c.name == entry.column), None) if table else None
             if table is None or column is None:
                 missing.append(f"freshness column {entry.table}.{entry.column} (database {database}) does not "
@@ -146,7 +142,7 @@ class DataCheckRunner:
                     for column in timestamp_columns(table, settings.name_patterns) if column.name not in taken)
         return {key: value for key, value in by_table.items() if value}, missing
 
-    def _user_batches(self, access: DataAccess, tables: dict[str, Table]) -> tuple[list[_Batch], list[CheckResult]]:
+    def _user_batches(self, access: DataAccess, tables: list[Table]) -> tuple[list[_Batch], list[CheckResult]]:
         batches, unplaced = [], []
         for number, suite in enumerate(self.suites):
             database = suite.batch.database or access.main_database
@@ -159,10 +155,7 @@ class DataCheckRunner:
                                             kind=CheckKind.DATA))
                 continue
             if suite.batch.table is not None:
-                schema, name = suite.batch.schema_and_name
-                table = tables.get(f"{database}.{schema}.{name}" if schema else f"{database}.{name}") or next(
-                    (t for t in tables.values() if t.database == database and t.name == name
-                     and (schema is None or t.schema == schema)), None)
+                table = find_table(tables, database, suite.batch.table)
                 if table is None:
                     unplaced.append(CheckResult(suite.check, CheckStatus.FAILED,
                                                 f"table {suite.batch.table} does not exist in database {database}",
@@ -190,8 +183,7 @@ class DataCheckRunner:
         finally:
             for engine in engines.values():
                 engine.dispose()
-        by_name = {table.qualified: table for table in tables}
-        user, unplaced = self._user_batches(access, by_name)
+        user, unplaced = self._user_batches(access, tables)
         watched, missing = self._watched(tables, access)
         point, _ = _reference(access)
         made: list[_Batch] = []

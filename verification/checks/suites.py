@@ -33,11 +33,6 @@ class Batch:
     query: str | None
     database: str | None  # None: the verified database's main one
 
-    @property
-    def schema_and_name(self) -> tuple[str | None, str]:
-        assert self.table is not None
-        schema, _, name = self.table.rpartition(".")
-        return (schema or None), name
 
 
 @dataclass

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
-from verification.model import CheckResult, PhaseTiming, PhaseWork, RestorePlan, UnreadableFile, UnreadableKind
+from verification.model import (
+    CheckResult,
+    PhaseName,
+    PhaseStatus,
+    PhaseTiming,
+    PhaseWork,
+    RestorePlan,
+    UnreadableFile,
+    UnreadableKind,
+)
 from verification.restore_points import PointChoice
 from verification.sources.base import Source
 from verification.targets.base import Target, TargetProvider
@@ -53,6 +63,20 @@ class DataAccess:
     backup_end: datetime | None
     # Values that must never be shown (a password in a URL): scrubbed from every message.
     secrets: tuple[str, ...] = ()
+
+
+def data_checks_off() -> PhaseTiming:
+    """The data_checks phase of a verification that was not given any (checks.enabled: false)."""
+    return PhaseTiming.absent(PhaseName.DATA_CHECKS, "data checks are turned off (checks.enabled: false)")
+
+
+def run_data_checks(checks: DataChecks, access: DataAccess, evidence: Evidence, outcome: RestoreOutcome,
+                    started: float, **details: object) -> None:
+    """Run the data checks and keep them with the phase data_checks, timed from `started` (monotonic)."""
+    found = checks(access, evidence)
+    outcome.checks += found
+    outcome.phases.append(PhaseTiming(PhaseName.DATA_CHECKS, PhaseStatus.MEASURED, seconds=time.monotonic() - started,
+                                      details={"checks": len(found), **details}))
 
 
 class DataChecks(Protocol):

@@ -25,7 +25,15 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from verification.config import Settings
-from verification.engines.base import DataAccess, DataChecks, Evidence, RestoreOutcome, SourcePlan
+from verification.engines.base import (
+    DataAccess,
+    DataChecks,
+    Evidence,
+    RestoreOutcome,
+    SourcePlan,
+    data_checks_off,
+    run_data_checks,
+)
 from verification.engines.mssql import chain, tsql, work
 from verification.engines.mssql.accounting import account
 from verification.engines.mssql.catalog import looks_like_backup, scan, walk
@@ -240,8 +248,7 @@ class _Restore:
     def data_checks(self) -> None:
         """The data checks, from this process, over the target's loopback relay (no network of its own)."""
         if self.run_data_checks is None:
-            self.outcome.phases.append(PhaseTiming.absent(PhaseName.DATA_CHECKS, "data checks are turned off "
-                                                          "(checks.enabled: false)"))
+            self.outcome.phases.append(data_checks_off())
             return
         started = time.monotonic()
         if not hasattr(self.target, "data_url"):
@@ -260,10 +267,7 @@ class _Restore:
 
         access = DataAccess(url, (self.database,), self.database, self.outcome.achieved,
                             max((b.finish for b in backups), default=None), tuple(self.target.secrets))
-        checks = self.run_data_checks(access, self.evidence)
-        self.outcome.checks += checks
-        self.outcome.phases.append(PhaseTiming(PhaseName.DATA_CHECKS, PhaseStatus.MEASURED,
-                                               seconds=time.monotonic() - started, details={"checks": len(checks)}))
+        run_data_checks(self.run_data_checks, access, self.evidence, self.outcome, started)
 
     def restore_chain(self) -> bool:
         trace = self.run(tsql.TRACE_ON)

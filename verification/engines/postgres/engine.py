@@ -20,7 +20,16 @@ import time
 from datetime import datetime, timedelta
 
 from verification.config import Settings
-from verification.engines.base import DataAccess, DataChecks, Evidence, RestoreOutcome, SourcePlan, UnreadableFile
+from verification.engines.base import (
+    DataAccess,
+    DataChecks,
+    Evidence,
+    RestoreOutcome,
+    SourcePlan,
+    UnreadableFile,
+    data_checks_off,
+    run_data_checks,
+)
 from verification.engines.postgres import chain as chain_rules
 from verification.engines.postgres import work
 from verification.engines.postgres.footprint import backup_history, chain_files
@@ -464,8 +473,7 @@ class _Verification:
 
     def data_checks(self) -> None:
         if self.run_data_checks is None:
-            self.outcome.phases.append(PhaseTiming.absent(PhaseName.DATA_CHECKS, "data checks are turned off "
-                                                          "(checks.enabled: false)"))
+            self.outcome.phases.append(data_checks_off())
             return
         started = time.monotonic()
         databases = self.databases()
@@ -476,11 +484,8 @@ class _Verification:
                                            "folder this process sees")
             self.outcome.phases.append(PhaseTiming.not_reached(PhaseName.DATA_CHECKS, "the server was not reachable"))
             return
-        checks = self.run_data_checks(access, self.evidence)
-        self.outcome.checks += checks
-        self.outcome.phases.append(PhaseTiming(PhaseName.DATA_CHECKS, PhaseStatus.MEASURED,
-                                               seconds=time.monotonic() - started,
-                                               details={"checks": len(checks), "databases": len(databases or [])}))
+        run_data_checks(self.run_data_checks, access, self.evidence, self.outcome, started,
+                        databases=len(databases or []))
 
     def integrity_checks(self) -> None:
         backup = self.plan.target_backup
