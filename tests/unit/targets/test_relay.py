@@ -227,8 +227,9 @@ def test_close_ends_open_connections_and_refuses_new_ones() -> None:
     relay = Relay(fake_client(engine), CONTAINER, 5559).start()
     clients = [socket.create_connection(relay.address, timeout=5) for _ in range(3)]
     deadline = time.monotonic() + 5
-    while relay.open_connections < 3 or len(engine.created) < 3:
-        assert time.monotonic() < deadline
+    # Each connection's second thread starts after it is counted open: wait for all of them too.
+    while relay.open_connections < 3 or len(engine.created) < 3 or len(relay_threads()) < 1 + 3 * 2:
+        assert time.monotonic() < deadline, relay_threads()
         time.sleep(0.01)
     assert len(relay_threads()) == 1 + 3 * 2   # the acceptor, and two per connection
     relay.close()
