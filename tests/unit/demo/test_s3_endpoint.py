@@ -1,0 +1,72 @@
+"""The local S3 endpoint: real moto server process, TLS trusted only through the CA it made, nothing left."""
+
+from __future__ import annotations
+
+import os
+import signal
+import ssl
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import boto3
+import pytest
+from botocore.config import Config
+from botocore.exceptions import SSLError
+
+from verification.demo.s3_endpoint import LocalS3Endpoint
+
+
+def _client(url: str, verify: str | bool) -> object:
+    return boto3.client("s3", endpoint_url=url, verify=verify, aws_access_key_id="k", aws_secret_access_key="s",
+                        region_name="us-east-1", config=Config(s3={"addressing_style": "path"}))
+
+
+def test_serves_s3_over_tls_signed_by_its_own_ca() -> None:
+    with LocalS3Endpoint() as s3:
+        assert s3.url.startswith("https://127.0.0.1:")
+        assert s3.ca_file is not None
+        client = _client(s3.url, str(s3.ca_file))
+        client.create_bucket(Bucket="restoreproof-test")  # type: ignore[attr-defined]
+        client.put_object(Bucket="restoreproof-test", Key="a/b", Body=b"0123456789")  # type: ignore[attr-defined]
+        got = client.get_object(Bucket="restoreproof-test", Key="a/b", Range="bytes=2-4")  # type: ignore[attr-defined]
+        assert got["Body"].read() == b"234"
+        # Trusted only through its CA: the system's trust store does not know it.
+        with pytest.raises(SSLError):
+            _client(s3.url, True).list_buckets()  # type: ignore[attr-defined]
+        context = ssl.create_default_context(cafile=str(s3.ca_file))
+        assert context.cert_store_stats()["x509_ca"] == 1
+        folder, process = s3.folder, s3.process
+    assert not folder.exists()
+    assert process is not None and process.poll() is not None
+
+
+def test_plain_http_when_asked() -> None:
+    with LocalS3Endpoint(tls=False) as s3:
+        assert s3.url.startswith("http://") and s3.ca_file is None
+        assert _client(s3.url, False).list_buckets()["Buckets"] == []  # type: ignore[attr-defined]
+
+
+def test_the_endpoint_dies_with_a_killed_parent(tmp_path: Path) -> None:
+    script = ("import sys, time\nfrom pathlib import Path\nfrom verification.demo.s3_endpoint import LocalS3Endpoint\n"
+              "s3 = LocalS3Endpoint(tls=False, folder=Path(sys.argv[1])).start()\nprint(s3.process.pid, flush=True)\ntime.sleep(120)\n")
+    parent = subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "endpoint")], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    server_pid = int(parent.stdout.readline())
+    os.kill(server_pid, 0)  # running
+    parent.send_signal(signal.SIGKILL)
+    parent.wait(10)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(server_pid, 0)
+        except ProcessLookupError:
+            break
+        # A zombie until init reaps it: /proc tells a dead process from a live one.
+        status = Path(f"/proc/{server_pid}/status")
+        if status.exists() and "State:\tZ" in status.read_text():
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"moto_server {server_pid} outlived its killed parent")
