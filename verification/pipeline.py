@@ -108,16 +108,8 @@ class RedactingEvidence(Evidence):
         super().__init__(folder)
         self.redact = redact
 
-    def write(self, name: str, text: str) -> str:
-        return super().write(name, self.redact(text))
-
-    def scrub_tree(self, folder: str) -> None:
-        for path in sorted((self.folder / folder).rglob("*")):
-            if path.is_file() and path.suffix in (".html", ".json", ".txt", ".js", ".css"):
-                text = path.read_text(encoding="utf-8", errors="replace")
-                redacted = self.redact(text)
-                if redacted != text:
-                    path.write_text(redacted, encoding="utf-8")
+    def mask(self, text: str) -> str:
+        return super().mask(self.redact(text))
 
 
 def record_versions(engine: Engine, target: Target, evidence: Evidence) -> None:

@@ -126,6 +126,10 @@ def test_redacting_evidence_never_writes_the_secret(tmp_path, monkeypatch):
     evidence.write("restore.log", "ERROR: cipher pass pa55-w0rd-xyz rejected")
     assert (tmp_path / "db" / "restore.log").read_text() == "ERROR: cipher pass ******** rejected"
     assert redact("x pa55-w0rd-xyz y") == "x ******** y"
+    # A target's own secret, known only at run time, is masked beside the configured ones.
+    evidence.hide(["target-only-s3cret"])
+    evidence.write("data.txt", "pa55-w0rd-xyz target-only-s3cret")
+    assert (tmp_path / "db" / "data.txt").read_text() == "******** ********"
 
 
 class OnlineEngine(ExplodingEngine):

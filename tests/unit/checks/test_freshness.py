@@ -5,13 +5,25 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 
 from tests.unit.checks.sqlite import POINT, access, checks, run, sqlite_file
 from verification.checks.baseline import ROLE
-from verification.checks.freshness import AUTOMATIC, CONFIGURED, Watched, as_utc, describe, expectation, judge
+from verification.checks.freshness import (
+    AUTOMATIC,
+    CONFIGURED,
+    TABLE,
+    Watched,
+    as_utc,
+    describe,
+    expectation,
+    judge,
+    pair,
+)
 from verification.checks.profile import Column, Table
+from verification.checks.results import Outcome
 from verification.model import CheckKind, CheckName, CheckStatus
 
 ORDERS = Table("shop", "public", "orders", [Column("created_at", "TIMESTAMP", "now()", False)])
@@ -69,10 +81,46 @@ def test_the_expectation_bound_is_the_oldest_newest_row_allowed_naive_in_utc_for
     point = datetime(2026, 1, 1, 13, 0, tzinfo=timezone(timedelta(hours=1)))
     assert expectation(_watched(max_age=60), point) == {
         "type": "expect_column_max_to_be_between", "kwargs": {"column": "created_at", "min_value": "2026-01-01T11:59:00"},
-        "meta": {ROLE: AUTOMATIC}}
+        "meta": {ROLE: AUTOMATIC, TABLE: "shop.public.orders"}}
     assert expectation(_watched(configured=True, max_age=60, aware=True), point) == {
         "type": "expect_column_max_to_be_between",
-        "kwargs": {"column": "created_at", "min_value": "2026-01-01T12:59:00+01:00"}, "meta": {ROLE: CONFIGURED}}
+        "kwargs": {"column": "created_at", "min_value": "2026-01-01T12:59:00+01:00"},
+        "meta": {ROLE: CONFIGURED, TABLE: "shop.public.orders"}}
+
+
+# -- paired ---------------------------------------------------------------------------------------
+
+def _outcome(column: str, table: str = "shop.public.orders", observed: object = "2026-01-01 11:00:00") -> Outcome:
+    return Outcome("expect_column_max_to_be_between", {"column": column, "min_value": "2026-01-01T11:00:00"},
+                   {ROLE: AUTOMATIC, TABLE: table}, True, observed, None)
+
+
+def test_results_are_paired_with_their_columns_by_table_and_column_whatever_their_order():
+    created, updated = _watched("created_at"), _watched("updated_at")
+    first, second = _outcome("created_at", observed="one"), _outcome("updated_at", observed="two")
+    assert pair([created, updated], [second, first]) == ([(created, first), (updated, second)], [])
+    assert pair([created, updated], [first, second]) == ([(created, first), (updated, second)], [])
+
+
+def test_a_column_without_its_result_or_a_result_for_another_table_or_column_is_said_never_paired():
+    created, updated = _watched("created_at"), _watched("updated_at")
+    elsewhere = _outcome("updated_at", table="shop.public.refunds")
+    stray = _outcome("shipped_at")
+    paired, unpaired = pair([created, updated], [elsewhere, _outcome("created_at"), stray])
+    assert [(w.column.name, o.kwargs["column"], o.meta[TABLE]) for w, o in paired] == [
+        ("created_at", "created_at", "shop.public.orders")]
+    assert unpaired == [
+        "shop.public.orders.updated_at: no result came back for it",
+        "a result for no column watched: expect_column_max_to_be_between(column='updated_at', "
+        "min_value='2026-01-01T11:00:00')",
+        "a result for no column watched: expect_column_max_to_be_between(column='shipped_at', "
+        "min_value='2026-01-01T11:00:00')"]
+    # Two results for one column: the first is its own, the second is said.
+    twice = _outcome("created_at", observed="again")
+    assert pair([created], [_outcome("created_at"), twice])[1] == [
+        "a result for no column watched: expect_column_max_to_be_between(column='created_at', "
+        "min_value='2026-01-01T11:00:00')"]
+    assert pair([created], []) == ([], ["shop.public.orders.created_at: no result came back for it"])
 
 
 # -- judged ---------------------------------------------------------------------------------------
@@ -242,3 +290,33 @@ def test_a_configured_column_missing_fails_even_when_no_other_column_is_watched(
     assert (check.status, check.findings) == (CheckStatus.FAILED, [
         "freshness column plain.shipped_at (database shop) does not exist in the restored data"])
     assert check.details["newest"] == []
+
+
+def test_two_columns_whose_results_come_back_in_another_order_are_each_judged_by_their_own(tmp_path, monkeypatch):
+    """GX need not return results in the suite's order (simulated: the suite it is given runs the
+    freshness expectations last first): each result is still the one of its own column."""
+    from great_expectations.core import expectation_suite
+
+    class Reversed(expectation_suite.ExpectationSuite):
+        def __init__(self, *args: Any, expectations: list[Any] | None = None, **kwargs: Any) -> None:
+            if args and expectations:  # the runner's call, not GX's own
+                expectations = expectations[::-1]
+            super().__init__(*args, expectations=expectations, **kwargs)
+
+    monkeypatch.setattr(expectation_suite, "ExpectationSuite", Reversed)
+    database = sqlite_file(tmp_path / "shop.db", """
+        create table orders (id integer primary key, created_at timestamp, updated_at timestamp);
+        insert into orders (created_at, updated_at) values ('2025-06-01 00:00:00', '2026-01-01 11:59:58');""")
+    columns = {"shop": [{"table": "orders", "column": "created_at", "max_age_seconds": 60},
+                        {"table": "orders", "column": "updated_at", "max_age_seconds": 60}]}
+    named, _ = run(tmp_path, checks(baselines={"enabled": False}, freshness={"columns": columns, "auto": False}),
+                   access({"shop": database}))
+    check = named[CheckName.DATA_FRESHNESS]
+    assert (check.status, check.findings) == (CheckStatus.FAILED, [
+        "shop.main.orders.created_at: newest row 2025-06-01T00:00:00+00:00 is 214.5 days older than the restore "
+        "point 2026-01-01T12:00:00+00:00; at most 60 s is allowed"])
+    assert check.details["newest"] == [
+        "newest row in shop.main.orders.created_at: 2025-06-01T00:00:00+00:00, 214.5 days before the restore point "
+        "(214.5 days before the newest backup ended)",
+        "newest row in shop.main.orders.updated_at: 2026-01-01T11:59:58+00:00, 2 s before the restore point "
+        "(5.0 min before the newest backup ended)"]
