@@ -10,6 +10,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
+from verification.config import Settings
 from verification.model import (
     CheckResult,
     PhaseName,
@@ -70,6 +71,15 @@ class DataAccess:
 def data_checks_off() -> PhaseTiming:
     """The data_checks phase of a verification that was not given any (checks.enabled: false)."""
     return PhaseTiming.absent(PhaseName.DATA_CHECKS, "data checks are turned off (checks.enabled: false)")
+
+
+def data_checks_work(settings: Settings, database: str) -> PhaseWork | None:
+    """What the data_checks phase will do, for prediction (None when checks.enabled is false)."""
+    if not settings.checks.enabled:
+        return None
+    suites = len(settings.checks.expectations.get(database, [])) + len(settings.checks.sql)
+    return PhaseWork(PhaseName.DATA_CHECKS, note=f"Great Expectations: {suites} configured suites, "
+                     "baselines and freshness of every table")
 
 
 def run_data_checks(checks: DataChecks, access: DataAccess, evidence: Evidence, outcome: RestoreOutcome,
