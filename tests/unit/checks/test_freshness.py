@@ -56,6 +56,14 @@ def test_observed_values_are_read_as_utc_naive_ones_as_utc_and_anything_else_is_
     assert as_utc(None) is None
 
 
+def test_a_newest_row_at_the_restore_point_or_the_backup_end_itself_is_before_and_after_them():
+    assert describe("t.c", POINT, POINT, POINT) == ("newest row in t.c: 2026-01-01T12:00:00+00:00, 0 s before the "
+                                                    "restore point (0 s after the newest backup ended)")
+    half = POINT - timedelta(seconds=0.5)
+    assert describe("t.c", half, POINT, half) == ("newest row in t.c: 2026-01-01T11:59:59.500000+00:00, 0 s before "
+                                                  "the restore point (0 s after the newest backup ended)")
+
+
 def test_describe_says_the_newest_row_against_the_restore_point_and_the_backup_end():
     newest = POINT - timedelta(seconds=2)
     assert describe("shop.public.orders.created_at", newest, POINT, POINT + timedelta(minutes=5)) == (
@@ -71,13 +79,15 @@ def test_describe_says_the_newest_row_against_the_restore_point_and_the_backup_e
 
 @pytest.mark.parametrize(("seconds", "said"), [(119, "119 s"), (120, "2.0 min"), (7199, "120.0 min"),
                                                (7200, "2.0 h"), (172799, "48.0 h"), (172800, "2.0 days"),
-                                               (86400 * 31.5, "31.5 days")])
+                                               (86400 * 31.5, "31.5 days"),
+                                               # just past a rounding boundary: each unit's own divisor
+                                               (7381, "2.1 h"), (177121, "2.1 days")])
 def test_ages_are_said_in_a_unit_that_fits(seconds, said):
     assert describe("t.c", POINT - timedelta(seconds=seconds), POINT, None).endswith(f", {said} before the restore "
                                                                                      "point")
 
 
-def test_the_expectation_bound_is_the_oldest_newest_row_allowed_naive_in_utc_for_a_naive_column():
+def test_the_expectation_bound_is_the_oldest_newest_row_allowed_naive_in_utc_for_a_naive_column(tokyo):
     point = datetime(2026, 1, 1, 13, 0, tzinfo=timezone(timedelta(hours=1)))
     assert expectation(_watched(max_age=60), point) == {
         "type": "expect_column_max_to_be_between", "kwargs": {"column": "created_at", "min_value": "2026-01-01T11:59:00"},
@@ -163,6 +173,12 @@ def test_no_timestamp_is_a_finding_for_a_configured_column_a_note_for_an_automat
     assert judged.findings == ["t.c: no timestamp to judge freshness by"]
     assert judged.notes == ["t.a: no timestamp to judge freshness by"]
     assert (judged.data_point, judged.data_rpo_seconds) == (None, None)
+
+
+def test_a_newest_row_at_or_just_before_the_restore_point_is_not_after_it():
+    for newest in (POINT, POINT - timedelta(seconds=0.5)):
+        judged = judge([(_watched(), "t.c", newest.isoformat())], POINT, None, 3600.0)
+        assert (judged.notes, judged.findings) == ([], [])
 
 
 def test_a_newest_row_after_the_restore_point_is_noted_and_the_data_rpo_is_never_negative():
