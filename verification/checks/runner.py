@@ -3,8 +3,9 @@
 One ephemeral GX context per database verified: a SQL data source per database of the restored
 server (the URL the engine gave, which reaches the target without giving it a way out), a table or
 query asset per batch with a whole-table batch definition, an ExpectationSuite per batch and a
-ValidationDefinition each, run one after the other; then GX's Data Docs, built aside and copied into
-the evidence (`<evidence>/data-docs/index.html`). Each validation's result JSON is evidence too.
+ValidationDefinition each, run by a Checkpoint each, one after the other; then GX's Data Docs, built
+aside and copied into the evidence (`<evidence>/data-docs/index.html`). Each validation's result JSON
+is evidence too.
 
 `checks.timeout` bounds all of it: the checks run in a worker thread, and when the time is up the
 engine gets what was evaluated by then, each validation that was not as an error naming the
@@ -327,7 +328,12 @@ class DataCheckRunner:
                     self._stage = f"validating {batch.label}"
                     try:
                         definition = self._definition(gx, context, sources, access, batch)
-                        run = definition.run(result_format={"result_format": "SUMMARY"})
+                        # A checkpoint per batch (its Data Docs built once, below), so that each
+                        # result is kept as it comes and a timeout leaves the ones before it.
+                        checkpoint = context.checkpoints.add(gx.Checkpoint(
+                            name=f"restoreproof-{_name(self.verified)}-{batch.key}",
+                            validation_definitions=[definition], result_format={"result_format": "SUMMARY"}))
+                        (run,) = checkpoint.run().run_results.values()
                     except Exception as exc:  # this batch could not be validated at all; the others still are
                         self._record(batch, evidence, None, f"Great Expectations could not validate it: "
                                                             f"{type(exc).__name__}: {exc}")
