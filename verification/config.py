@@ -274,7 +274,8 @@ class ChecksSettings(_Section):
     suites_dir: Path | None = None
     baselines: BaselineSettings = BaselineSettings()
     freshness: FreshnessSettings = FreshnessSettings()
-    # Seconds for all of one database's data checks.
+    # Seconds for all of one database's data checks (the phase data_checks, both engines): what is
+    # not evaluated by then is an error naming it. Each query is held to it too.
     timeout: float = Field(1800.0, gt=0)
 
     def deprecations(self) -> list[str]:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from verification import __version__
-from verification.checks.suites import check_all
+from verification.checks.suites import check_all, unknown_databases
 from verification.config import Settings
 from verification.engines.base import DataChecks, Engine, Evidence, RestoreOutcome, SourcePlan
 from verification.errors import RestoreproofError, SourceError, TargetError
@@ -108,16 +108,8 @@ class RedactingEvidence(Evidence):
         super().__init__(folder)
         self.redact = redact
 
-    def write(self, name: str, text: str) -> str:
-        return super().write(name, self.redact(text))
-
-    def scrub_tree(self, folder: str) -> None:
-        for path in sorted((self.folder / folder).rglob("*")):
-            if path.is_file() and path.suffix in (".html", ".json", ".txt", ".js", ".css"):
-                text = path.read_text(encoding="utf-8", errors="replace")
-                redacted = self.redact(text)
-                if redacted != text:
-                    path.write_text(redacted, encoding="utf-8")
+    def mask(self, text: str) -> str:
+        return super().mask(self.redact(text))
 
 
 def record_versions(engine: Engine, target: Target, evidence: Evidence) -> None:
@@ -277,13 +269,14 @@ def verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider 
 
 # What the run row's host facts carry for the later steps, beside the host's own facts; never in the
 # report's `host`: the databases due, in the run's order; the target kind the run asked for ("auto",
-# "docker", "local"); and the store's own (every file not read, which discovery the run is at).
-DUE, TARGET_ASKED = "due", "target_asked"
+# "docker", "local"); the configuration's warnings, for the report; and the store's own (every file
+# not read, which discovery the run is at).
+DUE, TARGET_ASKED, WARNINGS = "due", "target_asked", "warnings"
 # The target kind that restores nothing on purpose: chain proof and the checks of the backup files only
 # (a fast pre-check of a whole folder); every database is then "failed" or "error: not restored".
 OFFLINE = "offline"
 OFFLINE_REASON = "offline verification asked for (--target offline)"
-RUN_FACTS = frozenset({DUE, TARGET_ASKED, UNREADABLE, DISCOVERY})
+RUN_FACTS = frozenset({DUE, TARGET_ASKED, WARNINGS, UNREADABLE, DISCOVERY})
 
 
 @dataclass(frozen=True)
@@ -351,7 +344,12 @@ def discover(settings: Settings, request: RunRequest, run_id: str, started: date
         # Every suite is read and checked against Great Expectations before any restore starts:
         # one that is not valid stops the run here (exit 2), not one database's checks later.
         check_all(settings.checks, [plan.database for plan in plans])
-    for said in settings.checks.deprecations():
+    # What the configuration says that does not apply, said now and in the run's report: deprecated
+    # keys, and keys naming a database the source does not have (the whole source's, not only the
+    # ones due: a database left out tonight is not a misspelling).
+    warnings = settings.checks.deprecations() + unknown_databases(settings.checks,
+                                                                   [p.database for p in planned.plans])
+    for said in warnings:
         progress(f"warning: {said}")
     run_dir = (report_dir or settings.report_dir) / run_id
     generation = uuid.uuid4().hex[:12]
@@ -361,7 +359,7 @@ def discover(settings: Settings, request: RunRequest, run_id: str, started: date
         store.start_run(RunResult(run_id=run_id, engine=engine.name, source=source.describe(), started_at=started,
                                     unreadable=unreadable, host={**host_facts(), **{
                                         DUE: [p.database for p in plans], TARGET_ASKED: request.target,
-                                        DISCOVERY: generation}}), run_dir)
+                                        DISCOVERY: generation, WARNINGS: warnings}}), run_dir)
         store.record_plans(run_id, plans)
     finally:
         store.close()
@@ -471,7 +469,8 @@ def publish(settings: Settings, run_id: str) -> Publication:
         report = Redactor(settings).model(run_report(
             run_id=run.run_id, engine=run.engine, source=run.source, target_kind=run.target_kind,
             started_at=run.started_at, finished_at=finished, host=host, databases=entries,
-            unreadable=unreadable_of(run.host), not_verified=not_verified))
+            unreadable=unreadable_of(run.host), not_verified=not_verified,
+            warnings=[str(said) for said in run.host.get(WARNINGS, [])]))
         run_dir = Path(run.report_dir or settings.report_dir / run_id)
         store.finish_run(run_id, finished, str(report.verdict))
         last_success = store.last_passed()
