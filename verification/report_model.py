@@ -25,6 +25,7 @@ from verification.model import (
     ChainStatus,
     CheckKind,
     CheckStatus,
+    IncompleteUpload,
     PhaseName,
     PhaseStatus,
     Problem,
@@ -35,8 +36,8 @@ from verification.model import (
 )
 
 # Every version a reader accepts: 1.0 plus what each minor version added (docs/report-schema.md).
-SchemaVersion = Literal["1.0", "1.1", "1.2", "1.3", "1.4", "1.5", "1.6"]
-SCHEMA_VERSION: SchemaVersion = "1.6"
+SchemaVersion = Literal["1.0", "1.1", "1.2", "1.3", "1.4", "1.5", "1.6", "1.7"]
+SCHEMA_VERSION: SchemaVersion = "1.7"
 
 # Times as Python writes them (`isoformat`: "+00:00", not pydantic's "Z"), so reports stay byte-compatible.
 Timestamp = Annotated[datetime, PlainSerializer(lambda value: value.isoformat(), return_type=str)]
@@ -410,3 +411,5 @@ class RunReport(ReportModel):
     unreadable: list[UnreadableFile] = Field(default_factory=list)
     # Databases due in the run without a result (1.2).
     not_verified: list[NotVerified] = Field(default_factory=list)
+    # Object storage: unfinished multipart uploads under the source, what failed backups leave (1.7).
+    incomplete_uploads: list[IncompleteUpload] = Field(default_factory=list)
