@@ -154,6 +154,8 @@ def plan(
         style = "red" if unread.kind in BLOCKING_UNREADABLE else "yellow"
         err.print(f"[{style}]{unread.kind}:[/] {escape(unread.describe())}", highlight=False)
     uploads = opened.incomplete_uploads()
+    if unlisted := getattr(opened, "uploads_unlisted", None):
+        err.print(f"[yellow]warning:[/] {escape(unlisted)}", highlight=False)
     for upload in uploads:
         err.print(f"[yellow]incomplete upload:[/] {escape(upload.path)} (multipart upload {escape(upload.upload_id)}, "
                   "never completed)", highlight=False)

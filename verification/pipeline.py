@@ -354,6 +354,8 @@ def discover(settings: Settings, request: RunRequest, run_id: str, started: date
     for unread in unreadable:
         progress(f"{unread.kind}: {unread.describe()}")
     uploads = source.incomplete_uploads()
+    if unlisted := getattr(source, "uploads_unlisted", None):  # object storage that would not list them
+        progress(f"warning: {unlisted}")
     for upload in uploads:
         progress(f"incomplete upload: {upload.path} (multipart upload {upload.upload_id}, started "
                  f"{upload.initiated.isoformat() if upload.initiated else 'at an unknown time'}, never completed)")

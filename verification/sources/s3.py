@@ -11,7 +11,7 @@ Reads are ranged GETs (one GET for a whole small file such as backup.info), each
 on the ETag listed: an object rewritten since the listing is an error naming it, never other bytes
 read as the same file. The first 16 KiB of an object are fetched once and kept for the small reads
 at its start (a SQL Server header is read as 8, 16, then 16 KiB from offset 0), so a backup's headers
-cost two GETs: its head and its trailer.
+cost two GETs, its head and its trailer; an object of at most 64 KiB is fetched whole, once.
 
 Unfinished multipart uploads under the prefix (what a failed backup leaves) are listed too.
 """
@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import boto3
+import botocore.session
 from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
@@ -42,22 +43,29 @@ from urllib3.exceptions import ProtocolError
 from verification.config import S3Settings
 from verification.errors import SourceError
 from verification.model import IncompleteUpload
-from verification.redaction import Redactor
+from verification.redaction import MIN_SECRET_LENGTH, Redactor
 from verification.sources.s3_errors import S3Error, translate
 from verification.sources.s3_url import S3Url, parse_s3_url
 
 T = TypeVar("T")
 R = TypeVar("R")
 
-# Reads that fall within an object's first HEAD_BYTES are served from one GET of those bytes.
+# Reads that fall within an object's first HEAD_BYTES are served from one GET of those bytes; an
+# object of at most SMALL_BYTES is fetched whole by its first read instead (one GET, not a head and a
+# trailer: small log backups are most of an Ola Hallengren folder).
 HEAD_BYTES = 16 * 1024
-HEADS_KEPT = 512  # at most 8 MiB of heads in memory
+SMALL_BYTES = 64 * 1024
+HEADS_KEPT = 256  # at most 16 MiB of them in memory
 # How far down folders are found with a delimiter before each is listed whole, and when to stop
 # early: enough folders to keep every thread busy.
 DISCOVERY_DEPTH = 4
 FOLDERS_PER_THREAD = 4
 # Errors of reading a response body: botocore retries a request, not the stream after it.
 BODY_ERRORS = (IncompleteReadError, ReadTimeoutError, ResponseStreamingError, ProtocolError)
+
+
+class _BodyCut(Exception):
+    """A GET's body stopped before its end (retried here: botocore retried the request only)."""
 THREAD_PREFIX = "restoreproof-s3"
 
 # botocore logs every request's headers at DEBUG, the signing access key among them: kept out of a
@@ -101,11 +109,27 @@ class S3Stats:
         return S3Stats(Counter(self.requests), self.bytes_read, Counter(self.bytes_by_path), Counter(self.whole_reads))
 
 
+_LOADER: list[Any] = []  # botocore's service models, parsed once per process
+_LOADER_LOCK = threading.Lock()
+
+
+def _botocore_session() -> botocore.session.Session:
+    """A fresh botocore session (credentials and configuration read anew) sharing the parsed service
+    models: parsing S3's model costs most of a client's making (about 60 ms of 80 here)."""
+    session = botocore.session.get_session()
+    with _LOADER_LOCK:
+        if _LOADER:
+            session.register_component("data_loader", _LOADER[0])
+        else:
+            _LOADER.append(session.get_component("data_loader"))
+    return session
+
+
 def _client(settings: S3Settings) -> tuple[Any, list[str]]:
     """A boto3 S3 client from the settings and the standard chain, and every credential it will sign
     with (to keep out of every message)."""
     session = boto3.session.Session(
-        profile_name=settings.profile, region_name=settings.region,
+        botocore_session=_botocore_session(), profile_name=settings.profile, region_name=settings.region,
         aws_access_key_id=settings.access_key_id.get_secret_value() if settings.access_key_id else None,
         aws_secret_access_key=settings.secret_access_key.get_secret_value() if settings.secret_access_key else None)
     credentials = session.get_credentials()
@@ -151,12 +175,15 @@ class S3Source:
         # files of a folder tree, named here rather than silently dropped.
         self.skipped: list[str] = []
         self._uploads: list[IncompleteUpload] = []
+        # Why the unfinished multipart uploads could not be listed (None: they were).
+        self.uploads_unlisted: str | None = None
         self._scrub = Redactor(secrets=[])
         try:
             self.client, secrets = _client(self.settings)
         except (BotoCoreError, ValueError) as exc:
             raise self._error(exc, "opening an S3 client", str(self.location)) from None
-        self._scrub = Redactor(secrets=sorted(set(secrets), key=len, reverse=True))
+        kept = {secret for secret in secrets if len(secret) >= MIN_SECRET_LENGTH}  # as the run's redactor does
+        self._scrub = Redactor(secrets=sorted(kept, key=len, reverse=True))
         self.endpoint = str(self.client.meta.endpoint_url)
         self.client.meta.events.register("before-send.s3", self._count_request)
         try:
@@ -198,9 +225,9 @@ class S3Source:
         end = entry.size if length is None else min(entry.size, offset + length)
         if offset >= end:
             return b""  # never a zero-length or out-of-range GET: S3 answers those with an error
-        whole = offset == 0 and end == entry.size
-        if end <= HEAD_BYTES and not whole:
-            return self._head(self._path(path), entry)[offset:end]
+        kept = entry.size if entry.size <= SMALL_BYTES else HEAD_BYTES
+        if end <= kept:
+            return self._head(self._path(path), entry, kept)[offset:end]
         return self._get(self._path(path), entry, offset, end)
 
     # -- beyond the protocol: what a restore from S3 needs ------------------------------------------
@@ -336,7 +363,18 @@ class S3Source:
                     found.append(IncompleteUpload(
                         path=str(upload["Key"])[len(self.prefix):], upload_id=str(upload["UploadId"]),
                         initiated=initiated.astimezone(UTC) if isinstance(initiated, datetime) else None))
-        except (ClientError, BotoCoreError) as exc:
+        except ClientError as exc:
+            error = self._error(exc, "ListMultipartUploads", str(self.location))
+            # A read-only policy often grants s3:ListBucket and s3:GetObject, not
+            # s3:ListBucketMultipartUploads, and some S3-compatible stores do not implement the call:
+            # the backups are still read, and the run says what it could not see.
+            if error.code in ("AccessDenied", "NotImplemented", "MethodNotAllowed"):
+                self.uploads_unlisted = (f"unfinished multipart uploads under {self.describe()} not listed: "
+                                         f"ListMultipartUploads was refused ({error.code}); what failed uploads "
+                                         "left is not known (it needs s3:ListBucketMultipartUploads)")
+                return []
+            raise error from None
+        except BotoCoreError as exc:
             raise self._error(exc, "ListMultipartUploads", str(self.location)) from None
         return sorted(found, key=lambda u: (u.path, u.initiated or datetime.min.replace(tzinfo=UTC)))
 
@@ -393,12 +431,13 @@ class S3Source:
             raise SourceError(f"{self.location.of(cleaned)} does not exist ({what})")
         return entry
 
-    def _head(self, path: str, entry: ObjectInfo) -> bytes:
+    def _head(self, path: str, entry: ObjectInfo, length: int) -> bytes:
+        """The object's first `length` bytes (all of a small one), fetched once and kept."""
         with self._lock:
             if path in self._heads:
                 self._heads.move_to_end(path)
                 return self._heads[path]
-        data = self._get(path, entry, 0, min(HEAD_BYTES, entry.size))
+        data = self._get(path, entry, 0, length)
         with self._lock:
             self._heads[path] = data
             while len(self._heads) > HEADS_KEPT:
@@ -411,16 +450,21 @@ class S3Source:
         whole = start == 0 and end == entry.size
         if not whole:
             arguments["Range"] = f"bytes={start}-{end - 1}"
-        retrying = Retrying(retry=retry_if_exception_type(BODY_ERRORS), reraise=True,
+        retrying = Retrying(retry=retry_if_exception_type(_BodyCut), reraise=True,
                             stop=stop_after_attempt(self.settings.max_attempts),
                             wait=wait_exponential(multiplier=0.2, max=5))
         try:
             for attempt in retrying:
                 with attempt:
-                    response = self.client.get_object(**arguments)
-                    data = bytes(response["Body"].read())
-        except (ClientError, BotoCoreError, ProtocolError) as exc:
+                    response = self.client.get_object(**arguments)  # retried by botocore
+                    try:
+                        data = bytes(response["Body"].read())
+                    except BODY_ERRORS as exc:
+                        raise _BodyCut() from exc
+        except (ClientError, BotoCoreError) as exc:
             raise self._error(exc, "GetObject", entry.url) from None
+        except _BodyCut as cut:
+            raise self._error(cut.__cause__ or cut, "GetObject (reading the body)", entry.url) from None
         if len(data) != end - start:
             raise SourceError(f"{entry.url}: asked for bytes {start}-{end - 1}, got {len(data)} bytes: the object "
                               f"is shorter than its listed {entry.size} bytes")

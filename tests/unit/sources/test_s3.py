@@ -26,7 +26,7 @@ from tests.unit.sources.s3_helpers import lay_out, ola_layout
 from verification.config import S3Settings, Settings
 from verification.errors import SourceError
 from verification.sources import LocalSource
-from verification.sources.s3 import HEAD_BYTES, S3Source
+from verification.sources.s3 import HEAD_BYTES, SMALL_BYTES, S3Source
 from verification.sources.s3_url import is_s3_url, parse_s3_url
 
 KiB = 1024
@@ -38,7 +38,7 @@ def tree(root: Path) -> Path:
     """A small repository-like tree: nested folders, an empty file, a file bigger than a head."""
     files = {"backup/demo1/backup.info": b"[backrest]\nx=1\n", "backup/demo1/L1/backup.manifest": b"m" * 100,
              "archive/demo1/15-1/0000000100000000/seg-a": b"", "top.txt": b"hello",
-             "big/blob.bin": bytes(range(256)) * 200}
+             "big/blob.bin": bytes(range(256)) * 400, "small.bin": bytes(range(256)) * 80}
     for name, body in files.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_bytes(body)
@@ -148,10 +148,15 @@ def test_reads_are_ranged_gets_and_small_reads_at_the_start_share_one(s3: Bucket
     assert source.read_bytes("big/blob.bin", len(blob), 10) == b""  # past the end: no request
     assert source.read_bytes("backup/demo1/backup.info") == (root / "backup/demo1/backup.info").read_bytes()
     assert source.read_bytes("archive/demo1/15-1/0000000100000000/seg-a") == b""  # empty: no request
+    small = (root / "small.bin").read_bytes()  # 20 KiB: fetched whole by its first read, then kept
+    assert source.read_bytes("small.bin", 0, 16) == small[:16]
+    assert source.read_bytes("small.bin", len(small) - 100, 100) == small[-100:]
     stats = source.stats
-    assert stats.requests["GetObject"] - before.requests["GetObject"] == 4
-    assert stats.bytes_by_path == {"big/blob.bin": HEAD_BYTES + 5_000 + 10, "backup/demo1/backup.info": 15}
-    assert stats.whole_reads == {"backup/demo1/backup.info": 1}  # a whole small file: one GET, no Range
+    assert stats.requests["GetObject"] - before.requests["GetObject"] == 5
+    assert stats.bytes_by_path == {"big/blob.bin": HEAD_BYTES + 5_000 + 10, "backup/demo1/backup.info": 15,
+                                   "small.bin": len(small)}
+    # A whole small file is one GET without a Range.
+    assert stats.whole_reads == {"backup/demo1/backup.info": 1, "small.bin": 1}
     assert stats.bytes_read == sum(stats.bytes_by_path.values())
     with pytest.raises(SourceError, match=rf"^s3://{s3.name}/backup/nope does not exist \(not in the listing"):
         source.read_bytes("backup/nope")
@@ -173,7 +178,7 @@ def test_an_object_changed_since_the_listing_is_never_read_as_the_same_file(s3: 
         source.check_unchanged(["big/blob.bin", "top.txt", "backup/demo1/backup.info"])
     now = s3.client.head_object(Bucket=s3.name, Key="pg/big/blob.bin")
     assert str(raised.value) == (
-        f"2 object(s) of s3://{s3.name}/pg changed since the source was listed: {url}: size 51200 bytes when "
+        f"2 object(s) of s3://{s3.name}/pg changed since the source was listed: {url}: size 102400 bytes when "
         f"listed, 9 now, ETag {listed.etag} when listed, {now['ETag']} now; s3://{s3.name}/pg/top.txt: gone since "
         "the source was listed")
     s3.put("pg/backup/demo1/L1/backup.manifest", b"n" * 100)  # same size, other bytes
@@ -277,13 +282,16 @@ def test_the_sql_server_corpus_in_olas_layout_plans_the_same_from_s3(s3: Bucket,
     assert sorted(kind for path, kind in unread.items() if "SharePoint" in path) == ["needs-server"] * 2
     stats = source.stats
     sizes = {path: source.size(path) for path in source.paths()}
-    # Headers only: at most 64 KiB of each object, no object bigger than head + trailer read whole,
-    # and no object without a read at all.
+    # Headers only: at most 64 KiB of each object (its head and its trailer; an object of 64 KiB at
+    # most in one GET, whole), every object read, none bigger read whole.
     assert set(stats.bytes_by_path) == set(sizes)
     assert max(stats.bytes_by_path.values()) <= 64 * KiB
-    assert all(stats.bytes_by_path[p] < size for p, size in sizes.items() if size > HEADER_BYTES)
-    assert all(sizes[p] <= HEADER_BYTES for p in stats.whole_reads), "a big object was read whole"
-    assert stats.requests["GetObject"] <= 2 * len(sizes) and "HeadObject" not in stats.requests
+    assert all(stats.bytes_by_path[p] <= HEADER_BYTES < size for p, size in sizes.items() if size > SMALL_BYTES)
+    assert {p for p, size in sizes.items() if size <= SMALL_BYTES} == set(stats.whole_reads)
+    assert set(stats.whole_reads.values()) == {1}
+    small = len(stats.whole_reads)
+    assert 20 < small < len(sizes) - 20  # the corpus has both kinds
+    assert stats.requests["GetObject"] == small + 2 * (len(sizes) - small) and "HeadObject" not in stats.requests
 
 
 def test_a_pgbackrest_repository_plans_the_same_from_s3(s3: Bucket, captured_repo: Path) -> None:
@@ -325,7 +333,7 @@ def test_explicit_settings_reach_the_endpoint_without_the_aws_environment(s3: Bu
     assert settings.s3.threads == 3 and settings.s3.addressing_style == "path"
     assert {DEMO_ACCESS_KEY, DEMO_SECRET_KEY} <= set(configured_secrets(settings))
     source = open_source(s3.url("pg"), settings)
-    assert isinstance(source, S3Source) and source.list_dir("") == ["archive", "backup", "big", "top.txt"]
+    assert isinstance(source, S3Source) and source.list_dir("") == ["archive", "backup", "big", "small.bin", "top.txt"]
     assert source.client.meta.region_name == "eu-west-1" and source.parallel_reads == 3
     assert set(source.secrets()) == {DEMO_ACCESS_KEY, DEMO_SECRET_KEY}
     assert isinstance(open_source(str(tmp_path / "repo"), settings), LocalSource)
@@ -522,6 +530,13 @@ def locked() -> Any:
         iam = boto3.client("iam", **common)
         iam.create_user(UserName="nightly")
         key = iam.create_access_key(UserName="nightly")["AccessKey"]
+        # A read-only policy as often written: list the bucket, get objects, nothing about uploads.
+        iam.create_user(UserName="reader")
+        iam.put_user_policy(UserName="reader", PolicyName="read", PolicyDocument=json.dumps({
+            "Version": "2012-10-17", "Statement": [
+                {"Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": "arn:aws:s3:::locked-backups"},
+                {"Effect": "Allow", "Action": ["s3:GetObject"], "Resource": "arn:aws:s3:::locked-backups/*"}]}))
+        key["reader"] = iam.create_access_key(UserName="reader")["AccessKey"]
         answer = requests.post(f"{endpoint.url}/moto-api/reset-auth", data=b"0", verify=str(endpoint.ca_file), timeout=10)
         assert answer.status_code == 200, answer.text
         yield endpoint, key
@@ -577,3 +592,36 @@ def test_whatever_an_endpoint_says_is_scrubbed_of_the_keys_signed_with() -> None
                       scrub=Redactor(secrets=[KNOWN_SECRET, KNOWN_KEY]), attempts=3)
     assert str(error) == "s3://backups/x.bak: GetObject failed (SlowDown, HTTP 503: too fast for ******** (********))"
     assert error.code == "SlowDown"
+
+
+def test_a_policy_without_the_uploads_listing_still_reads_the_backups_and_says_what_it_did_not_see(
+        locked: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from pydantic import SecretStr
+
+    from tests.unit.sources.conftest import isolate_aws
+
+    isolate_aws(monkeypatch, tmp_path)
+    endpoint, key = locked
+    reader = key["reader"]
+    source = S3Source("s3://locked-backups/sql", S3Settings(
+        endpoint_url=endpoint.url, ca_bundle=endpoint.ca_file, region="us-east-1",
+        access_key_id=SecretStr(reader["AccessKeyId"]), secret_access_key=SecretStr(reader["SecretAccessKey"])))
+    assert source.paths() == ["x.bak"] and source.read_bytes("x.bak") == b"x"
+    assert source.incomplete_uploads() == []
+    assert source.uploads_unlisted == (
+        "unfinished multipart uploads under s3://locked-backups/sql not listed: ListMultipartUploads was refused "
+        "(AccessDenied); what failed uploads left is not known (it needs s3:ListBucketMultipartUploads)")
+    # A run says it too (the plan goes on: the object is a damaged backup, named as such).
+    from verification.config import load_settings
+    from verification.pipeline import run_verification
+
+    settings = load_settings(None, state_dir=tmp_path / "state", report_dir=tmp_path / "reports",
+                             results_url=f"sqlite:///{tmp_path / 'r.db'}", s3=source.settings.model_dump())
+    said: list[str] = []
+    run = run_verification(settings, "s3://locked-backups/sql", target_kind="offline", progress=said.append)
+    assert f"warning: {source.uploads_unlisted}" in said
+    assert [(u.path, u.kind) for u in run.report.unreadable] == [("x.bak", "corrupt")]
+    written = [f.read_bytes().decode(errors="replace") for f in (tmp_path / "reports").rglob("*") if f.is_file()]
+    assert len(written) >= 3  # report.json, report.html, junit.xml, ...
+    for text in [*written, *said]:
+        assert reader["SecretAccessKey"] not in text and reader["AccessKeyId"] not in text
