@@ -251,6 +251,15 @@ def test_several_thousand_objects_are_listed_in_parallel_with_only_the_pages_nee
     assert most[0] > 1, "the folders were listed one after another"
 
 
+def test_a_key_that_is_no_path_is_set_aside_by_name(s3: Bucket) -> None:
+    s3.put("sql/db/FULL/a.bak", b"TAPE")
+    s3.put("sql/db//b.bak", b"TAPE")  # an empty segment: no folder of a tree can hold it
+    s3.put("sql/db/./c.bak", b"TAPE")
+    source = S3Source(s3.url("sql"))
+    assert source.paths() == ["db/FULL/a.bak"] and source.list_dir("db") == ["FULL"]
+    assert source.skipped == ["sql/db/./c.bak", "sql/db//b.bak"]
+
+
 # -- planning from S3 equals planning from a folder ------------------------------------------------
 
 def plans_of(settings: Settings, where: str) -> tuple[str, Any, dict[str, Any]]:
@@ -625,3 +634,28 @@ def test_a_policy_without_the_uploads_listing_still_reads_the_backups_and_says_w
     assert len(written) >= 3  # report.json, report.html, junit.xml, ...
     for text in [*written, *said]:
         assert reader["SecretAccessKey"] not in text and reader["AccessKeyId"] not in text
+
+
+def test_an_offline_verification_checks_the_same_pages_from_s3(s3: Bucket, mssql_corpus: Path,
+                                                                tmp_path: Path) -> None:
+    """Beyond planning: SQL Server's page verification reads whole backups through the source (ranged
+    GETs), and says the same of them from S3 as from the folder."""
+    from verification.config import load_settings
+    from verification.pipeline import run_verification
+
+    layout = {k: v for k, v in ola_layout(mssql_corpus).items() if k.startswith("SQL2008/RestoreTimeClean/")}
+    assert len(layout) == 8
+    folder = lay_out(layout, tmp_path / "ola")
+    s3.upload(folder, "rtc", layout)
+    results = []
+    for where in (s3.url("rtc"), str(folder)):
+        settings = load_settings(None, state_dir=tmp_path / "state", report_dir=tmp_path / "reports",
+                                 results_url=f"sqlite:///{tmp_path / 'r.db'}")
+        report = run_verification(settings, where, target_kind="offline").report
+        (entry,) = report.databases
+        results.append((entry.verdict, entry.reasons, [(c.name, c.status, c.summary) for c in entry.checks]))
+    assert results[0] == results[1]
+    verdict, reasons, checks = results[0]
+    assert [(str(name), str(status)) for name, status, _ in checks] == [("page_verification", "passed")]
+    assert verdict == "error" and any("not restored" in reason for reason in reasons)
+    assert checks[0][2].startswith("no damaged page; 224 pages in 2 file(s): 211 checksums verified")
