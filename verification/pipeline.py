@@ -44,9 +44,10 @@ from verification.reports import ReportOutputs, write_reports
 from verification.reports.json_report import database_entry, run_report
 from verification.restore_points import PointChoice
 from verification.results import ResultStore
-from verification.results.store import DISCOVERY, UNREADABLE, unreadable_of
+from verification.results.store import DISCOVERY, INCOMPLETE_UPLOADS, UNREADABLE, unreadable_of, uploads_of
 from verification.sources import LocalSource
 from verification.sources.base import Source
+from verification.sources.s3_url import is_s3_url
 from verification.targets.base import Target, TargetProvider
 from verification.targets.labels import new_run_id, slug
 from verification.verdict import decide
@@ -69,7 +70,12 @@ def engines(settings: Settings) -> dict[str, Engine]:
     return {"postgres": PostgresEngine(settings), "mssql": MssqlEngine(settings)}
 
 
-def open_source(path: str | Path) -> LocalSource:
+def open_source(path: str | Path, settings: Settings | None = None) -> Source:
+    """The source a path names: an s3://bucket/prefix URL (catalogued once, here) or a folder."""
+    if isinstance(path, str) and is_s3_url(path):
+        from verification.sources.s3 import S3Source  # boto3 is loaded only for an S3 source
+
+        return S3Source(path, (settings or Settings()).s3)
     return LocalSource(path)
 
 
@@ -91,7 +97,7 @@ def select_engine(settings: Settings, source: Source, requested: str) -> Engine:
 
 def plan_source(settings: Settings, source_path: str | Path, engine_name: str = "auto",
                 at: datetime | None = None, point: PointChoice | None = None) -> tuple[Engine, Source, SourcePlan]:
-    source = open_source(source_path)
+    source = open_source(source_path, settings)
     engine = select_engine(settings, source, engine_name)
     return engine, source, engine.plan(source, at, point)
 
@@ -276,7 +282,7 @@ DUE, TARGET_ASKED, WARNINGS = "due", "target_asked", "warnings"
 # (a fast pre-check of a whole folder); every database is then "failed" or "error: not restored".
 OFFLINE = "offline"
 OFFLINE_REASON = "offline verification asked for (--target offline)"
-RUN_FACTS = frozenset({DUE, TARGET_ASKED, WARNINGS, UNREADABLE, DISCOVERY})
+RUN_FACTS = frozenset({DUE, TARGET_ASKED, WARNINGS, UNREADABLE, DISCOVERY, INCOMPLETE_UPLOADS})
 
 
 @dataclass(frozen=True)
@@ -340,6 +346,12 @@ def discover(settings: Settings, request: RunRequest, run_id: str, started: date
     unreadable = [u for u in unreadable if u.database not in left_out]
     for unread in unreadable:
         progress(f"{unread.kind}: {unread.describe()}")
+    uploads = source.incomplete_uploads()
+    if unlisted := getattr(source, "uploads_unlisted", None):  # object storage that would not list them
+        progress(f"warning: {unlisted}")
+    for upload in uploads:
+        progress(f"incomplete upload: {upload.path} (multipart upload {upload.upload_id}, started "
+                 f"{upload.initiated.isoformat() if upload.initiated else 'at an unknown time'}, never completed)")
     if request.target != OFFLINE:
         # Every suite is read and checked against Great Expectations before any restore starts:
         # one that is not valid stops the run here (exit 2), not one database's checks later.
@@ -357,7 +369,7 @@ def discover(settings: Settings, request: RunRequest, run_id: str, started: date
     try:
         # The target kind stays unset until a restore gets one: a run that restored nothing names none.
         store.start_run(RunResult(run_id=run_id, engine=engine.name, source=source.describe(), started_at=started,
-                                    unreadable=unreadable, host={**host_facts(), **{
+                                    unreadable=unreadable, incomplete_uploads=uploads, host={**host_facts(), **{
                                         DUE: [p.database for p in plans], TARGET_ASKED: request.target,
                                         DISCOVERY: generation, WARNINGS: warnings}}), run_dir)
         store.record_plans(run_id, plans)
@@ -381,7 +393,7 @@ def resume(settings: Settings, run_id: str) -> Discovery:
     finally:
         store.close()
     engine = engines(settings)[run.engine]
-    return Discovery(run_id, run.started_at, engine, open_source(run.source), plans, unreadable_of(run.host),
+    return Discovery(run_id, run.started_at, engine, open_source(run.source, settings), plans, unreadable_of(run.host),
                      str(run.host.get(TARGET_ASKED, "auto")),
                      Path(run.report_dir or settings.report_dir / run_id), run.host.get(DISCOVERY))
 
@@ -470,7 +482,8 @@ def publish(settings: Settings, run_id: str) -> Publication:
             run_id=run.run_id, engine=run.engine, source=run.source, target_kind=run.target_kind,
             started_at=run.started_at, finished_at=finished, host=host, databases=entries,
             unreadable=unreadable_of(run.host), not_verified=not_verified,
-            warnings=[str(said) for said in run.host.get(WARNINGS, [])]))
+            warnings=[str(said) for said in run.host.get(WARNINGS, [])],
+            incomplete_uploads=uploads_of(run.host)))
         run_dir = Path(run.report_dir or settings.report_dir / run_id)
         store.finish_run(run_id, finished, str(report.verdict))
         last_success = store.last_passed()
@@ -513,5 +526,6 @@ def run_verification(settings: Settings, source_path: str | Path, *, engine_name
     report = published.report
     run = RunResult(run_id=run_id, engine=report.engine, source=report.source, started_at=started,
                     finished_at=report.finished_at, target_kind=report.target_kind, databases=results,
-                    host=report.host, unreadable=list(report.unreadable))
+                    host=report.host, unreadable=list(report.unreadable),
+                    incomplete_uploads=list(report.incomplete_uploads))
     return VerificationRun(run, report, published.run_dir, published.outputs.json_path, published.outputs.html_path)

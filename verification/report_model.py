@@ -25,6 +25,7 @@ from verification.model import (
     ChainStatus,
     CheckKind,
     CheckStatus,
+    IncompleteUpload,
     PhaseName,
     PhaseStatus,
     Problem,
@@ -413,3 +414,5 @@ class RunReport(ReportModel):
     # What the configuration says that does not apply to this run: deprecated keys, keys naming a
     # database the source does not have (1.7). Said, never a verdict of their own.
     warnings: list[str] = Field(default_factory=list)
+    # Object storage: unfinished multipart uploads under the source, what failed backups leave (1.7).
+    incomplete_uploads: list[IncompleteUpload] = Field(default_factory=list)

@@ -17,6 +17,7 @@ from verification.model import (
     Chain,
     CheckResult,
     DatabaseResult,
+    IncompleteUpload,
     PhaseTiming,
     RunResult,
     UnreadableFile,
@@ -43,8 +44,8 @@ SCHEMA_DESCRIPTION = (
     "One verification run. Version 1.7 (1.0 plus the optional unreadable and not_verified lists in 1.1/1.2, "
     "per-phase predictions, prediction, objectives and drift in 1.3, chain defects and unread-file kinds "
     "not-a-backup/excluded in 1.4, a schema generated from the typed report model in 1.5, check kinds and "
-    "SQL Server header facts in 1.6, the configuration's warnings in 1.7); see docs/report-schema.md for the "
-    "meaning of every field and the versioning rules.")
+    "SQL Server header facts in 1.6, the configuration's warnings and incomplete_uploads in 1.7); see "
+    "docs/report-schema.md for the meaning of every field and the versioning rules.")
 
 
 def backup_entry(backup: BackupSet) -> BackupEntry:
@@ -92,7 +93,7 @@ def database_entry(result: DatabaseResult) -> DatabaseEntry:
 def run_report(*, run_id: str, engine: str, source: str, target_kind: str | None, started_at: datetime,
                finished_at: datetime | None, host: dict[str, Any], databases: Sequence[DatabaseEntry],
                unreadable: Sequence[UnreadableFile], not_verified: Sequence[NotVerified] = (),
-               warnings: Sequence[str] = ()) -> RunReport:
+               warnings: Sequence[str] = (), incomplete_uploads: Sequence[IncompleteUpload] = ()) -> RunReport:
     """The run-level report around the databases' entries; its verdict follows from theirs."""
     verdicts = [d.verdict for d in databases]
     verdict = overall_verdict([str(v) for v in verdicts], [str(u.kind) for u in unreadable], bool(not_verified))
@@ -100,7 +101,7 @@ def run_report(*, run_id: str, engine: str, source: str, target_kind: str | None
                      finished_at=finished_at, verdict=verdict,
                      summary={str(v): verdicts.count(v) for v in Verdict}, host=host,
                      databases=list(databases), unreadable=list(unreadable), not_verified=list(not_verified),
-                     warnings=list(warnings))
+                     warnings=list(warnings), incomplete_uploads=list(incomplete_uploads))
 
 
 def build_report(run: RunResult, entries: Sequence[DatabaseEntry] | None = None) -> RunReport:
@@ -110,7 +111,7 @@ def build_report(run: RunResult, entries: Sequence[DatabaseEntry] | None = None)
         run_id=run.run_id, engine=run.engine, source=run.source, target_kind=run.target_kind,
         started_at=run.started_at, finished_at=run.finished_at, host=run.host,
         databases=entries if entries is not None else [database_entry(d) for d in run.databases],
-        unreadable=run.unreadable)
+        unreadable=run.unreadable, incomplete_uploads=run.incomplete_uploads)
 
 
 def report_data(report: RunReport) -> dict[str, Any]:

@@ -43,6 +43,7 @@ def test_report_matches_schema_and_carries_the_contract_fields():
     assert validate_report(report) == build_report(make_run())
     assert report["schema_version"] == "1.7"
     assert report["unreadable"] == [] and report["not_verified"] == [] and report["warnings"] == []
+    assert report["incomplete_uploads"] == []
     assert report["verdict"] == "failed" and report["summary"] == {"passed": 1, "failed": 1, "error": 0}
     first, second = report["databases"]
     assert first["verdict"] == "passed" and first["reasons"]
