@@ -83,6 +83,11 @@ NOT_CHECKED_COMPOSITE = "composite (a multipart upload's checksum of its parts' 
 NOT_CHECKED_NONE = "no checksum kept by S3 (size and ETag only)"
 
 
+# What the target sees of the source, said in the phase: a check of the whole repository run in it
+# covers the staged files.
+SCOPE = "the plan's files only: a check the target runs over the whole repository covers these"
+
+
 @dataclass
 class StagedCopy:
     """The plan's files as staged: `root` laid out like the source, removed by `remove()`."""
@@ -103,7 +108,7 @@ class StagedCopy:
         return PhaseTiming(PhaseName.DOWNLOAD, PhaseStatus.MEASURED, seconds=self.seconds, bytes=self.bytes,
                            details={"objects": len(self.files), "bytes": self.bytes, "threads": self.threads,
                                     "source": self.source_url, "requests": self.requests, "checked": self.checks,
-                                    "staged_in": str(self.root)})
+                                    "staged_in": str(self.root), "scope": SCOPE})
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
