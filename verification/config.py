@@ -314,8 +314,8 @@ class S3Settings(_Section):
     # direct: the tool in the target reads S3 itself.
     restore_mode: Literal["stage", "direct"] = "stage"
     # Where staged copies go (each in a folder of its own, recorded for `restoreproof reap`); default:
-    # <state_dir>/staging. It needs room for the largest chain, and the local target's OS user must be
-    # able to read it.
+    # <state_dir>/staging (made 0711: passed through, not listed). It needs room for the largest chain,
+    # and the local target's OS user must be able to reach it (its parents too).
     staging_dir: Path | None = None
 
     @model_validator(mode="after")

@@ -65,9 +65,10 @@ PART_BYTES = 8 * 1024 * 1024
 READ_BYTES = 1024 * 1024  # reading a staged file back for its checksum
 STATE_KIND = "staging"
 FOLDER_PREFIX = "rp-stage-"
-# The staged copy is read by the target's own OS user (a container's postgres or mssql): folders
-# open to read and traverse, files to read. The staging folder's parent keeps others out.
-FOLDER_MODE, FILE_MODE = 0o755, 0o644
+# The staged copy is read by the target's own OS user (a container's postgres or mssql, the local
+# target's postgres): its folders open to read and traverse, its files to read. The staging folder
+# above the copies lets others pass, not list: a copy is reached only by its (random) name.
+FOLDER_MODE, FILE_MODE, BASE_MODE = 0o755, 0o644, 0o711
 
 CHECKSUM_CLASSES: dict[str, Callable[[], Any]] = {"CRC32": Crc32Checksum, "SHA1": Sha1Checksum,
                                                   "SHA256": Sha256Checksum}
@@ -261,6 +262,7 @@ class Stager:
 
     def _make_folder(self, run_id: str, database: str, paths: list[str], total: int) -> StagedCopy:
         self.folder.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.folder, BASE_MODE)
         self.leftovers.mkdir(parents=True, exist_ok=True)
         root = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX, dir=self.folder))
         state_file = self.leftovers / f"{root.name}.json"

@@ -97,6 +97,7 @@ def test_exactly_the_files_asked_for_are_staged_as_the_source_lays_them_out(s3: 
             assert (copy.root / path).read_bytes() == repo[path]
             assert stat.S_IMODE((copy.root / path).stat().st_mode) == 0o644  # a target's own user reads it
         assert {stat.S_IMODE(p.stat().st_mode) for p in [copy.root, *copy.root.rglob("*")] if p.is_dir()} == {0o755}
+        assert stat.S_IMODE(copy.root.parent.stat().st_mode) == 0o711  # passed through, not listed
         assert copy.bytes == sum(len(repo[p]) for p in planned) == sum(source.size(p) for p in planned)
         assert said == [f"db: downloading {len(planned)} objects ({copy.bytes / MiB:.1f} MiB) from "
                         f"{s3.url('repo')} into {copy.root}"]
