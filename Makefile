@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 # The venv is rebuilt only when the pinned requirements or the package metadata change.
 VENV_STAMP := $(VENV)/.stamp-$(shell cat requirements.txt pyproject.toml | sha256sum | cut -c1-16)
 
-.PHONY: setup system venv images demo test lint unit integration faults mutation bench bench-mssql-pages bench-s3 clean reap
+.PHONY: setup system venv images demo test lint unit integration faults mutation bench bench-mssql-pages bench-s3 bench-s3-restore clean reap
 
 setup: system venv images
 
@@ -66,6 +66,11 @@ bench-mssql-pages: venv
 # The S3 source's catalogue on 10,000 objects in a local S3 endpoint (no Docker: a venv is enough).
 bench-s3: venv
 	$(BIN)/python bench/s3_listing.py
+
+# A verification from S3 in stage mode against the folder's plus a plain download, and staging against
+# a plain download (a demo repository at scale 1 in a local S3 endpoint; Docker for the restores).
+bench-s3-restore: setup
+	$(BIN)/python bench/s3_restore.py --repeat 5
 
 reap: venv
 	$(BIN)/restoreproof reap

@@ -46,6 +46,9 @@ class CheckStatus(StrEnum):
 class PhaseName(StrEnum):
     """Every phase a verification times, in pipeline order."""
 
+    # Object storage: the plan's files staged into a local folder before the target starts
+    # (absent for a folder, which the target reads in place).
+    DOWNLOAD = "download"
     PROVISION = "provision"
     ZEROING = "zeroing"
     TRANSFER = "transfer"
@@ -361,9 +364,10 @@ class DatabaseResult:
         return sum(p.seconds or 0.0 for p in phases if p.status is PhaseStatus.MEASURED)
 
 
-# Phases that together take a database from "asked for" to "online"; checks come after.
-RECOVERY_PHASES = (PhaseName.PROVISION, PhaseName.ZEROING, PhaseName.TRANSFER, PhaseName.LOG_RESTORE,
-                   PhaseName.SERVER_START, PhaseName.REDO, PhaseName.RECOVERY_END)
+# Phases that together take a database from "asked for" to "online"; checks come after. A restore
+# from object storage cannot start before its files are staged: the download counts.
+RECOVERY_PHASES = (PhaseName.DOWNLOAD, PhaseName.PROVISION, PhaseName.ZEROING, PhaseName.TRANSFER,
+                   PhaseName.LOG_RESTORE, PhaseName.SERVER_START, PhaseName.REDO, PhaseName.RECOVERY_END)
 
 
 @dataclass

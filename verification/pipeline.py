@@ -13,23 +13,26 @@ import platform
 import socket
 import traceback
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from verification import __version__
 from verification.checks.suites import check_all, unknown_databases
 from verification.config import Settings
 from verification.engines.base import DataChecks, Engine, Evidence, RestoreOutcome, SourcePlan
-from verification.errors import RestoreproofError, SourceError, TargetError
+from verification.errors import ConfigError, RestoreproofError, SourceError, TargetError
 from verification.model import (
     ChainStatus,
     CheckName,
     CheckResult,
     CheckStatus,
     DatabaseResult,
+    PhaseName,
+    PhaseTiming,
+    PhaseWork,
     RestorePlan,
     RestorePoint,
     RunResult,
@@ -51,6 +54,9 @@ from verification.sources.s3_url import is_s3_url
 from verification.targets.base import Target, TargetProvider
 from verification.targets.labels import new_run_id, slug
 from verification.verdict import decide
+
+if TYPE_CHECKING:
+    from verification.sources.staging import StagedCopy, Stager
 
 ProgressFn = Callable[[str], None]
 
@@ -140,11 +146,12 @@ def redact_result(result: DatabaseResult, redact: Redactor) -> None:
 
 def predict_quietly(context: PredictionContext, engine: Engine, plan: RestorePlan, target: Target,
                     source: Source | None, provider: TargetProvider | None, run_id: str, repo_host_path: str,
-                    evidence: Evidence, progress: ProgressFn) -> Prediction | None:
+                    evidence: Evidence, progress: ProgressFn, extra: Sequence[PhaseWork] = ()) -> Prediction | None:
     """The prediction, or None: a probe or model that fails must not cost the verification itself.
-    The failure is kept as evidence and the report shows no prediction rather than a made-up one."""
+    The failure is kept as evidence and the report shows no prediction rather than a made-up one.
+    `extra`: what the phases the pipeline runs itself (the download) will move."""
     try:
-        return context.predict(engine, plan, target, source, provider, run_id, repo_host_path)
+        return context.predict(engine, plan, target, source, provider, run_id, repo_host_path, extra)
     except KeyboardInterrupt:
         raise
     except Exception as exc:
@@ -189,10 +196,84 @@ def data_checks_for(settings: Settings, store: ResultStore, database: str) -> Da
                            settings.rpo.for_database(database))
 
 
+# Why a restore from a folder has no download.
+READ_IN_PLACE = "the target reads the source's folder in place: nothing is downloaded"
+
+
+@dataclass
+class Staging:
+    """A restore's staged copy of object storage (None where it could not be made, and why)."""
+
+    copy: StagedCopy | None
+    phase: PhaseTiming
+    error: str | None = None
+
+    def work(self) -> list[PhaseWork]:
+        """What the download moved, as the phase model predicts from it: its bytes, from the listing."""
+        if self.copy is None:
+            return []
+        copy = self.copy
+        return [PhaseWork(PhaseName.DOWNLOAD, copy.bytes, copy.bytes, parallel=copy.threads, files=len(copy.files),
+                          note=f"{len(copy.files)} objects of {copy.source_url} downloaded, {copy.threads} at once")]
+
+
+def stage_plan(stager: Stager, plan: RestorePlan, run_id: str, evidence: Evidence,
+               progress: ProgressFn) -> Staging:
+    """The plan's files staged, or why not: an object changed, gone or not matching its checksum since
+    the plan was made is this database's error (never a verdict on the backups), naming the object."""
+    try:
+        copy = stager.stage(plan.files, run_id, plan.database, progress)
+    except KeyboardInterrupt:
+        raise
+    except RestoreproofError as exc:
+        reason = f"the backup files were not staged from {stager.source.describe()}: {exc}"
+    except Exception as exc:  # a full disk, a bug: this database's error, the others still verified
+        evidence.write("internal-error-staging.txt", traceback.format_exc())
+        reason = f"the backup files were not staged from {stager.source.describe()}: {type(exc).__name__}: {exc}"
+    else:
+        progress(f"{plan.database}: staged {len(copy.files)} objects ({copy.bytes / 2**20:.1f} MiB) in "
+                 f"{copy.seconds:.1f} s")
+        return Staging(copy, copy.phase())
+    progress(f"{plan.database}: {reason}")
+    return Staging(None, PhaseTiming.not_reached(PhaseName.DOWNLOAD, reason), reason)
+
+
 def verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider | None, run_id: str,
                     repo_host_path: str, evidence: Evidence, progress: ProgressFn = _quiet, *,
                     context: PredictionContext | None = None, source: Source | None = None,
-                    no_target: str | None = None, data_checks: DataChecks | None = None) -> DatabaseResult:
+                    no_target: str | None = None, data_checks: DataChecks | None = None,
+                    stager: Stager | None = None) -> DatabaseResult:
+    """One database restored and checked. With a `stager` (a source in object storage), the plan's files
+    are staged first and the target reads the staged copy (`repo_host_path` then unused), which is what
+    the checks of the backup files and the evidence's hashes read too; it is removed at the end,
+    whatever happened."""
+    staging: Staging | None = None
+    if plan.chain.status is ChainStatus.COMPLETE and provider is not None:
+        staging = (stage_plan(stager, plan, run_id, evidence, progress) if stager is not None
+                   else Staging(None, PhaseTiming.absent(PhaseName.DOWNLOAD, READ_IN_PLACE)))
+    if staging is not None and staging.copy is not None and stager is not None:
+        from verification.sources.staging import StagedSource
+
+        source, repo_host_path = StagedSource(stager.source, staging.copy), str(staging.copy.root)
+    try:
+        result = _verify_database(engine, plan, provider, run_id, repo_host_path, evidence, progress,
+                                  context=context, source=source, no_target=no_target, data_checks=data_checks,
+                                  staging=staging)
+    finally:
+        if staging is not None and staging.copy is not None:
+            progress(f"{plan.database}: removing the staged copy")
+            try:
+                staging.copy.remove()
+            except RestoreproofError as exc:  # the verdict stands; the reaper removes what is left
+                progress(f"{plan.database}: {exc}")
+                staging.phase.details["not_removed"] = str(exc)
+    return result
+
+
+def _verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider | None, run_id: str,
+                     repo_host_path: str, evidence: Evidence, progress: ProgressFn, *,
+                     context: PredictionContext | None, source: Source | None, no_target: str | None,
+                     data_checks: DataChecks | None, staging: Staging | None) -> DatabaseResult:
     point = RestorePoint(target=plan.stop_at.isoformat() if plan.stop_at else "latest")
     result = DatabaseResult(plan.database, Verdict.ERROR, [], plan, point)
     # Before any target: what the backup files show without a server fails a database that cannot be
@@ -207,6 +288,8 @@ def verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider 
         # Still decided: what the plan proved wrong (a known-bad backup) fails the database all the same.
         outcome = offline
         outcome.errors.insert(0, f"not restored: {no_target or 'no target was available to restore into'}")
+    elif staging is not None and staging.error is not None:
+        outcome = stopped(offline, staging.error)  # nothing to restore from: no target is started
     else:
         target = None
         # Filled by the engine as it goes: a failure it proved before an exception is still decided.
@@ -218,7 +301,8 @@ def verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider 
             if context is not None:
                 progress(f"{plan.database}: predicting each phase")
                 result.prediction = predict_quietly(context, engine, plan, target, source, provider, run_id,
-                                                    repo_host_path, evidence, progress)
+                                                    repo_host_path, evidence, progress,
+                                                    staging.work() if staging is not None else ())
                 record_versions(engine, target, evidence)
             progress(f"{plan.database}: restoring {plan.target_backup.label if plan.target_backup else '?'}")
             outcome = engine.restore_and_check(plan, target, evidence, partial, data_checks)
@@ -246,7 +330,8 @@ def verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider 
                         outcome.errors.append(message)
     hashing = context is None or context.settings.evidence.hash_backups
     # Only what a restore read is hashed as its evidence.
-    read = outcome is not None and provider is not None and plan.chain.status is ChainStatus.COMPLETE
+    read = (outcome is not None and provider is not None and plan.chain.status is ChainStatus.COMPLETE
+            and (staging is None or staging.error is None))
     if read and not hashing and outcome is not None:
         outcome.checks.append(CheckResult(CheckName.BACKUP_HASHES, CheckStatus.SKIPPED,
                                           "not run: disabled by the setting evidence.hash_backups: false",
@@ -254,6 +339,7 @@ def verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider 
     if read and source is not None and plan.files and hashing:
         # After the target is gone, and never in place of the verdict: a backup rewritten or
         # expired while it was hashed makes incomplete evidence, said as such, not a failed restore.
+        # From a staged copy, the staged bytes: what the restore read, not a second download.
         progress(f"{plan.database}: hashing the {len(plan.files)} backup files read")
         try:
             record_backup_hashes(source, plan, evidence)
@@ -261,6 +347,8 @@ def verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider 
             evidence.write("backup-files.error.txt", f"the backup files could not all be hashed: {exc}\n")
             progress(f"{plan.database}: backup files not hashed: {exc}")
     if outcome is not None:
+        if staging is not None:
+            outcome.phases.insert(0, staging.phase)
         result.phases, result.checks = outcome.phases, outcome.checks
         point.achieved, point.detail = outcome.achieved, outcome.achieved_detail
     result.verdict, result.reasons = decide(plan, outcome)
@@ -419,6 +507,23 @@ def choose_target(settings: Settings, discovery: Discovery, plans: list[RestoreP
     return provider, None
 
 
+def stager_for(settings: Settings, source: Source, provider: TargetProvider | None) -> Stager | None:
+    """How a restore reads `source`: None for a folder (the target reads it in place), a Stager for
+    object storage in `s3.restore_mode: stage` (the default)."""
+    if provider is None or not is_s3_url(source.describe()):
+        return None
+    if settings.s3.restore_mode == "direct":
+        raise ConfigError("s3.restore_mode: direct (the target reading S3 itself) is not available yet; "
+                          "use stage, the default")
+    from verification.sources.s3 import S3Source
+    from verification.sources.staging import Stager
+    from verification.targets.local import leftovers_dir
+
+    if not isinstance(source, S3Source):
+        raise SourceError(f"{source.describe()} is an S3 URL but was not opened as object storage")
+    return Stager(source, settings.s3.staging_dir or settings.state_dir / "staging", leftovers_dir(settings.state_dir))
+
+
 @dataclass
 class Verified:
     result: DatabaseResult
@@ -443,7 +548,7 @@ def verify_one(settings: Settings, discovery: Discovery, plan: RestorePlan, *,
         checks = data_checks_for(settings, store, plan.database)
         result = verify_database(engine, plan, provider, discovery.run_id, discovery.source.describe(), evidence,
                                  progress, context=context, source=discovery.source, no_target=no_target,
-                                 data_checks=checks)
+                                 data_checks=checks, stager=stager_for(settings, discovery.source, provider))
         redact_result(result, redact)
         entry = database_entry(result)
         context.annotate_quietly(entry, result, discovery.run_id, discovery.started_at, progress)

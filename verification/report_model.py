@@ -51,6 +51,8 @@ class Bound(StrEnum):
     DECOMPRESSION = "decompression"
     REDO_RATE = "redo rate"
     CHECK_RATE = "check rate"
+    # Object storage to the staging folder: the "system throughput" link of the load model.
+    DOWNLOAD_RATE = "download rate"
     CONSTANT = "constant"
 
 

@@ -12,11 +12,15 @@ from typing import Any
 import pytest
 
 from tests.unit.factories import broken_plan, complete_plan
+from tests.unit.sources import conftest as s3_fixtures
 from verification.engines.base import Evidence, RestoreOutcome
 from verification.errors import RestoreproofError, TargetError
 from verification.model import CheckResult, CheckStatus, Verdict
 from verification.pipeline import verify_database
 from verification.targets.base import ExecResult
+
+# A real S3 endpoint (moto's server mode, its own process) for the staged restores below.
+s3_endpoint, s3 = s3_fixtures.s3_endpoint, s3_fixtures.s3
 
 
 class MemoryTarget:
@@ -75,6 +79,9 @@ class ExplodingEngine:
         return True
 
     def plan(self, source: Any, at: Any) -> list[Any]:
+        return []
+
+    def check_backup_files(self, plan: Any, source: Any, evidence: Evidence) -> list[CheckResult]:
         return []
 
     def restore_and_check(self, plan: Any, target: Any, evidence: Evidence,
@@ -594,3 +601,163 @@ def test_an_offline_run_asks_no_engine_for_a_target(tmp_path):
     discovery = Discovery("run", datetime.now(UTC), NoTargets(AssertionError()), object(), [complete_plan()], [],  # type: ignore[arg-type]
                           OFFLINE, tmp_path, None)
     assert choose_target(settings_for(tmp_path), discovery, [complete_plan()]) == (None, OFFLINE_REASON)
+
+
+# ---- a source in object storage: the plan's files staged, the target reading the staged copy ---------------
+
+STAGED = {"backup/demo1/backup.info": b"[backrest]\nx=1\n", "archive/demo1/archive.info": b"[db]\n",
+          "backup/demo1/20261122-195034F/backup.manifest": b"[backup]\n" * 50,
+          "backup/demo1/20261122-195034F/pg_data/base/1/1259.gz": bytes(range(256)) * 300,
+          "archive/demo1/15-1/0000000100000000/000000010000000000000002-aa.gz": b"w" * 7000}
+
+
+def staged_plan(s3: Any, tmp_path: Path) -> tuple[Any, Any, Any]:
+    """A plan of the files in STAGED, in s3://<bucket>/repo beside a file it does not need, and a stager."""
+    from verification.sources.s3 import S3Source
+    from verification.sources.staging import Stager
+    from verification.targets.local import leftovers_dir
+
+    for key, body in {**STAGED, "backup/demo1/20261120-000000F/backup.manifest": b"older"}.items():
+        s3.put(f"repo/{key}", body)
+    source = S3Source(s3.url("repo"))
+    plan = complete_plan()
+    plan.files = list(STAGED)
+    return plan, source, Stager(source, tmp_path / "state" / "staging", leftovers_dir(tmp_path / "state"))
+
+
+class RecordingProvider(MemoryProvider):
+    def provision(self, run_id: str, database: str, repo_host_path: str) -> MemoryTarget:
+        self.repo = repo_host_path
+        return super().provision(run_id, database, repo_host_path)
+
+
+class ReadingEngine(OnlineEngine):
+    """Reads the repository the target was given to mount, while it restores: what it saw is kept."""
+
+    def __init__(self, source: Any, provider: RecordingProvider) -> None:
+        super().__init__(AssertionError())
+        self.source, self.provider = source, provider
+        self.saw: dict[str, bytes] = {}
+        self.gets_then = -1
+
+    def restore_and_check(self, plan: Any, target: Any, evidence: Evidence,
+                          outcome: RestoreOutcome | None = None, data_checks: Any = None) -> RestoreOutcome:
+        root = Path(self.provider.repo)
+        self.saw = {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+        self.gets_then = self.source.stats.requests["GetObject"]
+        return super().restore_and_check(plan, target, evidence, outcome, data_checks)
+
+
+def test_a_plan_in_object_storage_is_staged_restored_from_the_staged_copy_and_removed(s3, tmp_path):
+    import hashlib
+
+    from verification.config import load_settings
+    from verification.model import PhaseName, PhaseStatus
+    from verification.prediction.context import PredictionContext
+    from verification.report_model import Bound, Provenance
+
+    plan, source, stager = staged_plan(s3, tmp_path)
+    provider = RecordingProvider()
+    engine = ReadingEngine(source, provider)
+    settings = load_settings(None, state_dir=tmp_path / "state", results_url=f"sqlite:///{tmp_path / 'r.db'}")
+    context = PredictionContext(settings, "postgres")
+    said: list[str] = []
+    result = verify_database(engine, plan, provider, "run-s3", source.describe(), Evidence(tmp_path / "ev"),
+                             said.append, context=context, source=source, stager=stager)
+    assert result.verdict is Verdict.PASSED, result.reasons
+    # The target read a folder holding exactly the plan's files, as the source lays them out.
+    assert engine.saw == STAGED
+    assert Path(provider.repo).parent == tmp_path / "state" / "staging" and not Path(provider.repo).exists()
+    download = result.phases[0]
+    assert (download.name, download.status, download.bytes) == (
+        PhaseName.DOWNLOAD, PhaseStatus.MEASURED, sum(map(len, STAGED.values())))
+    assert download.details["objects"] == 5 and download.details["checked"]["checksum"] == {"CRC32": 5}
+    assert result.recovery_seconds is not None and result.recovery_seconds >= (download.seconds or 0) > 0
+    # Predicted from its bytes at the documented default (no measured run yet).
+    assert result.prediction is not None
+    predicted = result.prediction.phase(PhaseName.DOWNLOAD)
+    assert predicted is not None and predicted.bound is Bound.DOWNLOAD_RATE
+    assert predicted.rates["download rate"].provenance is Provenance.DEFAULT
+    assert predicted.work.bytes_read == download.bytes and predicted.work.files == 5
+    # The evidence hashes the bytes the restore read: the staged copy, not a second download.
+    sums = (tmp_path / "ev" / "backup-files.sha256").read_text()
+    assert sums == "".join(f"{hashlib.sha256(body).hexdigest()}  {path}\n" for path, body in STAGED.items())
+    assert source.stats.requests["GetObject"] == engine.gets_then
+    assert "demo1: removing the staged copy" in said
+    assert list((tmp_path / "state" / "staging").iterdir()) == []
+    assert list((tmp_path / "state" / "leftovers").iterdir()) == []
+
+
+def test_an_object_rewritten_after_the_plan_is_this_databases_error_and_no_target_is_started(s3, tmp_path):
+    from verification.model import PhaseName, PhaseStatus
+
+    plan, source, stager = staged_plan(s3, tmp_path)
+    s3.put("repo/backup/demo1/20261122-195034F/backup.manifest", b"[backup]\n" * 49 + b"[backuq]\n")
+    provider = MemoryProvider()
+    result = verify_database(OnlineEngine(AssertionError("must not run")), plan, provider, "run-s3",
+                             source.describe(), Evidence(tmp_path / "ev"), source=source, stager=stager)
+    url = f"{s3.url('repo')}/backup/demo1/20261122-195034F/backup.manifest"
+    assert (result.verdict, result.reasons) == (Verdict.ERROR, [
+        f"the backup files were not staged from {s3.url('repo')}: {url} changed since the source was listed (its "
+        "ETag is no longer the one listed; GetObject with If-Match: PreconditionFailed, HTTP 412); not staged"])
+    assert provider.targets == []
+    assert [(p.name, p.status) for p in result.phases] == [(PhaseName.DOWNLOAD, PhaseStatus.NOT_REACHED)]
+    assert result.phases[0].details["why"] == result.reasons[0] and result.recovery_seconds is None
+    assert not (tmp_path / "ev" / "backup-files.sha256").exists()
+    assert list((tmp_path / "state" / "staging").iterdir()) == []
+    assert list((tmp_path / "state" / "leftovers").iterdir()) == []
+
+
+@pytest.mark.parametrize("exc", [KeyboardInterrupt(), ValueError("boom")])
+def test_the_staged_copy_is_removed_whatever_stops_the_restore(s3, tmp_path, exc):
+    plan, source, stager = staged_plan(s3, tmp_path)
+    provider = MemoryProvider()
+    try:
+        result = verify_database(ExplodingEngine(exc), plan, provider, "run-s3", source.describe(),
+                                 Evidence(tmp_path / "ev"), source=source, stager=stager)
+    except KeyboardInterrupt:
+        assert isinstance(exc, KeyboardInterrupt)
+    else:
+        assert result.verdict is Verdict.ERROR and result.reasons == ["internal error: ValueError: boom"]
+    assert provider.targets[0].closed == 1
+    assert list((tmp_path / "state" / "staging").iterdir()) == []
+    assert list((tmp_path / "state" / "leftovers").iterdir()) == []
+
+
+def test_a_folder_is_read_in_place_its_download_absent_with_why(tmp_path):
+    from verification.model import PhaseName, PhaseStatus
+    from verification.pipeline import READ_IN_PLACE
+
+    result = verify_database(OnlineEngine(AssertionError()), complete_plan(), MemoryProvider(), "run", "/repo",
+                             Evidence(tmp_path / "a"))
+    download = result.phases[0]
+    assert (download.name, download.status, download.seconds, download.details) == (
+        PhaseName.DOWNLOAD, PhaseStatus.ABSENT, None, {"why": READ_IN_PLACE})
+    assert result.recovery_seconds == 3.0  # provision and transfer; nothing counted for the absent download
+    # Nothing restored, nothing downloaded: no phase at all.
+    assert verify_database(OnlineEngine(AssertionError()), complete_plan(), None, "run", "/repo",
+                           Evidence(tmp_path / "b")).phases == []
+
+
+def test_how_a_restore_reads_its_source(s3, tmp_path, captured_repo):
+    from verification.config import load_settings
+    from verification.errors import ConfigError
+    from verification.pipeline import open_source, stager_for
+    from verification.sources.staging import Stager
+
+    s3.put("repo/backup/demo1/backup.info", b"[backrest]\n")
+    provider = MemoryProvider()
+    settings = load_settings(None, state_dir=tmp_path / "state")
+    assert settings.s3.restore_mode == "stage"
+    from_s3 = open_source(s3.url("repo"), settings)
+    stager = stager_for(settings, from_s3, provider)  # type: ignore[arg-type]
+    assert isinstance(stager, Stager) and stager.source is from_s3
+    assert (stager.folder, stager.leftovers) == (tmp_path / "state" / "staging", tmp_path / "state" / "leftovers")
+    elsewhere = load_settings(None, state_dir=tmp_path / "state", s3={"staging_dir": tmp_path / "big-disk"})
+    assert stager_for(elsewhere, from_s3, provider).folder == tmp_path / "big-disk"  # type: ignore[union-attr,arg-type]
+    assert stager_for(settings, from_s3, None) is None  # nothing restored: nothing staged
+    assert stager_for(settings, open_source(str(captured_repo), settings), provider) is None  # type: ignore[arg-type]
+    direct = load_settings(None, state_dir=tmp_path / "state", s3={"restore_mode": "direct"})
+    with pytest.raises(ConfigError, match=r"^s3.restore_mode: direct \(the target reading S3 itself\) is not "
+                                          r"available yet; use stage, the default$"):
+        stager_for(direct, from_s3, provider)  # type: ignore[arg-type]

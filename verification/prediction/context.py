@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from verification.config import Settings
 from verification.engines.base import Engine
-from verification.model import DatabaseResult, PhaseName, PhaseStatus, RestorePlan, Verdict
+from verification.model import DatabaseResult, PhaseName, PhaseStatus, PhaseWork, RestorePlan, Verdict
 from verification.prediction import objectives
 from verification.prediction.calibration import Calibration, calibration_key
 from verification.prediction.drift import database_drift
@@ -97,12 +97,15 @@ class PredictionContext:
         return mode == "always" or (mode == "auto" and calibration.runs < self.settings.prediction.min_runs)
 
     def predict(self, engine: Engine, plan: RestorePlan, target: Target, source: Source | None,
-                provider: TargetProvider | None, run_id: str, repo_host_path: str) -> Prediction:
+                provider: TargetProvider | None, run_id: str, repo_host_path: str,
+                extra: Sequence[PhaseWork] = ()) -> Prediction:
+        """Every phase's prediction: the engine's, and `extra`, the phases the pipeline runs itself (the
+        download of a staged copy)."""
         calibration = self.calibration(target)
         probes: list[Probe] = []
         if self.wants_probes(calibration):
             probes = self.run_probes(engine, plan, target, source, provider, run_id, repo_host_path)
-        return Predictor(calibration, probes).predict(plan.database, engine.phase_work(plan))
+        return Predictor(calibration, probes).predict(plan.database, [*extra, *engine.phase_work(plan)])
 
     def run_probes(self, engine: Engine, plan: RestorePlan, target: Target, source: Source | None,
                    provider: TargetProvider | None, run_id: str, repo_host_path: str) -> list[Probe]:

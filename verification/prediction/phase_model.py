@@ -59,6 +59,9 @@ DEFAULT_RATES: dict[str, Rate] = {
                           detail="documented default: 16 MB/s (redo depends on the transaction mix; learned per "
                                  "database once measured)"),
     Bound.CHECK_RATE: Rate(50 * MB, Provenance.DEFAULT, detail="documented default: 50 MB/s integrity check"),
+    Bound.DOWNLOAD_RATE: Rate(100 * MB, Provenance.DEFAULT,
+                              detail="documented default: 100 MB/s from object storage to the staging folder "
+                                     "(learned per engine, image and host once measured)"),
 }
 # The per-file cost of restoring many small files (a PostgreSQL cluster has about a thousand).
 DEFAULT_PER_FILE_SECONDS = 0.001

@@ -24,8 +24,10 @@ from verification.prediction.phase_model import (
 # Phases whose seconds follow the bytes they move through a chain of links.
 LINK_PHASES = (PhaseName.ZEROING, PhaseName.TRANSFER, PhaseName.LOG_RESTORE)
 # Phases with their own single rate: (bound, per database?).
+# The download of a staged copy is the system's throughput from object storage, whatever the database.
 RATE_PHASES: dict[str, tuple[Bound, bool]] = {PhaseName.REDO: (Bound.REDO_RATE, True),
-                                              PhaseName.INTEGRITY_CHECK: (Bound.CHECK_RATE, False)}
+                                              PhaseName.INTEGRITY_CHECK: (Bound.CHECK_RATE, False),
+                                              PhaseName.DOWNLOAD: (Bound.DOWNLOAD_RATE, False)}
 # Phases that take a constant time: per database?
 CONSTANT_PHASES: dict[str, bool] = {PhaseName.PROVISION: False, PhaseName.SERVER_START: False,
                                     PhaseName.RECOVERY_END: True, PhaseName.DATA_CHECKS: True,

@@ -247,6 +247,10 @@ class S3Source:
         """Every object's path, sorted."""
         return sorted(self._objects)
 
+    def listed(self, path: str) -> ObjectInfo:
+        """The object as the listing found it, without a request: what a download holds it to."""
+        return self._entry(path)
+
     def object_info(self, path: str) -> ObjectInfo:
         """Size, ETag and checksum of an object as listed. Where the listing names a checksum algorithm,
         its value is fetched once with a HEAD (S3 does not list values)."""

@@ -181,3 +181,24 @@ def test_theil_sen_slope_comes_from_runs_of_different_sizes() -> None:
     assert line is not None and line.method == "Theil-Sen"
     assert line.slope == pytest.approx(0.01, rel=0.1)
     assert line.at(350) == pytest.approx(4.5, rel=0.05)
+
+
+def test_the_download_rate_is_learned_from_measured_downloads_whatever_the_database() -> None:
+    """Staging from object storage is the system's throughput link (restore-time-model.md): one rate per
+    engine, image and host, learned from every database's measured downloads, counted in the recovery."""
+    history = [entry(db, size * MB, 0.3 + size / 40, "download")
+               for db, size in (("a", 100), ("b", 300), ("a", 200), ("c", 400))]
+    predictor = Predictor(Calibration(TYPED_KEY, history))
+    work = PhaseWork("download", 500 * MB, 500 * MB, parallel=16, files=1200)
+    predicted = predictor.predict_phase("never-seen", work)
+    assert predicted is not None and predicted.bound is Bound.DOWNLOAD_RATE
+    assert predicted.calibrated and predicted.runs == 4
+    assert predicted.seconds == pytest.approx(0.3 + 500 / 40)
+    rate = predicted.rates["download rate"]
+    assert rate.provenance is Provenance.CALIBRATED and rate.bytes_per_second == pytest.approx(40 * MB)
+    assert predicted.inputs == "0.30 s + 500.0 MB / 40.0 MB/s calibrated = 12.80 s"
+    cold = Predictor(Calibration(TYPED_KEY, [])).predict_phase("db", PhaseWork("download", 250 * MB, 250 * MB))
+    assert cold is not None and cold.seconds == pytest.approx(2.5) and not cold.calibrated
+    assert cold.rates["download rate"].provenance is Provenance.DEFAULT
+    both = predictor.predict("db", [work, PhaseWork("provision")])
+    assert both.recovery_seconds == pytest.approx(0.3 + 500 / 40 + 5.0)  # provision's documented default

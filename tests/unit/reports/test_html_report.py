@@ -317,3 +317,37 @@ def test_a_misspelt_field_fails_the_page_instead_of_showing_nothing(report):
         _env.from_string("{{ r.verdikt }}").render(r=typed)
     with pytest.raises(UndefinedError, match="has no attribute 'target_second'"):
         _env.from_string("{{ d.objectives.rto.target_second }}").render(d=typed.databases[0])
+
+
+def staged_from_s3(report: dict[str, Any]) -> dict[str, Any]:
+    """demo1 restored from a copy staged from object storage: its download measured and predicted first."""
+    staged = copy.deepcopy(report)
+    d = staged["databases"][0]
+    d["phases"].insert(0, {
+        "name": "download", "status": "measured", "seconds": 4.2, "bytes": 24_222_720, "started_at": None,
+        "details": {"objects": 1028, "bytes": 24_222_720, "threads": 16, "source": "s3://backups/pg/repo1",
+                    "requests": {"GetObject": 1028}, "staged_in": "/state/staging/rp-stage-x",
+                    "checked": {"if_match_etag": 1028, "size": 1028, "checksum": {"CRC32": 1028},
+                                "checksum_not_checked": {}}},
+        "predicted_seconds": 3.9, "bound": "download rate", "error_percent": -7.1,
+        "prediction": {"bytes_read": 24_222_720, "bytes_written": 24_222_720, "compressed": False, "parallel": 16,
+                       "files": 1028, "inputs": "0.30 s + 24.2 MB / 6.7 MB/s calibrated = 3.90 s",
+                       "rates": {"download rate": {"bytes_per_second": 7_025_000.0, "provenance": "calibrated",
+                                                   "runs": 5, "detail": "Theil-Sen over 5 runs"}},
+                       "constant_seconds": 0.3, "constant_provenance": "calibrated", "calibrated": True, "runs": 5}})
+    return staged
+
+
+def test_a_download_from_object_storage_is_shown_as_every_other_phase(report):
+    typed = typed_report(staged_from_s3(report))
+    html = render_html(typed)
+    row = re.search(r"<tr><td>download</td>.*?</tr>", html, re.S)
+    assert row is not None
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row.group(0), re.S)
+    assert [c.strip() for c in cells] == ["download", "measured", "4.200", "3.900", "-7.1 %", "download rate", "23.1",
+                                          "5.5", "s3://backups/pg/repo1"]
+    assert "0.30 s + 24.2 MB / 6.7 MB/s calibrated = 3.90 s" in html
+    fig = phases_figure(typed.databases[0])
+    assert fig is not None and fig.data[0].y[0] == "download"
+    measured, predicted = fig.data
+    assert (measured.x[0], predicted.x[0]) == (pytest.approx(4.2), pytest.approx(3.9))
