@@ -47,7 +47,7 @@ def exchange(tmp_path: Path) -> Iterator[ExchangeFolder]:
     folder.remove()
 
 
-def container_with(engine: docker.DockerClient, image: str, exchange: ExchangeFolder) -> Container:
+def container_with(engine: docker.DockerClient, image: str, exchange: ExchangeFolder, **options: object) -> Container:
     try:
         engine.images.get(image)
     except docker.errors.ImageNotFound:
@@ -55,7 +55,8 @@ def container_with(engine: docker.DockerClient, image: str, exchange: ExchangeFo
     run = f"egress-test-{secrets.token_hex(3)}"
     container = engine.containers.create(image, ["sleep", "infinity"], name=f"restoreproof-{run}",
                                          network_mode="none", labels={RUN_LABEL: run, ROLE_LABEL: "test"},
-                                         volumes={str(exchange.shared): {"bind": EXCHANGE_PATH, "mode": "rw"}})
+                                         volumes={str(exchange.shared): {"bind": EXCHANGE_PATH, "mode": "rw"}},
+                                         **options)
     try:
         container.start()
     except BaseException:
@@ -132,6 +133,29 @@ def test_tls_runs_end_to_end_and_the_certificate_names_are_checked(engine: docke
             out = sh(engine, box, verify, f"restoreproof-demo.localhost:{s3.port}", "-verify_hostname", "localhost")
             assert "Verification: OK" in out and out.rstrip().endswith("exit 0"), out
     assert egress_threads() == [] and socat_processes(box) == []
+
+
+def test_localhost_in_a_container_with_ipv6_loopback(engine: docker.DockerClient, exchange: ExchangeFolder) -> None:
+    """There localhost resolves to ::1 first, and pgBackRest tries only the first address: a second
+    forwarder listens on [::1]."""
+    container = container_with(engine, IMAGE, exchange, sysctls={"net.ipv6.conf.lo.disable_ipv6": "0"})
+    try:
+        assert sh(engine, container, "getent ahosts localhost | head -1").split()[0] == "::1"
+        with LocalS3Endpoint() as s3:
+            assert s3.ca_file is not None
+            shutil.copy(s3.ca_file, exchange.shared / "ca.pem")
+            with EgressLink(engine, container, Endpoint("localhost", s3.port),
+                            (EXCHANGE_PATH, str(exchange.shared))) as link:
+                assert [f.address for f in link.forwarders] == ["127.0.0.1", "::1"]
+                for address in ("localhost", "[::1]", "127.0.0.1"):
+                    out = sh(engine, container, 'openssl s_client -brief -connect "$1" -CAfile /run/restoreproof/ca.pem '
+                                                '-verify_return_error -verify_hostname localhost </dev/null 2>&1; '
+                                                'echo "exit $?"', f"{address}:{s3.port}")
+                    assert "Verification: OK" in out and out.rstrip().endswith("exit 0"), (address, out)
+                assert link.bridge.accepted == 3
+            assert socat_processes(container) == [] and egress_threads() == []
+    finally:
+        container.remove(force=True)
 
 
 def test_the_container_reaches_nothing_else(engine: docker.DockerClient, box: Container,

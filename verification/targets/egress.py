@@ -54,22 +54,28 @@ log = logging.getLogger(__name__)
 CHUNK = 256 * 1024
 LOOPBACK = "127.0.0.1"
 DEFAULT_PORTS = {"https": 443, "http": 80}
-# Run as `bash -c FORWARDER_SCRIPT forwarder PIDFILE PORT ADDRESS SOCKET LOGFILE`: its PID is written
-# first (bash's, which socat then takes over with exec), so close() can stop exactly this process.
+# Run as `bash -c FORWARDER_SCRIPT forwarder PIDFILE LISTEN SOCKET LOGFILE` (LISTEN: socat's listening
+# address). Its PID is written first (bash's, which socat then takes over with exec), so close() can
+# stop exactly this process.
 FORWARDER_SCRIPT = """command -v socat >/dev/null || exit 127
 echo $$ > "$1"
-exec socat TCP-LISTEN:"$2",bind="$3",reuseaddr,fork UNIX-CONNECT:"$4" 2>>"$5"
+exec socat "$2",reuseaddr,fork UNIX-CONNECT:"$3" 2>>"$4"
 """
 NO_SOCAT = 127
-# Run as `bash -c LISTENING_SCRIPT listening PIDFILE ADDRESS:PORT` (as /proc/net/tcp writes it): exits
-# 0 when that forwarder itself (not another process on the same port) holds a socket listening there.
+# Run as `bash -c LISTENING_SCRIPT listening PIDFILE ADDRESS:PORT TABLE` (as /proc/net/tcp or tcp6,
+# TABLE, write it): exits 0 when that forwarder itself (not another process on the same port) holds a
+# socket listening there.
 LISTENING_SCRIPT = """pid=$(cat "$1" 2>/dev/null) || exit 1
 while read -r _ local remote state _ _ _ _ _ inode _; do
-  [ "$local" = "$2" ] && [ "$remote" = 00000000:0000 ] && [ "$state" = 0A ] || continue
+  [ "$local" = "$2" ] && [ "${remote#*:}" = 0000 ] && [ "$state" = 0A ] || continue
   for fd in /proc/"$pid"/fd/*; do [ "$(readlink "$fd")" = "socket:[$inode]" ] && exit 0; done
-done < /proc/net/tcp
+done < "$3"
 exit 1
 """
+# The container's loopback has an IPv6 address (/proc/net/if_inet6 lists ::1): then a name that
+# resolves to ::1 first (localhost) needs a forwarder there too.
+HAS_IPV6_LOOPBACK = ["grep", "-qs", "^0*1 ", "/proc/net/if_inet6"]
+IPV6_LOOPBACK = "::1"
 
 
 @dataclass(frozen=True)
@@ -314,15 +320,16 @@ class SocketBridge:
 
 
 class Forwarder:
-    """socat in `container`, listening on the endpoint's address and port there, connecting each
-    connection to the Unix socket `socket_inside` (as the container sees it)."""
+    """socat in `container`, listening on the endpoint's address (or `address`) and port there,
+    connecting each connection to the Unix socket `socket_inside` (as the container sees it)."""
 
     def __init__(self, client: docker.DockerClient, container: Container, endpoint: Endpoint, socket_inside: str,
-                 *, user: str | None = None) -> None:
+                 *, user: str | None = None, address: str | None = None) -> None:
         self.client = client
         self.container = container
         self.endpoint = endpoint
         self.socket_inside = socket_inside
+        self.address = address or endpoint.listen_address
         # Any user may bind a port from 1024 up; below it, root (or Docker's unprivileged-port sysctl).
         self.user = user or ("nobody" if endpoint.port >= 1024 else "root")
         # Its own files: another forwarder in the same container never stands in for this one.
@@ -333,8 +340,10 @@ class Forwarder:
 
     def start(self, timeout: float = 30.0) -> Forwarder:
         api = self.client.api
-        address = self.endpoint.listen_address
-        command = ["bash", "-c", FORWARDER_SCRIPT, "forwarder", self.pid_file, str(self.endpoint.port), address,
+        address = self.address
+        six = _ip(address) is not None and ":" in address
+        command = ["bash", "-c", FORWARDER_SCRIPT, "forwarder", self.pid_file,
+                   f"{'TCP6' if six else 'TCP'}-LISTEN:{self.endpoint.port},bind={f'[{address}]' if six else address}",
                    self.socket_inside, self.log_file]
         try:
             self.exec_id = api.exec_create(self.container.id, command, user=self.user, stdin=False, stdout=False,
@@ -343,13 +352,14 @@ class Forwarder:
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
             raise TargetError(f"cannot start the forwarder in container {self.name}: {exc}") from exc
         listening = f"{_proc_net_address(address)}:{self.endpoint.port:04X}"
+        table = "/proc/net/tcp6" if six else "/proc/net/tcp"
 
         def ready() -> bool:
             state = api.exec_inspect(self.exec_id)
             if not state.get("Running"):
                 raise TargetError(self._died(state.get("ExitCode")))
             probe = run_in_container(self.client, self.container,
-                                     ["bash", "-c", LISTENING_SCRIPT, "listening", self.pid_file, listening],
+                                     ["bash", "-c", LISTENING_SCRIPT, "listening", self.pid_file, listening, table],
                                      timeout=30, user=self.user)
             return probe.ok
 
@@ -368,7 +378,7 @@ class Forwarder:
                     "(make images, or verification/images/build.sh)")
         said = run_in_container(self.client, self.container, ["cat", self.log_file], timeout=30, user=self.user)
         return (f"the forwarder in container {self.name} exited {code} before listening on "
-                f"{self.endpoint.listen_address}:{self.endpoint.port}: {said.stdout.strip()[-400:]}")
+                f"{self.address}:{self.endpoint.port}: {said.stdout.strip()[-400:]}")
 
     @property
     def running(self) -> bool:
@@ -397,13 +407,19 @@ class Forwarder:
 
 
 def _proc_net_address(address: str) -> str:
-    """127.0.0.1 -> 0100007F, as /proc/net/tcp shows it (little-endian hex)."""
-    return bytes(reversed(ipaddress.IPv4Address(address).packed)).hex().upper()
+    """An address as /proc/net/tcp and tcp6 show it: each 32-bit word little-endian, in hex
+    (127.0.0.1 -> 0100007F; ::1 -> 00000000000000000000000001000000)."""
+    packed = ipaddress.ip_address(address).packed
+    return "".join(bytes(reversed(packed[i:i + 4])).hex().upper() for i in range(0, len(packed), 4))
 
 
 class EgressLink:
     """The way from `container` to `endpoint`: the bridge on this host, the names and the forwarder in
     the container. `folder` is (as the container sees it, as this host sees it): the exchange folder.
+
+    A named endpoint in a container whose loopback has IPv6 gets a second forwarder on [::1]: a name
+    like localhost resolves to ::1 first there, and clients such as pgBackRest try only the first
+    address they are given.
 
     with EgressLink(client, container, Endpoint.from_url(url), folder):
         ...  # in the container, https://<endpoint host>:<port> reaches the endpoint, and nothing else does
@@ -418,17 +434,25 @@ class EgressLink:
         self.socket_inside = f"{folder[0]}/{name}"
         self.bridge = SocketBridge(Path(folder[1]) / name, endpoint, connect_timeout=connect_timeout)
         self.forwarder = Forwarder(client, container, endpoint, self.socket_inside)
+        self.forwarders = [self.forwarder]
 
     def start(self, timeout: float = 30.0) -> EgressLink:
         try:
             self.bridge.start()
             self._add_names()
             self.forwarder.start(timeout)
+            if self.endpoint.host_names and self._has_ipv6_loopback():
+                six = Forwarder(self.client, self.container, self.endpoint, self.socket_inside, address=IPV6_LOOPBACK)
+                self.forwarders.append(six)
+                six.start(timeout)
         except BaseException:
             with contextlib.suppress(TargetError):
                 self.close()
             raise
         return self
+
+    def _has_ipv6_loopback(self) -> bool:
+        return run_in_container(self.client, self.container, HAS_IPV6_LOOPBACK, timeout=30).ok
 
     def _add_names(self) -> None:
         names = self.endpoint.host_names
@@ -443,9 +467,10 @@ class EgressLink:
 
     def close(self) -> None:
         """The bridge first (every connection ends, so socat's children exit and are reaped by it), then
-        the forwarder; raises TargetError naming what outlived the close."""
+        the forwarders; raises TargetError naming what outlived the close."""
         problems = []
-        for part in (self.bridge, self.forwarder):
+        parts: list[SocketBridge | Forwarder] = [self.bridge, *self.forwarders]
+        for part in parts:
             try:
                 part.close()
             except TargetError as exc:

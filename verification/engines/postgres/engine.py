@@ -32,6 +32,7 @@ from verification.engines.base import (
 )
 from verification.engines.postgres import chain as chain_rules
 from verification.engines.postgres import work
+from verification.engines.postgres.direct import DirectTarget
 from verification.engines.postgres.footprint import backup_history, chain_files
 from verification.engines.postgres.integrity import parse_pg_amcheck, parse_pg_checksums
 from verification.engines.postgres.recovery_proof import prove_recovery
@@ -241,9 +242,12 @@ class _Verification:
         self.env = env
 
     def pgbackrest(self, command: str, *options: str) -> list[str]:
-        # Lock and log folders inside the target: the repository is mounted read-only.
+        # Lock and log folders inside the target: the repository is mounted read-only (or is in S3).
         lock = [f"--lock-path={self.tool_dir}"] if command != "verify" else []  # verify takes no lock
-        return ["pgbackrest", f"--stanza={self.plan.database}", f"--repo1-path={self.target.repo_path}",
+        # Direct mode: pgBackRest reads the repository in S3 itself (the keys are in its environment).
+        repository = (self.target.pgbackrest_options() if isinstance(self.target, DirectTarget)
+                      else [f"--repo1-path={self.target.repo_path}"])
+        return ["pgbackrest", f"--stanza={self.plan.database}", *repository,
                 *lock, f"--log-path={self.tool_dir}", "--log-level-file=off", *options, command]
 
     def execute(self) -> RestoreOutcome:
