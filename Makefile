@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 # The venv is rebuilt only when the pinned requirements or the package metadata change.
 VENV_STAMP := $(VENV)/.stamp-$(shell cat requirements.txt pyproject.toml | sha256sum | cut -c1-16)
 
-.PHONY: setup system venv images demo test lint unit integration faults mutation bench bench-mssql-pages clean reap
+.PHONY: setup system venv images demo test lint unit integration faults mutation bench bench-mssql-pages bench-s3 clean reap
 
 setup: system venv images
 
@@ -62,6 +62,10 @@ bench: setup
 # Offline SQL Server page verification against a plain read (no Docker: a venv is enough).
 bench-mssql-pages: venv
 	$(BIN)/python bench/mssql_pages.py
+
+# The S3 source's catalogue on 10,000 objects in a local S3 endpoint (no Docker: a venv is enough).
+bench-s3: venv
+	$(BIN)/python bench/s3_listing.py
 
 reap: venv
 	$(BIN)/restoreproof reap

@@ -79,7 +79,8 @@ with DAG(
     tags=["restoreproof"],
     params={
         "source": Param(os.environ.get("RESTOREPROOF_SOURCE", "demo/backups"), type="string",
-                        description="The backup repository (pgBackRest repository root or SQL Server backup folder)."),
+                        description="The backup repository (pgBackRest repository root or SQL Server backup "
+                                    "folder): a folder, or s3://bucket/prefix."),
         "engine": Param("auto", enum=["auto", "postgres", "mssql"]),
         "include": Param([], type="array", description="Only these databases (empty: all)."),
         "exclude": Param([], type="array"),

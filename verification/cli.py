@@ -27,7 +27,7 @@ from verification.redaction import Redactor
 from verification.report_model import RunReport
 from verification.reports.json_report import chain_entry, dumps, schema_text
 from verification.restore_points import PointChoice, PointStrategy
-from verification.results.store import unreadable_json
+from verification.results.store import unreadable_json, uploads_json
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Prove that backups restore: restore each chain in a disposable server, time every "
@@ -133,7 +133,7 @@ def _progress(enabled: bool) -> Any:
 
 @app.command()
 def plan(
-    source: Annotated[str, typer.Argument(help="The backup repository (a folder).")],
+    source: Annotated[str, typer.Argument(help="The backup repository: a folder, or s3://bucket/prefix.")],
     engine: Annotated[EngineChoice, typer.Option(help="Backup engine.")] = EngineChoice.auto,
     at: AtOpt = None,
     point: PointOpt = PointStrategy.LATEST,
@@ -146,17 +146,24 @@ def plan(
 
     settings = settings_from(config)
     try:
-        chosen, _, planned = plan_source(settings, source, engine.value, parse_at(at), PointChoice(point, seed))
+        chosen, opened, planned = plan_source(settings, source, engine.value, parse_at(at), PointChoice(point, seed))
     except RestoreproofError as exc:
-        fail(str(exc))
+        fail(Redactor(settings)(str(exc)))
     plans = planned.plans
     for unread in planned.unreadable:
         style = "red" if unread.kind in BLOCKING_UNREADABLE else "yellow"
         err.print(f"[{style}]{unread.kind}:[/] {escape(unread.describe())}", highlight=False)
+    uploads = opened.incomplete_uploads()
+    if unlisted := getattr(opened, "uploads_unlisted", None):
+        err.print(f"[yellow]warning:[/] {escape(unlisted)}", highlight=False)
+    for upload in uploads:
+        err.print(f"[yellow]incomplete upload:[/] {escape(upload.path)} (multipart upload {escape(upload.upload_id)}, "
+                  "never completed)", highlight=False)
     if as_json:
         typer.echo(json.dumps({"source": source, "engine": chosen.name,
                                "databases": [plan_json(p) for p in plans],
-                               "unreadable": unreadable_json(planned.unreadable)}, indent=2))
+                               "unreadable": unreadable_json(planned.unreadable),
+                               **({"incomplete_uploads": uploads_json(uploads)} if uploads else {})}, indent=2))
     else:
         for p in plans:
             style = "green" if p.chain.status is ChainStatus.COMPLETE and not p.chain.defects else "red"
@@ -216,7 +223,7 @@ def _run_and_report(settings: Settings, source: str, *, engine: str, at: datetim
 
 @app.command()
 def verify(
-    source: Annotated[str, typer.Argument(help="The backup repository (a folder).")],
+    source: Annotated[str, typer.Argument(help="The backup repository: a folder, or s3://bucket/prefix.")],
     engine: Annotated[EngineChoice, typer.Option(help="Backup engine.")] = EngineChoice.auto,
     at: AtOpt = None,
     point: PointOpt = PointStrategy.LATEST,

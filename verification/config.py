@@ -274,7 +274,8 @@ class ChecksSettings(_Section):
     suites_dir: Path | None = None
     baselines: BaselineSettings = BaselineSettings()
     freshness: FreshnessSettings = FreshnessSettings()
-    # Seconds for all of one database's data checks.
+    # Seconds for all of one database's data checks (the phase data_checks, both engines): what is
+    # not evaluated by then is an error naming it. Each query is held to it too.
     timeout: float = Field(1800.0, gt=0)
 
     def deprecations(self) -> list[str]:
@@ -282,6 +283,44 @@ class ChecksSettings(_Section):
             return []
         return [f"checks.sql is deprecated ({len(self.sql)} checks): they run as Great Expectations "
                 "unexpected-rows expectations; write them under checks.expectations"]
+
+
+class S3Settings(_Section):
+    """Backups in object storage (a source given as s3://bucket/prefix). What is not set here comes from
+    boto3's standard chain: AWS_ENDPOINT_URL (or AWS_ENDPOINT_URL_S3), AWS_PROFILE, AWS_DEFAULT_REGION,
+    AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/AWS_SESSION_TOKEN, AWS_CA_BUNDLE, ~/.aws, instance roles."""
+
+    # An S3-compatible store (MinIO, Ceph, a local endpoint); None: AWS (or AWS_ENDPOINT_URL).
+    endpoint_url: str | None = None
+    region: str | None = None
+    profile: str | None = None
+    # path: https://endpoint/bucket/key (most S3-compatible stores); virtual: https://bucket.endpoint/key.
+    addressing_style: Literal["auto", "path", "virtual"] = "auto"
+    verify_tls: bool = True
+    # The CA certificate(s) that sign the endpoint's certificate (PEM), beside the system's own.
+    ca_bundle: Path | None = None
+    # Listing and header reads in parallel; the connection pool is sized to match.
+    threads: int = Field(16, ge=1, le=256)
+    access_key_id: SecretStr | None = None
+    secret_access_key: SecretStr | None = None
+    # Fail fast on an endpoint that is not there: seconds to connect, seconds for an answer, and how
+    # many times one request is tried in all (botocore's standard retry mode, backing off between).
+    connect_timeout: float = Field(5.0, gt=0)
+    read_timeout: float = Field(60.0, gt=0)
+    max_attempts: int = Field(3, ge=1, le=20)
+
+    @model_validator(mode="after")
+    def _both_keys(self) -> S3Settings:
+        if (self.access_key_id is None) != (self.secret_access_key is None):
+            raise ValueError("give both s3.access_key_id and s3.secret_access_key, or neither (the AWS chain)")
+        return self
+
+    @field_validator("endpoint_url")
+    @classmethod
+    def _endpoint_is_a_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return value
 
 
 class Settings(BaseSettings):
@@ -309,6 +348,7 @@ class Settings(BaseSettings):
     prediction: PredictionSettings = PredictionSettings()
     metrics: MetricsSettings = MetricsSettings()
     evidence: EvidenceSettings = EvidenceSettings()
+    s3: S3Settings = S3Settings()
 
     @property
     def results_database_url(self) -> str:

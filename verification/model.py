@@ -266,6 +266,18 @@ class UnreadableFile:
         return self.reason if self.reason.startswith(self.path) else f"{self.path}: {self.reason}"
 
 
+@dataclass(frozen=True)
+class IncompleteUpload:
+    """An unfinished multipart upload under an object-storage source: a backup being written, or one
+    that failed and left its parts behind (billed, and never a backup). Listed, never read."""
+
+    __pydantic_config__ = _REPORTED
+
+    path: str  # the key it was to have, relative to the source
+    upload_id: str  # what `aws s3api abort-multipart-upload --upload-id` takes to remove it
+    initiated: datetime | None = None
+
+
 @dataclass
 class RestorePlan:
     """What to restore for one database: the backup, the chain it needs, and the point to reach."""
@@ -366,6 +378,8 @@ class RunResult:
     host: dict[str, Any] = field(default_factory=dict)
     # Every file of the source that was not read as a backup, with what it is and why.
     unreadable: list[UnreadableFile] = field(default_factory=list)
+    # Object storage: unfinished multipart uploads under the source (none for a folder).
+    incomplete_uploads: list[IncompleteUpload] = field(default_factory=list)
 
     @property
     def verdict(self) -> Verdict:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from verification import __version__
-from verification.checks.suites import check_all
+from verification.checks.suites import check_all, unknown_databases
 from verification.config import Settings
 from verification.engines.base import DataChecks, Engine, Evidence, RestoreOutcome, SourcePlan
 from verification.errors import RestoreproofError, SourceError, TargetError
@@ -44,9 +44,10 @@ from verification.reports import ReportOutputs, write_reports
 from verification.reports.json_report import database_entry, run_report
 from verification.restore_points import PointChoice
 from verification.results import ResultStore
-from verification.results.store import DISCOVERY, UNREADABLE, unreadable_of
+from verification.results.store import DISCOVERY, INCOMPLETE_UPLOADS, UNREADABLE, unreadable_of, uploads_of
 from verification.sources import LocalSource
 from verification.sources.base import Source
+from verification.sources.s3_url import is_s3_url
 from verification.targets.base import Target, TargetProvider
 from verification.targets.labels import new_run_id, slug
 from verification.verdict import decide
@@ -69,7 +70,12 @@ def engines(settings: Settings) -> dict[str, Engine]:
     return {"postgres": PostgresEngine(settings), "mssql": MssqlEngine(settings)}
 
 
-def open_source(path: str | Path) -> LocalSource:
+def open_source(path: str | Path, settings: Settings | None = None) -> Source:
+    """The source a path names: an s3://bucket/prefix URL (catalogued once, here) or a folder."""
+    if isinstance(path, str) and is_s3_url(path):
+        from verification.sources.s3 import S3Source  # boto3 is loaded only for an S3 source
+
+        return S3Source(path, (settings or Settings()).s3)
     return LocalSource(path)
 
 
@@ -91,7 +97,7 @@ def select_engine(settings: Settings, source: Source, requested: str) -> Engine:
 
 def plan_source(settings: Settings, source_path: str | Path, engine_name: str = "auto",
                 at: datetime | None = None, point: PointChoice | None = None) -> tuple[Engine, Source, SourcePlan]:
-    source = open_source(source_path)
+    source = open_source(source_path, settings)
     engine = select_engine(settings, source, engine_name)
     return engine, source, engine.plan(source, at, point)
 
@@ -108,16 +114,8 @@ class RedactingEvidence(Evidence):
         super().__init__(folder)
         self.redact = redact
 
-    def write(self, name: str, text: str) -> str:
-        return super().write(name, self.redact(text))
-
-    def scrub_tree(self, folder: str) -> None:
-        for path in sorted((self.folder / folder).rglob("*")):
-            if path.is_file() and path.suffix in (".html", ".json", ".txt", ".js", ".css"):
-                text = path.read_text(encoding="utf-8", errors="replace")
-                redacted = self.redact(text)
-                if redacted != text:
-                    path.write_text(redacted, encoding="utf-8")
+    def mask(self, text: str) -> str:
+        return super().mask(self.redact(text))
 
 
 def record_versions(engine: Engine, target: Target, evidence: Evidence) -> None:
@@ -277,13 +275,14 @@ def verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider 
 
 # What the run row's host facts carry for the later steps, beside the host's own facts; never in the
 # report's `host`: the databases due, in the run's order; the target kind the run asked for ("auto",
-# "docker", "local"); and the store's own (every file not read, which discovery the run is at).
-DUE, TARGET_ASKED = "due", "target_asked"
+# "docker", "local"); the configuration's warnings, for the report; and the store's own (every file
+# not read, which discovery the run is at).
+DUE, TARGET_ASKED, WARNINGS = "due", "target_asked", "warnings"
 # The target kind that restores nothing on purpose: chain proof and the checks of the backup files only
 # (a fast pre-check of a whole folder); every database is then "failed" or "error: not restored".
 OFFLINE = "offline"
 OFFLINE_REASON = "offline verification asked for (--target offline)"
-RUN_FACTS = frozenset({DUE, TARGET_ASKED, UNREADABLE, DISCOVERY})
+RUN_FACTS = frozenset({DUE, TARGET_ASKED, WARNINGS, UNREADABLE, DISCOVERY, INCOMPLETE_UPLOADS})
 
 
 @dataclass(frozen=True)
@@ -347,11 +346,22 @@ def discover(settings: Settings, request: RunRequest, run_id: str, started: date
     unreadable = [u for u in unreadable if u.database not in left_out]
     for unread in unreadable:
         progress(f"{unread.kind}: {unread.describe()}")
+    uploads = source.incomplete_uploads()
+    if unlisted := getattr(source, "uploads_unlisted", None):  # object storage that would not list them
+        progress(f"warning: {unlisted}")
+    for upload in uploads:
+        progress(f"incomplete upload: {upload.path} (multipart upload {upload.upload_id}, started "
+                 f"{upload.initiated.isoformat() if upload.initiated else 'at an unknown time'}, never completed)")
     if request.target != OFFLINE:
         # Every suite is read and checked against Great Expectations before any restore starts:
         # one that is not valid stops the run here (exit 2), not one database's checks later.
         check_all(settings.checks, [plan.database for plan in plans])
-    for said in settings.checks.deprecations():
+    # What the configuration says that does not apply, said now and in the run's report: deprecated
+    # keys, and keys naming a database the source does not have (the whole source's, not only the
+    # ones due: a database left out tonight is not a misspelling).
+    warnings = settings.checks.deprecations() + unknown_databases(settings.checks,
+                                                                   [p.database for p in planned.plans])
+    for said in warnings:
         progress(f"warning: {said}")
     run_dir = (report_dir or settings.report_dir) / run_id
     generation = uuid.uuid4().hex[:12]
@@ -359,9 +369,9 @@ def discover(settings: Settings, request: RunRequest, run_id: str, started: date
     try:
         # The target kind stays unset until a restore gets one: a run that restored nothing names none.
         store.start_run(RunResult(run_id=run_id, engine=engine.name, source=source.describe(), started_at=started,
-                                    unreadable=unreadable, host={**host_facts(), **{
+                                    unreadable=unreadable, incomplete_uploads=uploads, host={**host_facts(), **{
                                         DUE: [p.database for p in plans], TARGET_ASKED: request.target,
-                                        DISCOVERY: generation}}), run_dir)
+                                        DISCOVERY: generation, WARNINGS: warnings}}), run_dir)
         store.record_plans(run_id, plans)
     finally:
         store.close()
@@ -383,7 +393,7 @@ def resume(settings: Settings, run_id: str) -> Discovery:
     finally:
         store.close()
     engine = engines(settings)[run.engine]
-    return Discovery(run_id, run.started_at, engine, open_source(run.source), plans, unreadable_of(run.host),
+    return Discovery(run_id, run.started_at, engine, open_source(run.source, settings), plans, unreadable_of(run.host),
                      str(run.host.get(TARGET_ASKED, "auto")),
                      Path(run.report_dir or settings.report_dir / run_id), run.host.get(DISCOVERY))
 
@@ -471,7 +481,9 @@ def publish(settings: Settings, run_id: str) -> Publication:
         report = Redactor(settings).model(run_report(
             run_id=run.run_id, engine=run.engine, source=run.source, target_kind=run.target_kind,
             started_at=run.started_at, finished_at=finished, host=host, databases=entries,
-            unreadable=unreadable_of(run.host), not_verified=not_verified))
+            unreadable=unreadable_of(run.host), not_verified=not_verified,
+            warnings=[str(said) for said in run.host.get(WARNINGS, [])],
+            incomplete_uploads=uploads_of(run.host)))
         run_dir = Path(run.report_dir or settings.report_dir / run_id)
         store.finish_run(run_id, finished, str(report.verdict))
         last_success = store.last_passed()
@@ -514,5 +526,6 @@ def run_verification(settings: Settings, source_path: str | Path, *, engine_name
     report = published.report
     run = RunResult(run_id=run_id, engine=report.engine, source=report.source, started_at=started,
                     finished_at=report.finished_at, target_kind=report.target_kind, databases=results,
-                    host=report.host, unreadable=list(report.unreadable))
+                    host=report.host, unreadable=list(report.unreadable),
+                    incomplete_uploads=list(report.incomplete_uploads))
     return VerificationRun(run, report, published.run_dir, published.outputs.json_path, published.outputs.html_path)

@@ -10,7 +10,7 @@ metrics, evidence or a log line.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import fields, is_dataclass
 from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
@@ -54,14 +54,19 @@ def _secrets(value: Any) -> Iterator[str]:
             yield from _secrets(item)
 
 
-def configured_secrets(settings: Settings) -> list[str]:
-    """Every secret in the settings, longest first (so a secret containing another is masked whole);
-    a multi-line secret (a PEM key) also by each of its lines."""
+def masked(secrets: Iterable[str]) -> list[str]:
+    """What to mask for these secrets: each, longest first (so a secret containing another is masked
+    whole), a multi-line one (a PEM key) also by each of its lines."""
     found: set[str] = set()
-    for secret in _secrets(settings):
+    for secret in secrets:
         found.add(secret)
         found.update(line.strip() for line in secret.splitlines())
     return sorted((s for s in found if len(s) >= MIN_SECRET_LENGTH), key=len, reverse=True)
+
+
+def configured_secrets(settings: Settings) -> list[str]:
+    """Every secret in the settings, as `masked` lists them."""
+    return masked(_secrets(settings))
 
 
 class Redactor:
@@ -69,6 +74,11 @@ class Redactor:
 
     def __init__(self, settings: Settings | None = None, secrets: list[str] | None = None) -> None:
         self.secrets = secrets if secrets is not None else (configured_secrets(settings) if settings else [])
+
+    @classmethod
+    def of(cls, secrets: Iterable[str]) -> Redactor:
+        """A redactor of values known only at run time (a target's password), not from the settings."""
+        return cls(secrets=masked(secrets))
 
     def __call__(self, text: str) -> str:
         for secret in self.secrets:

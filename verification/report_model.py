@@ -6,7 +6,7 @@ made from them once (`reports.entries`), prediction adds its typed figures to it
 models back, never a dict read by string keys. `report.schema.json` is generated from `RunReport`
 (`restoreproof schema`); a test fails when the checked-in file differs.
 
-Reports written by earlier versions (schema 1.0 to 1.4) still validate: fields added since are
+Reports written by earlier versions (schema 1.0 to 1.6) still validate: fields added since are
 optional with the default an older writer implied. Unknown fields are refused (`extra="forbid"`), so
 a misspelt field is an error, not a silent blank.
 """
@@ -25,6 +25,7 @@ from verification.model import (
     ChainStatus,
     CheckKind,
     CheckStatus,
+    IncompleteUpload,
     PhaseName,
     PhaseStatus,
     Problem,
@@ -35,8 +36,8 @@ from verification.model import (
 )
 
 # Every version a reader accepts: 1.0 plus what each minor version added (docs/report-schema.md).
-SchemaVersion = Literal["1.0", "1.1", "1.2", "1.3", "1.4", "1.5", "1.6"]
-SCHEMA_VERSION: SchemaVersion = "1.6"
+SchemaVersion = Literal["1.0", "1.1", "1.2", "1.3", "1.4", "1.5", "1.6", "1.7"]
+SCHEMA_VERSION: SchemaVersion = "1.7"
 
 # Times as Python writes them (`isoformat`: "+00:00", not pydantic's "Z"), so reports stay byte-compatible.
 Timestamp = Annotated[datetime, PlainSerializer(lambda value: value.isoformat(), return_type=str)]
@@ -410,3 +411,8 @@ class RunReport(ReportModel):
     unreadable: list[UnreadableFile] = Field(default_factory=list)
     # Databases due in the run without a result (1.2).
     not_verified: list[NotVerified] = Field(default_factory=list)
+    # What the configuration says that does not apply to this run: deprecated keys, keys naming a
+    # database the source does not have (1.7). Said, never a verdict of their own.
+    warnings: list[str] = Field(default_factory=list)
+    # Object storage: unfinished multipart uploads under the source, what failed backups leave (1.7).
+    incomplete_uploads: list[IncompleteUpload] = Field(default_factory=list)

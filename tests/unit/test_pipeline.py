@@ -3,6 +3,7 @@ unexpected exception becomes that database's "error" verdict with the reason and
 
 from __future__ import annotations
 
+import json
 import shutil
 from datetime import UTC, datetime
 from pathlib import Path
@@ -126,6 +127,10 @@ def test_redacting_evidence_never_writes_the_secret(tmp_path, monkeypatch):
     evidence.write("restore.log", "ERROR: cipher pass pa55-w0rd-xyz rejected")
     assert (tmp_path / "db" / "restore.log").read_text() == "ERROR: cipher pass ******** rejected"
     assert redact("x pa55-w0rd-xyz y") == "x ******** y"
+    # A target's own secret, known only at run time, is masked beside the configured ones.
+    evidence.hide(["target-only-s3cret"])
+    evidence.write("data.txt", "pa55-w0rd-xyz target-only-s3cret")
+    assert (tmp_path / "db" / "data.txt").read_text() == "******** ********"
 
 
 class OnlineEngine(ExplodingEngine):
@@ -356,6 +361,41 @@ def test_a_run_discovered_again_is_due_what_the_new_discovery_found(captured_rep
     record_passed(settings, "r1", "demo1", second.generation)  # demo2 never verified (budget, a lost worker)
     report = pipeline.publish(settings, "r1").report
     assert [n.database for n in report.not_verified] == ["demo2"] and report.verdict == "error"
+
+
+def test_configuration_naming_a_database_the_source_lacks_is_warned_and_in_the_report_never_silent(
+        captured_repo, tmp_path):
+    from verification import pipeline
+
+    repo = two_stanzas(captured_repo)
+    suites = tmp_path / "suites"
+    (suites / "demo2").mkdir(parents=True)  # demo2 is in the source, only not asked for tonight
+    (suites / "demo3").mkdir()
+    rows = {"type": "expect_table_row_count_to_be_between", "kwargs": {"min_value": 1}}
+    settings = settings_for(tmp_path, checks={
+        "expectations": {"demo1": [{"table": "t", "expect": [rows]}], "dmeo2": [{"table": "t", "expect": [rows]}]},
+        "freshness": {"columns": {"demo2": [{"table": "t", "column": "at"}], "gone": [{"table": "t", "column": "at"}]}},
+        "suites_dir": str(suites), "sql": [{"name": "n", "query": "select 1", "expect": 1}]})
+    said: list[str] = []
+    discovery = pipeline.discover(settings, pipeline.RunRequest(str(repo), "postgres", ("demo1",)), "r1", START,
+                                  progress=said.append)
+    assert [p.database for p in discovery.plans] == ["demo1"]
+    warned = [
+        "checks.sql is deprecated (1 checks): they run as Great Expectations unexpected-rows expectations; write "
+        "them under checks.expectations",
+        "checks.expectations.dmeo2 names database dmeo2, which the source does not have (it has: demo1, demo2): "
+        "nothing of it is checked",
+        "checks.freshness.columns.gone names database gone, which the source does not have (it has: demo1, demo2): "
+        "nothing of it is checked",
+        f"checks.suites_dir {suites / 'demo3'} names database demo3, which the source does not have (it has: demo1, "
+        "demo2): nothing of it is checked"]
+    assert [line for line in said if line.startswith("warning: ")] == [f"warning: {w}" for w in warned]
+    record_passed(settings, "r1", "demo1", discovery.generation)
+    published = pipeline.publish(settings, "r1")
+    assert published.report.warnings == warned
+    assert "warnings" not in published.report.host  # the run's own facts, not the host's
+    assert json.loads(published.outputs.json_path.read_text())["warnings"] == warned
+    assert "nothing of it is checked" in published.outputs.html_path.read_text()
 
 
 def test_a_run_discovered_again_reports_the_files_the_new_discovery_could_not_read(captured_repo, tmp_path):

@@ -56,12 +56,11 @@ def expectations(table: Table, before: TableBaseline | None, settings: BaselineS
     return made
 
 
-def missing_tables(before: dict[str, TableBaseline], now: list[str], counted_all: bool,
+def missing_tables(before: dict[str, TableBaseline], now: list[str],
                    settings: BaselineSettings) -> tuple[list[str], list[str]]:
-    """Tables of the last baseline that are gone: (failures, notes). A table that held rows beyond
-    the drop tolerance is lost data; an empty one is schema drift."""
-    if not counted_all:  # beyond max_tables the rest were not profiled: absence proves nothing
-        return [], []
+    """Tables of the last baseline that are gone: (failures, notes). `now` names every table of the
+    restored databases, also those beyond max_tables that were not profiled. A table that held rows
+    beyond the drop tolerance is lost data; an empty one is schema drift."""
     failures, notes = [], []
     present = set(now)
     for name, table in sorted(before.items()):

@@ -24,8 +24,11 @@ from typing import Any
 
 from verification.checks.baseline import ROLE
 from verification.checks.profile import Column, Table
+from verification.checks.results import Outcome
 
 CONFIGURED, AUTOMATIC = "freshness-configured", "freshness-auto"
+# The meta key naming the table an expectation reads (with its kwargs' column: which column it is).
+TABLE = "restoreproof_table"
 
 
 @dataclass(frozen=True)
@@ -37,13 +40,39 @@ class Watched:
     max_age_seconds: float
     configured: bool
 
+    @property
+    def name(self) -> str:
+        """database.schema.table.column: how the report names it."""
+        return f"{self.table.qualified}.{self.column.name}"
+
 
 def expectation(watched: Watched, point: datetime) -> dict[str, Any]:
     oldest = point - timedelta(seconds=watched.max_age_seconds)
     bound = oldest if watched.column.aware else oldest.astimezone(UTC).replace(tzinfo=None)
     return {"type": "expect_column_max_to_be_between",
             "kwargs": {"column": watched.column.name, "min_value": bound.isoformat()},
-            "meta": {ROLE: CONFIGURED if watched.configured else AUTOMATIC}}
+            "meta": {ROLE: CONFIGURED if watched.configured else AUTOMATIC, TABLE: watched.table.qualified}}
+
+
+def pair(watched: list[Watched], outcomes: list[Outcome]) -> tuple[list[tuple[Watched, Outcome]], list[str]]:
+    """Each watched column with the result of its own expectation, found by the table and column the
+    expectation names (never by position: GX need not give results in the suite's order); and what
+    could not be paired, said (a column without a result, a result for no column watched)."""
+    waiting: dict[tuple[str, str], list[Outcome]] = {}
+    for outcome in outcomes:
+        key = (str(outcome.meta.get(TABLE)), str(outcome.kwargs.get("column")))
+        waiting.setdefault(key, []).append(outcome)
+    paired: list[tuple[Watched, Outcome]] = []
+    unpaired: list[str] = []
+    for watch in watched:
+        found = waiting.get((watch.table.qualified, watch.column.name))
+        if found:
+            paired.append((watch, found.pop(0)))
+        else:
+            unpaired.append(f"{watch.name}: no result came back for it")
+    unpaired += [f"a result for no column watched: {outcome.describe()}"
+                 for left in waiting.values() for outcome in left]
+    return paired, unpaired
 
 
 def as_utc(value: Any) -> datetime | None:

@@ -4,6 +4,7 @@ from it."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
@@ -67,8 +68,11 @@ def timestamp_columns(table: Table, patterns: list[str]) -> list[Column]:
         column.defaults_to_now or any(fnmatchcase(column.name.lower(), p.lower()) for p in patterns))]
 
 
-def read_tables(engine: Any, database: str, schemas_excluded: frozenset[str], limit: int) -> tuple[list[Table], int]:
-    """The user tables of one database (at most `limit`, in name order) and how many there are."""
+def read_tables(engine: Any, database: str, schemas_excluded: frozenset[str], limit: int,
+                named: Iterable[str] = ()) -> tuple[list[Table], list[str]]:
+    """The user tables of one database, profiled: the first `limit` in name order and any `named`
+    ("schema.table" or "table", as find_table reads it) wherever it is; and every table's qualified
+    name, profiled or not, in the same order (what is gone since a baseline is told from it)."""
     from sqlalchemy import inspect
 
     inspector = inspect(engine)
@@ -79,12 +83,17 @@ def read_tables(engine: Any, database: str, schemas_excluded: frozenset[str], li
             continue
         names += [(schema, name) for name in inspector.get_table_names(schema=schema)]
     names.sort(key=lambda item: (item[0] != default, item))
+    chosen = set(range(min(limit, len(names))))
+    for wanted in named:
+        schema_named, _, bare = wanted.rpartition(".")
+        chosen.update(next(([index] for index, (schema, name) in enumerate(names)
+                            if name == bare and (not schema_named or schema == schema_named)), []))
     tables = []
-    for schema, name in names[:limit]:
+    for schema, name in (names[index] for index in sorted(chosen)):
         columns = [Column(c["name"], str(c["type"]), None if c.get("default") is None else str(c["default"]),
                           bool(c.get("nullable", True)),
                           bool(getattr(c["type"], "timezone", False)) or str(c["type"]).upper() == "DATETIMEOFFSET")
                    for c in inspector.get_columns(name, schema=schema)]
         key = inspector.get_pk_constraint(name, schema=schema).get("constrained_columns") or []
         tables.append(Table(database, schema, name, columns, list(key)))
-    return tables, len(names)
+    return tables, [Table(database, schema, name, []).qualified for schema, name in names]

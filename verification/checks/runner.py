@@ -2,9 +2,15 @@
 
 One ephemeral GX context per database verified: a SQL data source per database of the restored
 server (the URL the engine gave, which reaches the target without giving it a way out), a table or
-query asset per batch with a whole-table batch definition, an ExpectationSuite per batch, a
-ValidationDefinition each, and one Checkpoint that validates them all and builds the Data Docs
-into the evidence (`<evidence>/data-docs/index.html`). Each validation's result JSON is evidence too.
+query asset per batch with a whole-table batch definition, an ExpectationSuite per batch and a
+ValidationDefinition each, run by a Checkpoint each, one after the other; then GX's Data Docs, built
+aside and copied into the evidence (`<evidence>/data-docs/index.html`). Each validation's result JSON
+is evidence too.
+
+`checks.timeout` bounds all of it: the checks run in a worker thread, and when the time is up the
+engine gets what was evaluated by then, each validation that was not as an error naming the
+timeout, and a `data_checks` error saying what was left. The worker then records and writes
+nothing more; its last query ends at the engine's own statement timeout, or when the target goes.
 
 What comes back as checks (kind `data`: they can fail a database, and prove nothing about its
 pages, so never stand in for the integrity check):
@@ -19,10 +25,14 @@ import contextlib
 import json
 import os
 import re
+import tempfile
+import threading
 import time
 import traceback
+import warnings
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from verification.checks import baseline as baselines
@@ -33,6 +43,7 @@ from verification.checks.suites import SQL_VALUE_COLUMN, Suite
 from verification.config import Settings
 from verification.engines.base import DataAccess, Evidence
 from verification.model import CheckKind, CheckName, CheckResult, CheckStatus
+from verification.redaction import Redactor
 
 DOCS_FOLDER = "data-docs"
 RESULTS_FOLDER = "data-checks"
@@ -72,6 +83,25 @@ class _Batch:
     outcomes: list[Outcome] = field(default_factory=list)
     error: str | None = None
     evidence: str | None = None
+    done: bool = False  # its result is in (set by the worker, under the runner's lock)
+
+
+@dataclass
+class _Plan:
+    """What one run validates, known once the tables are read."""
+
+    tables: list[Table]  # the tables profiled
+    names: list[str]  # every table of every database, profiled or not (database.schema.table)
+    notes: list[str]
+    user: list[_Batch]
+    unplaced: list[CheckResult]
+    watched: dict[str, list[freshness.Watched]]
+    missing: list[str]
+    made: list[_Batch]
+
+    @property
+    def batches(self) -> list[_Batch]:
+        return self.user + self.made
 
 
 class DataCheckRunner:
@@ -85,37 +115,104 @@ class DataCheckRunner:
         self.suites = suites
         self.previous = previous
         self.rpo_seconds = rpo_seconds
-        self.secrets: tuple[str, ...] = ()
+        self.redact = Redactor()
+        self.worker: threading.Thread | None = None
+        # Shared with the worker: how far it got, and whether the time ran out (then it records and
+        # writes nothing more).
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._stage = "starting"
+        self._plan: _Plan | None = None
+        self._docs = False
 
     def scrub(self, text: str) -> str:
-        for secret in self.secrets:
-            if secret:
-                text = text.replace(secret, "********")
-        return text
+        return self.redact(text)
 
     def __call__(self, access: DataAccess, evidence: Evidence) -> list[CheckResult]:
-        self.secrets = access.secrets
+        # The target's own secrets (a password in its URL): out of every file written and every check.
+        self.redact = Redactor.of(access.secrets)
+        evidence.hide(access.secrets)
+        finished: list[list[CheckResult]] = []
+        self.worker = threading.Thread(target=self._work, args=(access, evidence, finished), daemon=True,
+                                       name=f"restoreproof-data-checks-{_name(self.verified)}")
+        self.worker.start()
+        self.worker.join(self.checks.timeout)
+        with self._lock:
+            if not finished:
+                self._stopped = True
+                finished.append(self._expired(access))
+        for check in finished[0]:
+            self.redact.in_place(check, "summary", "findings", "details")
+        return finished[0]
+
+    def _work(self, access: DataAccess, evidence: Evidence, finished: list[list[CheckResult]]) -> None:
         try:
-            return self._run(access, evidence)
+            found = self._run(access, evidence)
         except Exception as exc:  # a bug or a tool that broke: the checks did not run, said as an error
-            evidence.write("data-checks.error.txt", self.scrub(traceback.format_exc()))
+            said = traceback.format_exc()
+            found = [CheckResult("data_checks", CheckStatus.ERROR,
+                                 f"the data checks could not run: {type(exc).__name__}: {self.scrub(str(exc))}",
+                                 kind=CheckKind.DATA)]
+            with self._lock:
+                if not self._stopped:
+                    evidence.write("data-checks.error.txt", self.scrub(said))
+        with self._lock:
+            if not self._stopped:
+                finished.append(found)
+
+    def _expired(self, access: DataAccess) -> list[CheckResult]:
+        """The checks when checks.timeout ran out (under the lock): what was evaluated, each validation
+        that was not as an error, and one data_checks error saying what was left."""
+        limit = f"checks.timeout: {self.checks.timeout:g} s"
+        plan = self._plan
+        if plan is None:
             return [CheckResult("data_checks", CheckStatus.ERROR,
-                                f"the data checks could not run: {type(exc).__name__}: {self.scrub(str(exc))}",
-                                kind=CheckKind.DATA)]
+                                f"the data checks did not finish in time ({limit}): stopped while {self._stage}; "
+                                "nothing was evaluated", kind=CheckKind.DATA)]
+        left = [batch for batch in plan.batches if not batch.done]
+        for batch in left:
+            batch.error = f"the data checks ran out of time ({limit})"
+        said = (f"{len(left)} of {len(plan.batches)} validations not evaluated (stopped while {self._stage})"
+                if left else "every validation was evaluated")
+        return [*self._checks(plan, access), CheckResult(
+            "data_checks", CheckStatus.ERROR, f"the data checks did not finish in time ({limit}): {said}"
+            + ("" if self._docs else "; the Data Docs were not built"), [batch.label for batch in left],
+            kind=CheckKind.DATA)]
 
     # -- what to validate ------------------------------------------------------------------------
 
-    def _tables(self, access: DataAccess, engines: dict[str, Any]) -> tuple[list[Table], list[str]]:
+    def _named(self, access: DataAccess) -> dict[str | None, list[str]]:
+        """The tables the configuration names, by database: read whatever max_tables says."""
+        named: dict[str | None, list[str]] = {}
+        for suite in self.suites:
+            if suite.batch.table is not None:
+                named.setdefault(suite.batch.database or access.main_database, []).append(suite.batch.table)
+        if self.checks.freshness.enabled:
+            for entry in self.checks.freshness.columns.get(self.verified, []):
+                named.setdefault(entry.database or access.main_database, []).append(entry.table)
+        return named
+
+    def _tables(self, access: DataAccess) -> tuple[list[Table], list[str], list[str]]:
+        """The tables profiled, every table's name, and what the report says of the ones not profiled."""
+        import sqlalchemy
+
         tables: list[Table] = []
+        names: list[str] = []
         notes: list[str] = []
         limit = self.checks.baselines.max_tables
+        named = self._named(access)
         for database in access.databases:
-            found, count = read_tables(engines[database], database, SYSTEM_SCHEMAS, limit)
+            engine = sqlalchemy.create_engine(access.url(database), poolclass=sqlalchemy.pool.NullPool)
+            try:
+                found, every = read_tables(engine, database, SYSTEM_SCHEMAS, limit, named.get(database, ()))
+            finally:
+                engine.dispose()
             tables += found
-            if count > limit:
-                notes.append(f"database {database}: {count} tables, the first {limit} profiled "
-                             "(checks.baselines.max_tables)")
-        return tables, notes
+            names += every
+            if len(every) > len(found):
+                notes.append(f"database {database}: {len(every)} tables, {len(every) - len(found)} not checked "
+                             f"(beyond checks.baselines.max_tables: {limit})")
+        return tables, names, notes
 
     def _watched(self, tables: list[Table], access: DataAccess) -> tuple[dict[str, list[freshness.Watched]], list[str]]:
         """The timestamp columns to read, by table; and configured ones that do not exist (findings)."""
@@ -170,109 +267,144 @@ class DataCheckRunner:
                                       f"database {database}, query {suite.label}", suite.expectations, suite))
         return batches, unplaced
 
+    def _made_batches(self, tables: list[Table], watched: dict[str, list[freshness.Watched]],
+                      point: datetime | None) -> list[_Batch]:
+        """Per table profiled: its baseline and freshness expectations."""
+        made: list[_Batch] = []
+        if not (self.checks.baselines.enabled or watched):
+            return made
+        for number, table in enumerate(tables):
+            expectations = (baselines.expectations(table, self.previous.get(table.qualified), self.checks.baselines)
+                            if self.checks.baselines.enabled else [])
+            mine = watched.get(table.qualified, []) if point is not None else []
+            expectations += [freshness.expectation(w, point) for w in mine if point is not None]
+            if expectations:
+                made.append(_Batch(f"table-{number}", table.database, table, None,
+                                   f"database {table.database}, table {table.in_database}", expectations,
+                                   watched=mine))
+        return made
+
     # -- running -----------------------------------------------------------------------------------
 
     def _run(self, access: DataAccess, evidence: Evidence) -> list[CheckResult]:
-        import sqlalchemy
-
+        self._stage = "importing Great Expectations"
         gx = import_gx()
-        engines = {database: sqlalchemy.create_engine(access.url(database), poolclass=sqlalchemy.pool.NullPool)
-                   for database in access.databases}
-        try:
-            tables, notes = self._tables(access, engines)
-        finally:
-            for engine in engines.values():
-                engine.dispose()
+        self._stage = "reading the tables of the restored databases"
+        tables, names, notes = self._tables(access)
         user, unplaced = self._user_batches(access, tables)
         watched, missing = self._watched(tables, access)
-        point, _ = _reference(access)
-        made: list[_Batch] = []
-        if self.checks.baselines.enabled or watched:
-            for number, table in enumerate(tables):
-                expectations = (baselines.expectations(table, self.previous.get(table.qualified),
-                                                       self.checks.baselines)
-                                if self.checks.baselines.enabled else [])
-                mine = watched.get(table.qualified, []) if point is not None else []
-                expectations += [freshness.expectation(w, point) for w in mine if point is not None]
-                if expectations:
-                    made.append(_Batch(f"table-{number}", table.database, table, None,
-                                       f"database {table.database}, table {table.in_database}", expectations,
-                                       watched=mine))
-        batches = user + made
-        if batches:
-            self._validate(gx, access, evidence, batches)
-        checks = [self._user_check(batch) for batch in user] + unplaced
+        plan = _Plan(tables, names, notes, user, unplaced, watched, missing,
+                     self._made_batches(tables, watched, _reference(access)[0]))
+        with self._lock:
+            if self._stopped:
+                return []
+            self._plan = plan
+        if plan.batches:
+            self._validate(gx, access, evidence, plan.batches)
+        return self._checks(plan, access)
+
+    def _checks(self, plan: _Plan, access: DataAccess) -> list[CheckResult]:
+        checks = [self._user_check(batch) for batch in plan.user] + plan.unplaced
         if self.checks.baselines.enabled:
-            checks.append(self._baseline_check(made, tables, notes))
+            checks.append(self._baseline_check(plan.made, plan.tables, plan.names, plan.notes))
         if self.checks.freshness.enabled:
-            checks.append(self._freshness_check(made, watched, missing, access))
+            checks.append(self._freshness_check(plan.made, plan.watched, plan.missing, access,
+                                                len(plan.names) - len(plan.tables)))
         return checks
 
     def _validate(self, gx: Any, access: DataAccess, evidence: Evidence, batches: list[_Batch]) -> None:
-        from great_expectations.checkpoint.actions import UpdateDataDocsAction
+        """Each batch validated in turn, its result kept as it comes; then the Data Docs. GX writes
+        them into a folder of its own, copied into the evidence only while the time lasts."""
+        with tempfile.TemporaryDirectory(prefix="restoreproof-data-docs-") as scratch:
+            context = gx.get_context(mode="ephemeral")
+            context.variables.progress_bars = {"globally": False}
+            context.add_data_docs_site("evidence", {
+                "class_name": "SiteBuilder",
+                "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": scratch},
+                "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"}})
+            sources: dict[str, Any] = {}
+            try:
+                for batch in batches:
+                    self._stage = f"validating {batch.label}"
+                    try:
+                        definition = self._definition(gx, context, sources, access, batch)
+                        # A checkpoint per batch (its Data Docs built once, below), so that each
+                        # result is kept as it comes and a timeout leaves the ones before it.
+                        checkpoint = context.checkpoints.add(gx.Checkpoint(
+                            name=f"restoreproof-{_name(self.verified)}-{batch.key}",
+                            validation_definitions=[definition], result_format={"result_format": "SUMMARY"}))
+                        (run,) = checkpoint.run().run_results.values()
+                    except Exception as exc:  # this batch could not be validated at all; the others still are
+                        self._record(batch, evidence, None, f"Great Expectations could not validate it: "
+                                                            f"{type(exc).__name__}: {exc}")
+                        continue
+                    self._record(batch, evidence, run, None)
+            finally:  # no pooled connection left open to the server through the integrity checks
+                for source in sources.values():
+                    with contextlib.suppress(Exception):
+                        source.get_engine().dispose()
+            self._stage = "building the Data Docs"
+            context.build_data_docs(site_names=["evidence"])
+            with self._lock:
+                if self._stopped:
+                    return
+                evidence.copy_tree(Path(scratch), DOCS_FOLDER)
+                if (Path(scratch) / "index.html").is_file():
+                    evidence.files[f"{DOCS_FOLDER}/index.html"] = f"{evidence.folder.name}/{DOCS_FOLDER}/index.html"
+                self._docs = True
+
+    def _definition(self, gx: Any, context: Any, sources: dict[str, Any], access: DataAccess, batch: _Batch) -> Any:
+        """The batch's ValidationDefinition: its data source (one per database), asset, batch
+        definition and suite."""
+        import sqlalchemy
         from great_expectations.core.expectation_suite import ExpectationSuite
 
-        context = gx.get_context(mode="ephemeral")
-        context.variables.progress_bars = {"globally": False}
-        docs = (evidence.folder / DOCS_FOLDER).resolve()  # GX wants an absolute folder; reports may be relative
-        context.add_data_docs_site("evidence", {
-            "class_name": "SiteBuilder",
-            "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(docs)},
-            "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"}})
-        import sqlalchemy
-
-        sources = {}
-        for number, database in enumerate(sorted({batch.database for batch in batches})):
-            sources[database] = context.data_sources.add_sql(f"database-{number}-{_name(database)}",
-                                                             connection_string=access.url(database))
-        definitions = []
-        for batch in batches:
-            source = sources[batch.database]
-            if batch.table is not None:
+        if batch.database not in sources:
+            sources[batch.database] = context.data_sources.add_sql(
+                f"database-{len(sources)}-{_name(batch.database)}", connection_string=access.url(batch.database))
+        source = sources[batch.database]
+        if batch.table is not None:
+            with warnings.catch_warnings():
+                # GX 1.14+ deprecates a table asset's schema_name for a schema in the data source's
+                # connection configuration; the generic SQL data source (add_sql, the one that takes any
+                # SQLAlchemy URL) has no such setting in the pinned 1.24 (its schema_ is always None),
+                # and one restored database's tables are in several schemas. So the asset keeps naming
+                # its schema and only that warning, raised by that argument, is silenced here.
+                warnings.filterwarnings("ignore", message="`schema_name` is deprecated", category=DeprecationWarning)
                 asset = source.add_table_asset(batch.key, table_name=batch.table.name, schema_name=batch.table.schema)
-            else:
-                query = batch.query or ""
-                if batch.suite is not None and batch.suite.expected_value is not None:
-                    # A deprecated SQL check: its single value as text, in the server's own dialect.
-                    dialect = sqlalchemy.create_engine(access.url(batch.database)).dialect
-                    select = sqlalchemy.select(sqlalchemy.cast(sqlalchemy.text(f"({query})"), sqlalchemy.String)
-                                               .label(SQL_VALUE_COLUMN))
-                    query = str(select.compile(dialect=dialect))
-                asset = source.add_query_asset(batch.key, query=query)
-            definition = asset.add_batch_definition_whole_table(f"{batch.key}-whole")
-            suite = context.suites.add(ExpectationSuite(batch.key, expectations=[dict(e) for e in batch.expectations]))
-            definitions.append(context.validation_definitions.add(
-                gx.ValidationDefinition(data=definition, suite=suite, name=batch.key)))
-        checkpoint = context.checkpoints.add(gx.Checkpoint(
-            name=f"restoreproof-{_name(self.verified)}", validation_definitions=definitions,
-            actions=[UpdateDataDocsAction(name="data-docs", site_names=["evidence"])],
-            result_format={"result_format": "SUMMARY"}))
-        try:
-            result = checkpoint.run()
-        finally:  # no pooled connection left open to the server through the integrity checks
-            for source in sources.values():
-                with contextlib.suppress(Exception):
-                    source.get_engine().dispose()
-        by_suite = {getattr(run, "suite_name", None): run for run in result.run_results.values()}
-        for batch in batches:
-            run = by_suite.get(batch.key)
-            if run is None:
-                batch.error = "Great Expectations returned no result for it"
-                continue
-            batch.evidence = evidence.write(f"{RESULTS_FOLDER}/{batch.key}.json",
-                                            json.dumps(run.to_json_dict(), indent=1, default=str) + "\n")
+        else:
+            query = batch.query or ""
+            if batch.suite is not None and batch.suite.expected_value is not None:
+                # A deprecated SQL check: its single value as text, in the server's own dialect.
+                dialect = sqlalchemy.create_engine(access.url(batch.database)).dialect
+                select = sqlalchemy.select(sqlalchemy.cast(sqlalchemy.text(f"({query})"), sqlalchemy.String)
+                                           .label(SQL_VALUE_COLUMN))
+                query = str(select.compile(dialect=dialect))
+            asset = source.add_query_asset(batch.key, query=query)
+        definition = asset.add_batch_definition_whole_table(f"{batch.key}-whole")
+        suite = context.suites.add(ExpectationSuite(batch.key, expectations=[dict(e) for e in batch.expectations]))
+        return context.validation_definitions.add(gx.ValidationDefinition(data=definition, suite=suite, name=batch.key))
+
+    def _record(self, batch: _Batch, evidence: Evidence, run: Any, error: str | None) -> None:
+        """One batch's result, read and kept: unless the time ran out meanwhile (then nothing is)."""
+        outcomes: list[Outcome] = []
+        written = None
+        if run is not None:
+            written = json.dumps(run.to_json_dict(), indent=1, default=str) + "\n"
             try:
-                batch.outcomes = [outcome_of(item) for item in run.results]
+                outcomes = [outcome_of(item) for item in run.results]
             except UnrecognisedResult as exc:
-                batch.error = f"an output not recognised: {exc}"
-                continue
-            if len(batch.outcomes) != len(batch.expectations):
-                batch.error = (f"{len(batch.expectations)} expectations, {len(batch.outcomes)} results: "
-                               "an output not recognised")
-        index = docs / "index.html"
-        if index.is_file():
-            evidence.files[f"{DOCS_FOLDER}/index.html"] = f"{evidence.folder.name}/{DOCS_FOLDER}/index.html"
-            evidence.scrub_tree(DOCS_FOLDER)
+                error = f"an output not recognised: {exc}"
+            else:
+                if len(outcomes) != len(batch.expectations):
+                    error = (f"{len(batch.expectations)} expectations, {len(outcomes)} results: "
+                             "an output not recognised")
+        with self._lock:
+            if self._stopped:
+                return
+            if written is not None:
+                batch.evidence = evidence.write(f"{RESULTS_FOLDER}/{batch.key}.json", written)
+            batch.outcomes, batch.error, batch.done = outcomes, error, True
 
     # -- reading back --------------------------------------------------------------------------
 
@@ -318,7 +450,10 @@ class DataCheckRunner:
         return result(CheckStatus.PASSED, f"{len(batch.outcomes)} expectations met on {batch.label}"
                       + (f" (observed {observed})" if observed else ""))
 
-    def _baseline_check(self, made: list[_Batch], tables: list[Table], notes: list[str]) -> CheckResult:
+    def _baseline_check(self, made: list[_Batch], tables: list[Table], names: list[str],
+                        notes: list[str]) -> CheckResult:
+        """Every table profiled against the last passed verification; every table's name, profiled or
+        not, for the ones gone since (a table beyond max_tables is present, only not checked)."""
         settings = self.checks.baselines
         findings: list[str] = []
         said: list[str] = list(notes)
@@ -359,15 +494,21 @@ class DataCheckRunner:
             if rows is None and len(errors) == said_before:  # not when its row count raised (said above)
                 errors.append(f"{batch.label}: no row count came back")
             profile[name] = {"rows": rows, "columns": [c.name for c in batch.table.columns]}
-        gone, quiet = baselines.missing_tables(self.previous, [t.qualified for t in tables],
-                                               not any("profiled" in n for n in notes), settings)
+        gone, quiet = baselines.missing_tables(self.previous, names, settings)
         findings += gone
         said += quiet + [f"{name}: new since the last passed verification"
                          for name in baselines.new_tables(self.previous, [t.qualified for t in tables])]
+        profiled = {t.qualified for t in tables}
+        not_checked = [name for name in names if name not in profiled]
         details: dict[str, Any] = {"tables": profile, "compared": bool(self.previous), "notes": said,
                                    "row_drop_percent": settings.row_drop_percent,
                                    "schema_drift": settings.schema_drift}
+        if not_checked:
+            details["not_checked"] = not_checked
         first = "" if self.previous else " (the first baseline: recorded for the next verification)"
+        if not_checked:
+            first += (f"; {len(not_checked)} more tables not checked (beyond checks.baselines.max_tables: "
+                      f"{settings.max_tables})")
         if errors:
             return CheckResult(CheckName.DATA_BASELINE, CheckStatus.ERROR,
                                f"{len(errors)} baseline expectations could not be evaluated", errors, details,
@@ -381,7 +522,7 @@ class DataCheckRunner:
                            f"expected{first}", details=details, kind=CheckKind.DATA)
 
     def _freshness_check(self, made: list[_Batch], watched: dict[str, list[freshness.Watched]], missing: list[str],
-                         access: DataAccess) -> CheckResult:
+                         access: DataAccess, not_checked: int = 0) -> CheckResult:
         point, reference = _reference(access)
         if point is None:
             return CheckResult(CheckName.DATA_FRESHNESS, CheckStatus.SKIPPED,
@@ -401,14 +542,17 @@ class DataCheckRunner:
                 continue
             outcomes = [o for o in batch.outcomes if o.meta.get(baselines.ROLE) in (freshness.CONFIGURED,
                                                                                     freshness.AUTOMATIC)]
-            for watch, outcome in zip(batch.watched, outcomes, strict=False):
+            paired, unpaired = freshness.pair(batch.watched, outcomes)
+            for watch, outcome in paired:
                 if outcome.success is None:
                     errors.append(f"{batch.label}: {outcome.describe()}: {self.scrub(outcome.error or '')}")
                 else:
-                    observed.append((watch, f"{watch.table.qualified}.{watch.column.name}", outcome.observed))
-            if len(outcomes) != len(batch.watched):
-                errors.append(f"{batch.label}: {len(batch.watched)} columns watched, {len(outcomes)} results")
+                    observed.append((watch, watch.name, outcome.observed))
+            errors += [f"{batch.label}: {said}" for said in unpaired]
         judged = freshness.judge(observed, point, access.backup_end, self.rpo_seconds)
+        if not_checked:
+            judged.notes.append(f"{not_checked} tables not looked at for timestamp columns (beyond "
+                                f"checks.baselines.max_tables: {self.checks.baselines.max_tables})")
         details: dict[str, Any] = {
             "restore_point": point.isoformat(), "restore_point_from": reference, "rpo_seconds": self.rpo_seconds,
             "backup_end": access.backup_end.isoformat() if access.backup_end else None,

@@ -13,6 +13,7 @@ said in its meta, `"restoreproof": {"table": "public.orders", "database": "shop"
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -170,6 +171,24 @@ def load_suites(settings: ChecksSettings, database: str) -> list[Suite]:
             raise ConfigError(f"two data checks are named {suite.check}: {seen[suite.check]} and {suite.origin}")
         seen[suite.check] = suite.origin
     return suites
+
+
+def unknown_databases(settings: ChecksSettings, known: Iterable[str]) -> list[str]:
+    """What the configuration says of a database the source does not have: each key and suite folder
+    named, never silently ignored. A warning, not an error: one configuration serves many sources and
+    nights (a database dropped, one not backed up yet), while `verify --database` naming one the source
+    lacks is a request for tonight, and an error."""
+    if not settings.enabled:
+        return []
+    have = set(known)
+    listed = ", ".join(sorted(have)) or "none"
+    named = [(f"checks.expectations.{database}", database) for database in settings.expectations]
+    named += [(f"checks.freshness.columns.{database}", database) for database in settings.freshness.columns]
+    if settings.suites_dir is not None and settings.suites_dir.is_dir():
+        named += [(f"checks.suites_dir {folder}", folder.name)
+                  for folder in settings.suites_dir.iterdir() if folder.is_dir()]
+    return [f"{where} names database {database}, which the source does not have (it has: {listed}): "
+            "nothing of it is checked" for where, database in sorted(named) if database not in have]
 
 
 def check_all(settings: ChecksSettings, databases: list[str]) -> dict[str, list[Suite]]:

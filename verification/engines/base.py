@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
+from verification.config import Settings
 from verification.model import (
     CheckResult,
     PhaseName,
@@ -19,6 +21,7 @@ from verification.model import (
     UnreadableFile,
     UnreadableKind,
 )
+from verification.redaction import Redactor
 from verification.restore_points import PointChoice
 from verification.sources.base import Source
 from verification.targets.base import Target, TargetProvider
@@ -70,10 +73,26 @@ def data_checks_off() -> PhaseTiming:
     return PhaseTiming.absent(PhaseName.DATA_CHECKS, "data checks are turned off (checks.enabled: false)")
 
 
+def data_checks_work(settings: Settings, database: str) -> PhaseWork | None:
+    """What the data_checks phase will do, for prediction (None when checks.enabled is false)."""
+    if not settings.checks.enabled:
+        return None
+    suites = len(settings.checks.expectations.get(database, [])) + len(settings.checks.sql)
+    return PhaseWork(PhaseName.DATA_CHECKS, note=f"Great Expectations: {suites} configured suites, "
+                     "baselines and freshness of every table")
+
+
 def run_data_checks(checks: DataChecks, access: DataAccess, evidence: Evidence, outcome: RestoreOutcome,
                     started: float, **details: object) -> None:
-    """Run the data checks and keep them with the phase data_checks, timed from `started` (monotonic)."""
+    """Run the data checks and keep them with the phase data_checks, timed from `started` (monotonic).
+
+    The target's own secrets (a password in its URL) are masked in everything the checks write into
+    the evidence and in every check they return, whatever the checks did themselves."""
+    evidence.hide(access.secrets)
     found = checks(access, evidence)
+    redact = Redactor.of(access.secrets)
+    for check in found:
+        redact.in_place(check, "summary", "findings", "details", "evidence")
     outcome.checks += found
     outcome.phases.append(PhaseTiming(PhaseName.DATA_CHECKS, PhaseStatus.MEASURED, seconds=time.monotonic() - started,
                                       details={"checks": len(found), **details}))
@@ -100,19 +119,39 @@ class SourcePlan:
 class Evidence:
     """Writes a database's raw tool outputs into the run's evidence folder."""
 
+    # Files copied in as text, and so masked; anything else (a site's images) is copied as it is.
+    TEXT_SUFFIXES = (".html", ".json", ".txt", ".js", ".css", ".svg", ".xml", ".md", ".csv")
+
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.files: dict[str, str] = {}
+        self._hidden = Redactor()
+
+    def hide(self, secrets: Iterable[str]) -> None:
+        """Values known only at run time (a target's password) masked in everything written from now on."""
+        self._hidden = Redactor.of([*self._hidden.secrets, *secrets])
+
+    def mask(self, text: str) -> str:
+        return self._hidden(text)
 
     def write(self, name: str, text: str) -> str:
         (self.folder / name).parent.mkdir(parents=True, exist_ok=True)
-        (self.folder / name).write_text(text, encoding="utf-8")
+        (self.folder / name).write_text(self.mask(text), encoding="utf-8")
         relative = f"{self.folder.name}/{name}"
         self.files[name] = relative
         return relative
 
-    def scrub_tree(self, folder: str) -> None:
-        """Files a tool wrote into the evidence itself (a report site): redacted where the evidence is."""
+    def copy_tree(self, source: Path, folder: str) -> None:
+        """What a tool wrote elsewhere (a report site), copied into `folder` of the evidence, masked."""
+        for path in sorted(source.rglob("*")):
+            if not path.is_file():
+                continue
+            target = self.folder / folder / path.relative_to(source)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if path.suffix.lower() in self.TEXT_SUFFIXES:
+                target.write_text(self.mask(path.read_text(encoding="utf-8", errors="replace")), encoding="utf-8")
+            else:
+                shutil.copyfile(path, target)
 
 
 class Engine(Protocol):

@@ -17,6 +17,7 @@ from verification.model import (
     Chain,
     CheckResult,
     DatabaseResult,
+    IncompleteUpload,
     PhaseTiming,
     RunResult,
     UnreadableFile,
@@ -40,9 +41,10 @@ __all__ = ["SCHEMA_VERSION", "build_report", "database_entry", "dumps", "generat
 
 SCHEMA_ID = "https://restoreproof.invalid/report.schema.json"
 SCHEMA_DESCRIPTION = (
-    "One verification run. Version 1.5 (1.0 plus the optional unreadable and not_verified lists in 1.1/1.2, "
+    "One verification run. Version 1.7 (1.0 plus the optional unreadable and not_verified lists in 1.1/1.2, "
     "per-phase predictions, prediction, objectives and drift in 1.3, chain defects and unread-file kinds "
-    "not-a-backup/excluded in 1.4, a schema generated from the typed report model in 1.5); see "
+    "not-a-backup/excluded in 1.4, a schema generated from the typed report model in 1.5, check kinds and "
+    "SQL Server header facts in 1.6, the configuration's warnings and incomplete_uploads in 1.7); see "
     "docs/report-schema.md for the meaning of every field and the versioning rules.")
 
 
@@ -90,14 +92,16 @@ def database_entry(result: DatabaseResult) -> DatabaseEntry:
 
 def run_report(*, run_id: str, engine: str, source: str, target_kind: str | None, started_at: datetime,
                finished_at: datetime | None, host: dict[str, Any], databases: Sequence[DatabaseEntry],
-               unreadable: Sequence[UnreadableFile], not_verified: Sequence[NotVerified] = ()) -> RunReport:
+               unreadable: Sequence[UnreadableFile], not_verified: Sequence[NotVerified] = (),
+               warnings: Sequence[str] = (), incomplete_uploads: Sequence[IncompleteUpload] = ()) -> RunReport:
     """The run-level report around the databases' entries; its verdict follows from theirs."""
     verdicts = [d.verdict for d in databases]
     verdict = overall_verdict([str(v) for v in verdicts], [str(u.kind) for u in unreadable], bool(not_verified))
     return RunReport(run_id=run_id, engine=engine, source=source, target_kind=target_kind, started_at=started_at,
                      finished_at=finished_at, verdict=verdict,
                      summary={str(v): verdicts.count(v) for v in Verdict}, host=host,
-                     databases=list(databases), unreadable=list(unreadable), not_verified=list(not_verified))
+                     databases=list(databases), unreadable=list(unreadable), not_verified=list(not_verified),
+                     warnings=list(warnings), incomplete_uploads=list(incomplete_uploads))
 
 
 def build_report(run: RunResult, entries: Sequence[DatabaseEntry] | None = None) -> RunReport:
@@ -107,7 +111,7 @@ def build_report(run: RunResult, entries: Sequence[DatabaseEntry] | None = None)
         run_id=run.run_id, engine=run.engine, source=run.source, target_kind=run.target_kind,
         started_at=run.started_at, finished_at=run.finished_at, host=run.host,
         databases=entries if entries is not None else [database_entry(d) for d in run.databases],
-        unreadable=run.unreadable)
+        unreadable=run.unreadable, incomplete_uploads=run.incomplete_uploads)
 
 
 def report_data(report: RunReport) -> dict[str, Any]:

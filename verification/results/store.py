@@ -28,14 +28,15 @@ from sqlalchemy.engine import Dialect, Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
 
 from verification.errors import StaleDiscoveryError
-from verification.model import RestorePlan, RunResult, UnreadableFile
+from verification.model import IncompleteUpload, RestorePlan, RunResult, UnreadableFile
 from verification.report_model import DatabaseEntry
 from verification.results import migrations
 
 _UNREADABLE = TypeAdapter(list[UnreadableFile])
-# Keys of the run row's host facts: every file not read, and the discovery the run's plans and
-# entries belong to.
-UNREADABLE, DISCOVERY = "unreadable", "discovery"
+_UPLOADS = TypeAdapter(list[IncompleteUpload])
+# Keys of the run row's host facts: every file not read, the discovery the run's plans and entries
+# belong to, and the source's unfinished multipart uploads (object storage).
+UNREADABLE, DISCOVERY, INCOMPLETE_UPLOADS = "unreadable", "discovery", "incomplete_uploads"
 _PLAN = TypeAdapter(RestorePlan)
 
 
@@ -46,6 +47,14 @@ def unreadable_json(files: list[UnreadableFile]) -> list[Any]:
 
 def unreadable_of(host: dict[str, Any]) -> list[UnreadableFile]:
     return _UNREADABLE.validate_python(host.get(UNREADABLE, []))
+
+
+def uploads_json(uploads: list[IncompleteUpload]) -> list[Any]:
+    return list(_UPLOADS.dump_python(uploads, mode="json"))
+
+
+def uploads_of(host: dict[str, Any]) -> list[IncompleteUpload]:
+    return _UPLOADS.validate_python(host.get(INCOMPLETE_UPLOADS, []))
 
 
 class UtcDateTime(TypeDecorator[datetime]):
@@ -152,7 +161,10 @@ class ResultStore:
             session.add(RunRow(run_id=run.run_id, engine=run.engine, source=run.source, target_kind=run.target_kind,
                                verdict="running", started_at=run.started_at,
                                report_dir=str(report_dir) if report_dir else None,
-                               host={**run.host, UNREADABLE: unreadable_json(run.unreadable)}))
+                               host={**run.host, UNREADABLE: unreadable_json(run.unreadable),
+                                     # only where there are some: a folder's run row is as before
+                                     **({INCOMPLETE_UPLOADS: uploads_json(run.incomplete_uploads)}
+                                        if run.incomplete_uploads else {})}))
 
     def set_target_kind(self, run_id: str, kind: str) -> None:
         """The kind of target the run's restores got (what "auto" became)."""

@@ -10,6 +10,8 @@ from io import RawIOBase
 from threading import Lock
 from typing import Protocol
 
+from verification.model import IncompleteUpload
+
 
 def excluded(path: str, patterns: Sequence[str]) -> str | None:
     """The first configured pattern that matches a source-relative path, or None."""
@@ -37,6 +39,10 @@ class Source(Protocol):
 
     def modified(self, path: str) -> datetime | None:
         """The file's modification time, None when the source does not know it."""
+        ...
+
+    def incomplete_uploads(self) -> list[IncompleteUpload]:
+        """Object storage's unfinished multipart uploads under the source ([] for a folder)."""
         ...
 
 

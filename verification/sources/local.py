@@ -8,6 +8,7 @@ from io import RawIOBase
 from pathlib import Path
 
 from verification.errors import SourceError
+from verification.model import IncompleteUpload
 
 
 class LocalSource:
@@ -20,6 +21,9 @@ class LocalSource:
 
     def describe(self) -> str:
         return str(self.root)
+
+    def incomplete_uploads(self) -> list[IncompleteUpload]:
+        return []  # a folder has no multipart uploads
 
     def _path(self, path: str) -> Path:
         resolved = (self.root / path).resolve()

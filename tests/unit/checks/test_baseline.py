@@ -69,15 +69,17 @@ def test_a_later_baseline_holds_rows_to_the_tolerance_rounded_up_and_the_columns
 def test_a_missing_table_that_held_rows_fails_an_empty_one_is_noted():
     before = {"shop.public.a": TableBaseline(5, ("id",)), "shop.public.b": TableBaseline(0, ("id",)),
               "shop.public.c": TableBaseline(1, ("id",))}
-    assert missing_tables(before, ["shop.public.c"], True, BaselineSettings()) == (
+    assert missing_tables(before, ["shop.public.c"], BaselineSettings()) == (
         ["table shop.public.a is missing: the last passed verification had it with 5 rows"],
         ["table shop.public.b is missing (it was empty in the last passed verification)"])
     # Any loss allowed: a missing table is said, not failed.
-    assert missing_tables(before, ["shop.public.c"], True, BaselineSettings(row_drop_percent=100)) == (
+    assert missing_tables(before, ["shop.public.c"], BaselineSettings(row_drop_percent=100)) == (
         [], ["table shop.public.a is missing (it was empty in the last passed verification)",
              "table shop.public.b is missing (it was empty in the last passed verification)"])
-    # Not every table was profiled: absence proves nothing.
-    assert missing_tables(before, [], False, BaselineSettings()) == ([], [])
+    assert missing_tables(before, ["shop.public.a", "shop.public.b", "shop.public.c"], BaselineSettings()) == ([], [])
+    # Just under the whole loss allowed, a table gone is still lost data.
+    assert missing_tables({"shop.public.a": TableBaseline(1, ())}, [], BaselineSettings(row_drop_percent=99.9)) == (
+        ["table shop.public.a is missing: the last passed verification had it with 1 rows"], [])
 
 
 def test_new_tables_are_the_ones_the_last_baseline_did_not_have_and_none_on_the_first():
@@ -223,18 +225,55 @@ def test_primary_keys_duplicated_or_null_fail_naming_table_and_values(tmp_path):
                                        "shop.main.tags": {"rows": 2, "columns": ["name", "n"]}}
 
 
-def test_beyond_max_tables_the_rest_are_said_and_a_table_not_profiled_is_not_missing(tmp_path):
+def test_beyond_max_tables_the_rest_are_not_checked_yet_a_table_gone_is_still_found(tmp_path):
     database = sqlite_file(tmp_path / "shop.db", "create table a (id integer primary key);"
                                                  "create table b (id integer primary key);"
                                                  "create table c (id integer primary key);")
+    # c is beyond max_tables (present, not profiled); gone is in no database at all.
     previous = {"shop.main.a": TableBaseline(0, ("id",)), "shop.main.b": TableBaseline(0, ("id",)),
-                "shop.main.gone": TableBaseline(50, ("id",))}
+                "shop.main.c": TableBaseline(0, ("id",)), "shop.main.gone": TableBaseline(50, ("id",))}
     named, _ = run(tmp_path, checks(freshness={"enabled": False}, baselines={"max_tables": 2}),
                    access({"shop": database}), previous)
     check = named[CheckName.DATA_BASELINE]
-    assert (check.status, check.summary) == (CheckStatus.PASSED, "2 tables: row counts, keys and columns as expected")
-    assert check.details["notes"] == ["database shop: 3 tables, the first 2 profiled (checks.baselines.max_tables)"]
+    assert (check.status, check.summary) == (CheckStatus.FAILED, "1 tables differ from the last passed verification")
+    assert check.findings == ["table shop.main.gone is missing: the last passed verification had it with 50 rows"]
+    assert check.details["notes"] == ["database shop: 3 tables, 1 not checked (beyond checks.baselines.max_tables: 2)"]
+    assert check.details["not_checked"] == ["shop.main.c"]
     assert list(check.details["tables"]) == ["shop.main.a", "shop.main.b"]
+
+
+def test_tables_not_checked_are_said_as_such_in_a_passed_baseline_never_counted_as_passed(tmp_path):
+    database = sqlite_file(tmp_path / "shop.db", "create table a (id integer primary key);"
+                                                 "create table b (id integer primary key);"
+                                                 "create table c (id integer primary key);")
+    named, _ = run(tmp_path, checks(freshness={"enabled": False}, baselines={"max_tables": 1}),
+                   access({"shop": database}))
+    check = named[CheckName.DATA_BASELINE]
+    assert (check.status, check.summary) == (CheckStatus.PASSED, (
+        "1 tables: row counts, keys as expected (the first baseline: recorded for the next verification); "
+        "2 more tables not checked (beyond checks.baselines.max_tables: 1)"))
+    assert check.details["not_checked"] == ["shop.main.b", "shop.main.c"]
+    # Only what was checked is recorded as the baseline the next verification is held to.
+    assert list(check.details["tables"]) == ["shop.main.a"]
+
+
+def test_a_table_a_suite_or_freshness_column_names_is_checked_even_beyond_max_tables(tmp_path):
+    database = sqlite_file(tmp_path / "shop.db", """
+        create table a (id integer primary key);
+        create table b (id integer primary key);
+        create table zz (id integer primary key, at timestamp);
+        insert into zz (at) values ('2026-01-01 11:59:00');""")
+    settings = checks(baselines={"max_tables": 1}, expectations={"shop": [
+        {"table": "zz", "expect": [{"type": "expect_table_row_count_to_be_between", "kwargs": {"min_value": 1}}]}]},
+        freshness={"auto": False, "columns": {"shop": [{"table": "main.zz", "column": "at"}]}})
+    named, _ = run(tmp_path, settings, access({"shop": database}))
+    assert named["data:zz"].status is CheckStatus.PASSED, named["data:zz"].summary
+    assert named[CheckName.DATA_FRESHNESS].status is CheckStatus.PASSED, named[CheckName.DATA_FRESHNESS].summary
+    assert named[CheckName.DATA_FRESHNESS].details["notes"] == [
+        "1 tables not looked at for timestamp columns (beyond checks.baselines.max_tables: 1)"]
+    baseline = named[CheckName.DATA_BASELINE]
+    assert list(baseline.details["tables"]) == ["shop.main.a", "shop.main.zz"]
+    assert baseline.details["not_checked"] == ["shop.main.b"]
 
 
 # -- read back, without GX: what the runner does with outcomes that are not a count -----------------
@@ -249,17 +288,17 @@ def test_a_row_count_that_raised_is_one_error_and_no_count_at_all_is_another():
     raised = Outcome("expect_table_row_count_to_be_between", {"min_value": 0}, {ROLE: "rows"}, None, None,
                      "table is gone")
     table = _batch().table
-    check = runner._baseline_check([_batch(raised)], [table], [])
+    check = runner._baseline_check([_batch(raised)], [table], [table.qualified], [])
     assert (check.status, check.summary) == (CheckStatus.ERROR, "1 baseline expectations could not be evaluated")
     assert check.findings == ["database shop, table public.orders: expect_table_row_count_to_be_between(min_value=0): "
                               "table is gone"]
-    check = runner._baseline_check([_batch()], [table], [])
+    check = runner._baseline_check([_batch()], [table], [table.qualified], [])
     assert check.findings == ["database shop, table public.orders: no row count came back"]
     # A count that is not a number is no count.
     text = Outcome("expect_table_row_count_to_be_between", {"min_value": 0}, {ROLE: "rows"}, True, "3", None)
-    assert runner._baseline_check([_batch(text)], [table], []).findings == [
+    assert runner._baseline_check([_batch(text)], [table], [table.qualified], []).findings == [
         "database shop, table public.orders: no row count came back"]
     errored = _batch()
     errored.error = "Great Expectations returned no result for it"
-    assert runner._baseline_check([errored], [table], []).findings == [
+    assert runner._baseline_check([errored], [table], [table.qualified], []).findings == [
         "database shop, table public.orders: Great Expectations returned no result for it"]

@@ -5,13 +5,25 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 
 from tests.unit.checks.sqlite import POINT, access, checks, run, sqlite_file
 from verification.checks.baseline import ROLE
-from verification.checks.freshness import AUTOMATIC, CONFIGURED, Watched, as_utc, describe, expectation, judge
+from verification.checks.freshness import (
+    AUTOMATIC,
+    CONFIGURED,
+    TABLE,
+    Watched,
+    as_utc,
+    describe,
+    expectation,
+    judge,
+    pair,
+)
 from verification.checks.profile import Column, Table
+from verification.checks.results import Outcome
 from verification.model import CheckKind, CheckName, CheckStatus
 
 ORDERS = Table("shop", "public", "orders", [Column("created_at", "TIMESTAMP", "now()", False)])
@@ -44,6 +56,14 @@ def test_observed_values_are_read_as_utc_naive_ones_as_utc_and_anything_else_is_
     assert as_utc(None) is None
 
 
+def test_a_newest_row_at_the_restore_point_or_the_backup_end_itself_is_before_and_after_them():
+    assert describe("t.c", POINT, POINT, POINT) == ("newest row in t.c: 2026-01-01T12:00:00+00:00, 0 s before the "
+                                                    "restore point (0 s after the newest backup ended)")
+    half = POINT - timedelta(seconds=0.5)
+    assert describe("t.c", half, POINT, half) == ("newest row in t.c: 2026-01-01T11:59:59.500000+00:00, 0 s before "
+                                                  "the restore point (0 s after the newest backup ended)")
+
+
 def test_describe_says_the_newest_row_against_the_restore_point_and_the_backup_end():
     newest = POINT - timedelta(seconds=2)
     assert describe("shop.public.orders.created_at", newest, POINT, POINT + timedelta(minutes=5)) == (
@@ -59,20 +79,58 @@ def test_describe_says_the_newest_row_against_the_restore_point_and_the_backup_e
 
 @pytest.mark.parametrize(("seconds", "said"), [(119, "119 s"), (120, "2.0 min"), (7199, "120.0 min"),
                                                (7200, "2.0 h"), (172799, "48.0 h"), (172800, "2.0 days"),
-                                               (86400 * 31.5, "31.5 days")])
+                                               (86400 * 31.5, "31.5 days"),
+                                               # just past a rounding boundary: each unit's own divisor
+                                               (7381, "2.1 h"), (177121, "2.1 days")])
 def test_ages_are_said_in_a_unit_that_fits(seconds, said):
     assert describe("t.c", POINT - timedelta(seconds=seconds), POINT, None).endswith(f", {said} before the restore "
                                                                                      "point")
 
 
-def test_the_expectation_bound_is_the_oldest_newest_row_allowed_naive_in_utc_for_a_naive_column():
+def test_the_expectation_bound_is_the_oldest_newest_row_allowed_naive_in_utc_for_a_naive_column(tokyo):
     point = datetime(2026, 1, 1, 13, 0, tzinfo=timezone(timedelta(hours=1)))
     assert expectation(_watched(max_age=60), point) == {
         "type": "expect_column_max_to_be_between", "kwargs": {"column": "created_at", "min_value": "2026-01-01T11:59:00"},
-        "meta": {ROLE: AUTOMATIC}}
+        "meta": {ROLE: AUTOMATIC, TABLE: "shop.public.orders"}}
     assert expectation(_watched(configured=True, max_age=60, aware=True), point) == {
         "type": "expect_column_max_to_be_between",
-        "kwargs": {"column": "created_at", "min_value": "2026-01-01T12:59:00+01:00"}, "meta": {ROLE: CONFIGURED}}
+        "kwargs": {"column": "created_at", "min_value": "2026-01-01T12:59:00+01:00"},
+        "meta": {ROLE: CONFIGURED, TABLE: "shop.public.orders"}}
+
+
+# -- paired ---------------------------------------------------------------------------------------
+
+def _outcome(column: str, table: str = "shop.public.orders", observed: object = "2026-01-01 11:00:00") -> Outcome:
+    return Outcome("expect_column_max_to_be_between", {"column": column, "min_value": "2026-01-01T11:00:00"},
+                   {ROLE: AUTOMATIC, TABLE: table}, True, observed, None)
+
+
+def test_results_are_paired_with_their_columns_by_table_and_column_whatever_their_order():
+    created, updated = _watched("created_at"), _watched("updated_at")
+    first, second = _outcome("created_at", observed="one"), _outcome("updated_at", observed="two")
+    assert pair([created, updated], [second, first]) == ([(created, first), (updated, second)], [])
+    assert pair([created, updated], [first, second]) == ([(created, first), (updated, second)], [])
+
+
+def test_a_column_without_its_result_or_a_result_for_another_table_or_column_is_said_never_paired():
+    created, updated = _watched("created_at"), _watched("updated_at")
+    elsewhere = _outcome("updated_at", table="shop.public.refunds")
+    stray = _outcome("shipped_at")
+    paired, unpaired = pair([created, updated], [elsewhere, _outcome("created_at"), stray])
+    assert [(w.column.name, o.kwargs["column"], o.meta[TABLE]) for w, o in paired] == [
+        ("created_at", "created_at", "shop.public.orders")]
+    assert unpaired == [
+        "shop.public.orders.updated_at: no result came back for it",
+        "a result for no column watched: expect_column_max_to_be_between(column='updated_at', "
+        "min_value='2026-01-01T11:00:00')",
+        "a result for no column watched: expect_column_max_to_be_between(column='shipped_at', "
+        "min_value='2026-01-01T11:00:00')"]
+    # Two results for one column: the first is its own, the second is said.
+    twice = _outcome("created_at", observed="again")
+    assert pair([created], [_outcome("created_at"), twice])[1] == [
+        "a result for no column watched: expect_column_max_to_be_between(column='created_at', "
+        "min_value='2026-01-01T11:00:00')"]
+    assert pair([created], []) == ([], ["shop.public.orders.created_at: no result came back for it"])
 
 
 # -- judged ---------------------------------------------------------------------------------------
@@ -115,6 +173,12 @@ def test_no_timestamp_is_a_finding_for_a_configured_column_a_note_for_an_automat
     assert judged.findings == ["t.c: no timestamp to judge freshness by"]
     assert judged.notes == ["t.a: no timestamp to judge freshness by"]
     assert (judged.data_point, judged.data_rpo_seconds) == (None, None)
+
+
+def test_a_newest_row_at_or_just_before_the_restore_point_is_not_after_it():
+    for newest in (POINT, POINT - timedelta(seconds=0.5)):
+        judged = judge([(_watched(), "t.c", newest.isoformat())], POINT, None, 3600.0)
+        assert (judged.notes, judged.findings) == ([], [])
 
 
 def test_a_newest_row_after_the_restore_point_is_noted_and_the_data_rpo_is_never_negative():
@@ -242,3 +306,33 @@ def test_a_configured_column_missing_fails_even_when_no_other_column_is_watched(
     assert (check.status, check.findings) == (CheckStatus.FAILED, [
         "freshness column plain.shipped_at (database shop) does not exist in the restored data"])
     assert check.details["newest"] == []
+
+
+def test_two_columns_whose_results_come_back_in_another_order_are_each_judged_by_their_own(tmp_path, monkeypatch):
+    """GX need not return results in the suite's order (simulated: the suite it is given runs the
+    freshness expectations last first): each result is still the one of its own column."""
+    from great_expectations.core import expectation_suite
+
+    class Reversed(expectation_suite.ExpectationSuite):
+        def __init__(self, *args: Any, expectations: list[Any] | None = None, **kwargs: Any) -> None:
+            if args and expectations:  # the runner's call, not GX's own
+                expectations = expectations[::-1]
+            super().__init__(*args, expectations=expectations, **kwargs)
+
+    monkeypatch.setattr(expectation_suite, "ExpectationSuite", Reversed)
+    database = sqlite_file(tmp_path / "shop.db", """
+        create table orders (id integer primary key, created_at timestamp, updated_at timestamp);
+        insert into orders (created_at, updated_at) values ('2025-06-01 00:00:00', '2026-01-01 11:59:58');""")
+    columns = {"shop": [{"table": "orders", "column": "created_at", "max_age_seconds": 60},
+                        {"table": "orders", "column": "updated_at", "max_age_seconds": 60}]}
+    named, _ = run(tmp_path, checks(baselines={"enabled": False}, freshness={"columns": columns, "auto": False}),
+                   access({"shop": database}))
+    check = named[CheckName.DATA_FRESHNESS]
+    assert (check.status, check.findings) == (CheckStatus.FAILED, [
+        "shop.main.orders.created_at: newest row 2025-06-01T00:00:00+00:00 is 214.5 days older than the restore "
+        "point 2026-01-01T12:00:00+00:00; at most 60 s is allowed"])
+    assert check.details["newest"] == [
+        "newest row in shop.main.orders.created_at: 2025-06-01T00:00:00+00:00, 214.5 days before the restore point "
+        "(214.5 days before the newest backup ended)",
+        "newest row in shop.main.orders.updated_at: 2026-01-01T11:59:58+00:00, 2 s before the restore point "
+        "(5.0 min before the newest backup ended)"]

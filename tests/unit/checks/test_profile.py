@@ -77,8 +77,8 @@ def _attached(folder: Path) -> sqlalchemy.Engine:
 
 def test_read_tables_reads_the_default_schema_first_then_the_others_by_name_and_skips_the_servers_own(tmp_path):
     engine = _attached(tmp_path)
-    tables, count = read_tables(engine, "shop", SYSTEM_SCHEMAS, 10)
-    assert count == 4
+    tables, names = read_tables(engine, "shop", SYSTEM_SCHEMAS, 10)
+    assert names == ["shop.main.alpha", "shop.main.beta", "shop.main.zeta", "shop.archive.aardvark"]
     assert [(t.schema, t.name) for t in tables] == [("main", "alpha"), ("main", "beta"), ("main", "zeta"),
                                                     ("archive", "aardvark")]
     assert tables[2] == Table("shop", "main", "zeta", [
@@ -89,10 +89,23 @@ def test_read_tables_reads_the_default_schema_first_then_the_others_by_name_and_
     assert tables[1].primary_key == []
 
 
-def test_read_tables_stops_at_the_limit_but_counts_every_table_and_excludes_schemas_asked(tmp_path):
+def test_read_tables_stops_at_the_limit_but_names_every_table_and_excludes_schemas_asked(tmp_path):
     engine = _attached(tmp_path)
-    tables, count = read_tables(engine, "shop", frozenset({"archive"}), 2)
-    assert ([t.name for t in tables], count) == (["alpha", "beta"], 3)
+    tables, names = read_tables(engine, "shop", frozenset({"archive"}), 2)
+    assert ([t.name for t in tables], names) == (["alpha", "beta"], ["shop.main.alpha", "shop.main.beta",
+                                                                     "shop.main.zeta"])
+    assert read_tables(engine, "shop", SYSTEM_SCHEMAS, 0)[0] == []
+
+
+def test_tables_named_are_profiled_beyond_the_limit_the_first_of_a_bare_name_as_find_table_reads_it(tmp_path):
+    engine = _attached(tmp_path)
+    sqlite_file(tmp_path / "archive.db", "create table zeta (id integer primary key);")
+    tables, names = read_tables(engine, "shop", SYSTEM_SCHEMAS, 1, ["zeta", "archive.aardvark", "nowhere",
+                                                                    "main.nothing"])
+    assert [t.qualified for t in tables] == ["shop.main.alpha", "shop.main.zeta", "shop.archive.aardvark"]
+    assert len(names) == 5
+    tables, _ = read_tables(engine, "shop", SYSTEM_SCHEMAS, 1, ["archive.zeta"])
+    assert [t.qualified for t in tables] == ["shop.main.alpha", "shop.archive.zeta"]
 
 
 def test_a_timestamp_that_carries_its_time_zone_is_aware(monkeypatch):
@@ -116,8 +129,9 @@ def test_a_timestamp_that_carries_its_time_zone_is_aware(monkeypatch):
             return {"constrained_columns": None, "name": None}
 
     monkeypatch.setattr(sqlalchemy, "inspect", lambda engine: Inspector())
-    tables, count = read_tables(object(), "crm", SYSTEM_SCHEMAS, 10)
-    assert ([t.qualified for t in tables], count) == (["crm.dbo.orders", "crm.sales.leads"], 2)
+    tables, names = read_tables(object(), "crm", SYSTEM_SCHEMAS, 10)
+    assert ([t.qualified for t in tables], names) == (["crm.dbo.orders", "crm.sales.leads"],
+                                                      ["crm.dbo.orders", "crm.sales.leads"])
     assert tables[0] == Table("crm", "dbo", "orders", [
         Column("at", "TIMESTAMP", "now()", False, aware=True), Column("local", "TIMESTAMP", None, True, aware=False),
         Column("offset", "DATETIMEOFFSET", "(sysdatetimeoffset())", True, aware=True)], [])

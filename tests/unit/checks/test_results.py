@@ -96,3 +96,21 @@ def test_a_result_of_an_unrecognised_shape_is_never_read_as_a_pass(result, said)
     with pytest.raises(UnrecognisedResult) as raised:
         outcome_of(result)
     assert str(raised.value) == said
+
+
+def test_a_result_missing_optional_parts_reads_as_none_said_never_an_attribute_error():
+    """GX leaves out what it has nothing for: an expectation without kwargs or meta, a result without
+    exception_info; a result without `success` is unrecognised, never a crash."""
+    bare = SimpleNamespace(expectation_config=SimpleNamespace(type="expect_table_row_count_to_be_between"),
+                           success=True, result={"observed_value": 3})
+    outcome = outcome_of(bare)
+    assert (outcome.kwargs, outcome.meta, outcome.success, outcome.error, outcome.observed) == ({}, {}, True, None, 3)
+    silent = SimpleNamespace(expectation_config=SimpleNamespace(type="expect_x"), result={})
+    with pytest.raises(UnrecognisedResult, match=r"^expect_x: a result that says neither success nor failure \(None\)$"):
+        outcome_of(silent)
+
+
+def test_rows_are_gx_s_element_count_only_when_it_is_a_number():
+    assert outcome_of(_result(True, {"element_count": 3, "unexpected_count": 0})).rows == 3
+    assert outcome_of(_result(True, {"element_count": "3", "unexpected_count": 0})).rows is None
+    assert outcome_of(_result(True, {"unexpected_count": 0})).rows is None

@@ -256,3 +256,132 @@ def test_a_relative_evidence_folder_still_gets_its_data_docs(tmp_path, monkeypat
     named, _ = run(Path("relative"), checks(), access({"shop": database}))
     assert named["data_baseline"].status is CheckStatus.PASSED, named["data_baseline"].summary
     assert (tmp_path / "relative" / "ev" / "data-docs" / "index.html").is_file()
+
+
+SECRET = "s3cr3t-Hunter2-xyz"
+
+
+def test_the_targets_secrets_are_in_no_evidence_file_and_no_check(tmp_path):
+    """A password of the target's (DataAccess.secrets) wherever GX could carry it: in the rows it
+    quotes as unexpected, in a query's text, in the connection's URL (here the SQLite file's path)."""
+    folder = tmp_path / f"server-{SECRET}"
+    folder.mkdir()
+    database = sqlite_file(folder / "shop.db", f"""
+        create table notes (id integer primary key, body text);
+        insert into notes (body) values ('fine'), ('the password is {SECRET}');""")
+    settings = checks(expectations={"shop": [
+        {"table": "notes", "expect": [_expect("expect_column_values_to_be_in_set", column="body", value_set=["fine"])]},
+        {"query": f"select body, '{SECRET}' as tag from notes", "name": "tagged",
+         "expect": [_expect("expect_column_values_to_be_in_set", column="tag", value_set=["none"])]}]},
+        sql=[{"name": "said", "query": f"select '{SECRET}'", "expect": "x", "database": "shop"}])
+    named, evidence = run(tmp_path, settings, access({"shop": database}, secrets=(SECRET,)))
+    assert named["data:notes"].status is CheckStatus.FAILED
+    assert named["data:notes"].findings == ["database shop, table main.notes: expect_column_values_to_be_in_set("
+                                            "column='body', value_set=['fine']) failed, observed \"1 unexpected (50% "
+                                            "of rows), e.g. ['the password is ********']\""]
+    assert named["data:tagged"].details["query"] == "select body, '********' as tag from notes"
+    assert named["sql:said"].details["value"] == "********"
+    said = json.dumps([vars(check) for check in named.values()], default=str)
+    assert SECRET not in said and "********" in said
+    written = [path for path in (tmp_path / "ev").rglob("*") if path.is_file()]
+    assert "data-docs/index.html" in evidence.files and len(written) > 10
+    assert [path for path in written if SECRET.encode() in path.read_bytes()] == []
+    docs = (tmp_path / "ev" / "data-docs" / "validations").rglob("*.html")
+    assert any("the password is ********" in path.read_text() for path in docs)
+
+
+def test_gx_s_deprecation_of_a_table_asset_s_schema_is_not_raised(tmp_path):
+    import warnings
+
+    database = sqlite_file(tmp_path / "shop.db", SHOP)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        named, _ = run(tmp_path, checks(expectations={"shop": SUITES[:2]}), access({"shop": database}))
+    assert named["data:orders"].status is CheckStatus.PASSED
+    assert [str(w.message) for w in caught if "schema_name" in str(w.message)] == []
+
+
+# -- checks.timeout ---------------------------------------------------------------------------------
+
+@pytest.fixture
+def held(monkeypatch):
+    """SQLite's `hold(x)`: a query that waits until the test lets it go, standing in for a slow server."""
+    import threading
+
+    import sqlalchemy
+
+    from verification.checks.runner import import_gx
+
+    import_gx()  # imported beforehand: its seconds are not what is timed here
+    release = threading.Event()
+
+    def connect(connection: Any, _: Any) -> None:
+        connection.create_function("hold", 1, lambda value: release.wait(60) and value)
+
+    sqlalchemy.event.listen(sqlalchemy.engine.Engine, "connect", connect)
+    yield release
+    release.set()
+    sqlalchemy.event.remove(sqlalchemy.engine.Engine, "connect", connect)
+
+
+def test_checks_still_running_at_the_timeout_are_errors_naming_it_and_nothing_is_written_after(tmp_path, held):
+    import time
+
+    from verification.checks.runner import DataCheckRunner
+    from verification.checks.suites import load_suites
+    from verification.config import Settings
+    from verification.engines.base import Evidence
+
+    database = sqlite_file(tmp_path / "shop.db", SHOP)
+    settings = Settings(state_dir=tmp_path / "state", checks=checks(timeout=5, freshness={"enabled": False}, expectations={
+        "shop": [SUITES[0], {"query": "select hold(id) as id from orders", "name": "slow",
+                             "expect": [_expect("expect_column_values_to_not_be_null", column="id")]}]}))
+    runner = DataCheckRunner(settings, "shop", load_suites(settings.checks, "shop"), {}, 3600.0)
+    evidence = Evidence(tmp_path / "ev")
+    started = time.monotonic()
+    results = runner(access({"shop": database}), evidence)
+    assert time.monotonic() - started < 6.5
+    named = {check.name: check for check in results}
+    assert list(named) == ["data:orders", "data:slow", "data_baseline", "data_checks"]
+    assert named["data:orders"].status is CheckStatus.PASSED  # evaluated before the time ran out
+    assert (named["data:slow"].status, named["data:slow"].summary) == (
+        CheckStatus.ERROR, "database shop, query slow: not evaluated: the data checks ran out of time "
+        "(checks.timeout: 5 s)")
+    assert named["data_baseline"].status is CheckStatus.ERROR
+    assert named["data_baseline"].findings == [
+        "database shop, table main.customers: the data checks ran out of time (checks.timeout: 5 s)",
+        "database shop, table main.orders: the data checks ran out of time (checks.timeout: 5 s)"]
+    done = named["data_checks"]
+    assert (done.status, done.kind, done.required) == (CheckStatus.ERROR, CheckKind.DATA, True)
+    assert done.summary == ("the data checks did not finish in time (checks.timeout: 5 s): 3 of 4 validations not "
+                            "evaluated (stopped while validating database shop, query slow); the Data Docs were not "
+                            "built")
+    assert done.findings == ["database shop, query slow", "database shop, table main.customers",
+                             "database shop, table main.orders"]
+    assert evidence.files == {"data-checks/user-0.json": "ev/data-checks/user-0.json"}
+    # Let the query end: the worker goes on, and neither records nor writes anything more.
+    held.set()
+    assert runner.worker is not None
+    runner.worker.join(30)
+    assert not runner.worker.is_alive()
+    assert evidence.files == {"data-checks/user-0.json": "ev/data-checks/user-0.json"}
+    assert sorted(p.relative_to(tmp_path / "ev").as_posix() for p in (tmp_path / "ev").rglob("*") if p.is_file()) == [
+        "data-checks/user-0.json"]
+    assert [check.summary for check in results if check.name == "data:slow"] == [named["data:slow"].summary]
+
+
+def test_a_server_that_does_not_answer_while_the_tables_are_read_is_one_error_naming_the_timeout(tmp_path, held):
+    database = sqlite_file(tmp_path / "shop.db", SHOP)
+
+    def answering_late(name: str) -> str:
+        held.wait(60)
+        return f"sqlite:///{database}"
+
+    reach = access({"shop": database})
+    reach = type(reach)(answering_late, reach.databases, reach.main_database, reach.restore_point, reach.backup_end)
+    named, evidence = run(tmp_path, checks(timeout=0.5), reach)
+    assert list(named) == ["data_checks"]
+    assert (named["data_checks"].status, named["data_checks"].summary) == (
+        CheckStatus.ERROR, "the data checks did not finish in time (checks.timeout: 0.5 s): stopped while reading the "
+        "tables of the restored databases; nothing was evaluated")
+    assert evidence.files == {}

@@ -19,6 +19,7 @@ from verification.checks.suites import (
     file_suites,
     load_suites,
     read_suite_file,
+    unknown_databases,
     validate_expectation,
 )
 from verification.errors import ConfigError
@@ -234,3 +235,26 @@ def test_a_deprecated_check_expecting_psql_s_t_also_takes_true_as_sql_casts_a_bo
         "SELECT * FROM {batch} WHERE value IS NULL OR value NOT IN ('t', 'true')")
     assert suite.expectations[1]["kwargs"]["value_set"] == ["t", "true"]
     assert _from_sql(SqlCheck(name="n", query="select 1", expect="1")).expectations[1]["kwargs"]["value_set"] == ["1"]
+
+
+def test_configuration_naming_a_database_the_source_lacks_is_said_key_by_key(tmp_path):
+    (tmp_path / "shop").mkdir()
+    (tmp_path / "shpo").mkdir()
+    (tmp_path / "stray.json").write_text("{}")  # not a database's folder: not a database named
+    settings = checks(expectations={"shop": [{"table": "t", "expect": [ROWS]}], "billing": [{"table": "t",
+                                                                                              "expect": [ROWS]}]},
+                      freshness={"columns": {"shop": [{"table": "t", "column": "at"}],
+                                             "crm": [{"table": "t", "column": "at"}]}},
+                      suites_dir=str(tmp_path))
+    assert unknown_databases(settings, ["shop", "orders"]) == [
+        "checks.expectations.billing names database billing, which the source does not have (it has: orders, "
+        "shop): nothing of it is checked",
+        "checks.freshness.columns.crm names database crm, which the source does not have (it has: orders, shop): "
+        "nothing of it is checked",
+        f"checks.suites_dir {tmp_path / 'shpo'} names database shpo, which the source does not have (it has: "
+        "orders, shop): nothing of it is checked"]
+    assert unknown_databases(settings, ["shop", "shpo", "billing", "crm"]) == []
+    assert unknown_databases(settings, [])[0] == ("checks.expectations.billing names database billing, which the "
+                                                  "source does not have (it has: none): nothing of it is checked")
+    assert unknown_databases(settings.model_copy(update={"enabled": False}), ["shop"]) == []
+    assert unknown_databases(checks(suites_dir=str(tmp_path / "missing")), ["shop"]) == []

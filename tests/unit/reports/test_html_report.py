@@ -175,6 +175,21 @@ def test_a_database_with_nothing_measured_or_predicted_still_renders(report):
     assert charts(demo2) == []
 
 
+def test_unfinished_multipart_uploads_are_listed_with_their_id_and_start(report):
+    assert "Unfinished multipart uploads" not in render_html(typed_report(report))  # a folder: no section
+    report["source"] = "s3://backups/sql"
+    report["incomplete_uploads"] = [
+        {"path": "SRV1/shop/FULL/SRV1_shop_FULL_20261124_010000.bak", "upload_id": "2~abc<def",
+         "initiated": "2026-11-24T01:00:03Z"},
+        {"path": "SRV1/shop/LOG/x.trn", "upload_id": "2~zzz", "initiated": None}]
+    html = render_html(typed_report(report))
+    section = html.split('<h2 id="incomplete-uploads">Unfinished multipart uploads</h2>', 1)[1].split("</table>")[0]
+    assert ("<tr><td><code>SRV1/shop/FULL/SRV1_shop_FULL_20261124_010000.bak</code></td><td><code>2~abc&lt;def</code>"
+            "</td><td>2026-11-24") in section
+    assert "<td><code>SRV1/shop/LOG/x.trn</code></td><td><code>2~zzz</code></td><td>unknown</td>" in section
+    assert "source <code>s3://backups/sql</code>" in html
+
+
 def test_user_text_is_escaped_in_tables_and_in_chart_data(report):
     report["databases"][0]["reasons"] = ["<script>alert(1)</script>"]
     report["databases"][0]["chain"]["backups"][0]["label"] = "</script><b>x"

@@ -41,8 +41,9 @@ def make_run() -> RunResult:
 def test_report_matches_schema_and_carries_the_contract_fields():
     report = report_data(build_report(make_run()))
     assert validate_report(report) == build_report(make_run())
-    assert report["schema_version"] == "1.6"
-    assert report["unreadable"] == [] and report["not_verified"] == []
+    assert report["schema_version"] == "1.7"
+    assert report["unreadable"] == [] and report["not_verified"] == [] and report["warnings"] == []
+    assert report["incomplete_uploads"] == []
     assert report["verdict"] == "failed" and report["summary"] == {"passed": 1, "failed": 1, "error": 0}
     first, second = report["databases"]
     assert first["verdict"] == "passed" and first["reasons"]
@@ -119,7 +120,8 @@ def test_a_corrupt_backup_file_fails_the_run_and_is_listed(tmp_path):
 def test_checked_in_schema_is_the_one_the_models_generate():
     # `restoreproof schema -o verification/reports/report.schema.json` writes it anew.
     assert report_schema() == generated_schema(), "report.schema.json is stale: run `restoreproof schema -o ...`"
-    assert report_schema()["properties"]["schema_version"]["enum"] == ["1.0", "1.1", "1.2", "1.3", "1.4", "1.5", "1.6"]
+    assert report_schema()["properties"]["schema_version"]["enum"] == ["1.0", "1.1", "1.2", "1.3", "1.4", "1.5", "1.6",
+                                                                      "1.7"]
 
 
 def test_reports_of_every_earlier_version_still_read():
@@ -128,7 +130,7 @@ def test_reports_of_every_earlier_version_still_read():
     # 1.0: no unread files, no predictions, objectives, drift, chain rules or defects.
     oldest = report_data(build_report(make_run()))
     oldest["schema_version"] = "1.0"
-    for key in ("unreadable", "not_verified"):
+    for key in ("unreadable", "not_verified", "warnings"):
         del oldest[key]
     for database in oldest["databases"]:
         for key in ("rules", "defects"):
@@ -138,6 +140,7 @@ def test_reports_of_every_earlier_version_still_read():
                 del phase[key]
     typed = validate_report(oldest)
     assert typed.schema_version == "1.0" and typed.unreadable == [] and typed.databases[0].chain.rules == []
+    assert typed.warnings == []
 
 
 def test_a_field_nobody_defined_is_refused_not_dropped():

@@ -8,6 +8,7 @@ and sets into databases by (server, database name, creation date).
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -151,42 +152,67 @@ def walk(source: Source, folder: str = "", depth: int = 0) -> list[str]:
     return paths
 
 
+@dataclass
+class _Read:
+    """What reading one file found: its header, or why it is not read as a backup."""
+
+    header: BackupHeader | None = None
+    unreadable: Unreadable | None = None
+    not_backup: bool = False
+    bytes_read: int = 0
+    read: bool = True
+
+
+def _read_one(source: Source, path: str, exclude: list[str]) -> _Read:
+    if pattern := excluded(path, exclude):
+        return _Read(unreadable=Unreadable(path, f"excluded by the pattern {pattern!r}", "excluded"), read=False)
+    reader = SourceFile(source, path)
+    magic = reader.read(0, FIRST_BYTES)
+    if not (magic.startswith(b"TAPE") or magic.startswith(COMPRESSED_MAGIC)):
+        found = describe_bytes(magic)
+        # Names are not trusted: a file whose trailer still holds a backup set's closing copy is a
+        # damaged backup whatever its extension or folder.
+        identity = read_trailer_identity(reader)
+        if looks_like_backup(path) or identity is not None:
+            reason = (f"{path}: media header at offset 0x0: expected 'TAPE' (Microsoft Tape Format) or "
+                      f"'MSSQLBAK' (natively compressed), found {found}: a damaged backup file")
+            return _Read(unreadable=Unreadable(path, reason, "corrupt", identity), bytes_read=reader.bytes_read)
+        return _Read(unreadable=Unreadable(path, f"{path}: not a SQL Server backup: starts with {found}",
+                                           "not-a-backup"), not_backup=True, bytes_read=reader.bytes_read)
+    try:
+        return _Read(header=read_backup_header(reader), bytes_read=reader.bytes_read)
+    except NeedsServerHeaderOnly as exc:
+        return _Read(unreadable=Unreadable(path, str(exc), "needs-server"), bytes_read=reader.bytes_read)
+    except MtfError as exc:
+        return _Read(unreadable=Unreadable(path, str(exc), "corrupt", read_trailer_identity(reader)),
+                     bytes_read=reader.bytes_read)
+
+
 def scan(source: Source, exclude: list[str] | None = None) -> Catalog:
-    """Every file is read, or listed with what it is and why: none is skipped in silence."""
+    """Every file is read, or listed with what it is and why: none is skipped in silence.
+
+    A source that serves reads better in parallel (object storage: `parallel_reads`) has its files'
+    headers read by that many threads; the results are taken in the walk's order all the same."""
     headers: list[BackupHeader] = []
     unreadable: list[Unreadable] = []
     not_backups: list[str] = []
     bytes_read = files_read = 0
-    for path in walk(source):
-        if pattern := excluded(path, exclude or []):
-            unreadable.append(Unreadable(path, f"excluded by the pattern {pattern!r}", "excluded"))
-            continue
-        reader = SourceFile(source, path)
-        magic = reader.read(0, FIRST_BYTES)
-        if not (magic.startswith(b"TAPE") or magic.startswith(COMPRESSED_MAGIC)):
-            found = describe_bytes(magic)
-            # Names are not trusted: a file whose trailer still holds a backup set's closing copy is a
-            # damaged backup whatever its extension or folder.
-            identity = read_trailer_identity(reader)
-            if looks_like_backup(path) or identity is not None:
-                reason = (f"{path}: media header at offset 0x0: expected 'TAPE' (Microsoft Tape Format) or "
-                          f"'MSSQLBAK' (natively compressed), found {found}: a damaged backup file")
-                unreadable.append(Unreadable(path, reason, "corrupt", identity))
-            else:
-                not_backups.append(path)
-                unreadable.append(Unreadable(path, f"{path}: not a SQL Server backup: starts with {found}",
-                                             "not-a-backup"))
-            files_read += 1
-            bytes_read += reader.bytes_read
-            continue
-        try:
-            headers.append(read_backup_header(reader))
-        except NeedsServerHeaderOnly as exc:
-            unreadable.append(Unreadable(path, str(exc), "needs-server"))
-        except MtfError as exc:
-            unreadable.append(Unreadable(path, str(exc), "corrupt", read_trailer_identity(reader)))
-        files_read += 1
-        bytes_read += reader.bytes_read
+    paths = walk(source)
+    threads = int(getattr(source, "parallel_reads", 1))
+    if threads > 1 and len(paths) > 1:
+        with ThreadPoolExecutor(min(threads, len(paths)), thread_name_prefix="restoreproof-headers") as pool:
+            results = list(pool.map(lambda path: _read_one(source, path, exclude or []), paths))
+    else:
+        results = [_read_one(source, path, exclude or []) for path in paths]
+    for result in results:
+        if result.header is not None:
+            headers.append(result.header)
+        if result.unreadable is not None:
+            unreadable.append(result.unreadable)
+            if result.not_backup:
+                not_backups.append(result.unreadable.path)
+        files_read += result.read
+        bytes_read += result.bytes_read
     return Catalog(group(headers), unreadable, not_backups, bytes_read, files_read)
 
 

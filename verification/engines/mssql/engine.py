@@ -19,6 +19,7 @@ File zeroing comes from the error log (trace flag 3004), per file.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import replace
 from datetime import datetime
@@ -66,6 +67,8 @@ from verification.sources.base import Source
 from verification.targets.base import ExecResult, Target, TargetProvider
 
 DETECT_FILES = 200
+# Seconds pymssql waits to log in to the restored server for the data checks (its own default).
+LOGIN_TIMEOUT = 60
 
 
 class SqlServerTarget(Protocol):
@@ -128,7 +131,7 @@ class MssqlEngine:
         docker_client().close()  # the image is chosen per backup version when the database is verified
 
     def phase_work(self, plan: RestorePlan) -> list[PhaseWork]:
-        return work.phase_work(plan)
+        return work.phase_work(plan, self.settings)
 
     def tool_versions(self, target: Target) -> dict[str, str]:
         sql = getattr(target, "sql", None)
@@ -194,6 +197,7 @@ class _Restore:
     def __init__(self, settings: Settings, plan: RestorePlan, target: SqlServerTarget, evidence: Evidence,
                  outcome: RestoreOutcome, data_checks: DataChecks | None = None) -> None:
         self.ms = settings.mssql
+        self.checks_timeout = settings.checks.timeout
         self.run_data_checks = data_checks
         self.plan = plan
         self.target = target
@@ -258,12 +262,18 @@ class _Restore:
                                                    kind=CheckKind.DATA))
             self.outcome.phases.append(PhaseTiming.not_reached(PhaseName.DATA_CHECKS, "no way to the server"))
             return
+        from sqlalchemy.engine import make_url
+
         backups = self.plan.chain.backups
         target = self.target
+        # pymssql's own bounds on each query and on logging in (FreeTDS waits for ever by default): a
+        # query the data checks left running when checks.timeout ran out ends by itself.
+        seconds = max(1, math.ceil(self.checks_timeout))
+        bounds = {"timeout": str(seconds), "login_timeout": str(min(seconds, LOGIN_TIMEOUT))}
 
         def url(database: str) -> str:  # GX takes a string: the password in it is scrubbed as a secret
-            made = target.data_url(database)
-            return made if isinstance(made, str) else str(made.render_as_string(hide_password=False))
+            made = make_url(target.data_url(database)).update_query_dict(bounds)
+            return str(made.render_as_string(hide_password=False))
 
         access = DataAccess(url, (self.database,), self.database, self.outcome.achieved,
                             max((b.finish for b in backups), default=None), tuple(self.target.secrets))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from verification.config import Settings
+from verification.engines.base import data_checks_work
 from verification.model import BackupFile, BackupType, PhaseName, PhaseWork, RestorePlan
 
 
@@ -28,7 +30,7 @@ def zeroing(files: tuple[BackupFile, ...]) -> PhaseWork | None:
     return PhaseWork(PhaseName.ZEROING, None, total, files=len(files), note=note)
 
 
-def phase_work(plan: RestorePlan) -> list[PhaseWork]:
+def phase_work(plan: RestorePlan, settings: Settings) -> list[PhaseWork]:
     backups = plan.chain.backups
     data = sum(b.size_bytes or 0 for b in backups if b.type is not BackupType.LOG)
     logs = sum(b.size_bytes or 0 for b in backups if b.type is BackupType.LOG)
@@ -42,6 +44,9 @@ def phase_work(plan: RestorePlan) -> list[PhaseWork]:
     if logs:
         works.append(PhaseWork(PhaseName.LOG_RESTORE, logs, logs, note="log backup files read"))
     works += [PhaseWork(PhaseName.REDO, logs or None, logs or None, note="log bytes to replay"),
-              PhaseWork(PhaseName.RECOVERY_END),
-              PhaseWork(PhaseName.INTEGRITY_CHECK, full, full, note="the database's bytes checked")]
+              PhaseWork(PhaseName.RECOVERY_END)]
+    # The data checks run once the database is online, before CHECKDB.
+    if (checks := data_checks_work(settings, plan.database)) is not None:
+        works.append(checks)
+    works.append(PhaseWork(PhaseName.INTEGRITY_CHECK, full, full, note="the database's bytes checked"))
     return works

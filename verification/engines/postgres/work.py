@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from verification.config import Settings
+from verification.engines.base import data_checks_work
 from verification.model import BackupType, PhaseName, PhaseWork, RestorePlan
 
 COMPRESSED_SUFFIXES = (".gz", ".lz4", ".zst", ".bz2")
@@ -28,10 +29,8 @@ def phase_work(plan: RestorePlan, settings: Settings) -> list[PhaseWork]:
         PhaseWork(PhaseName.RECOVERY_END),
         PhaseWork(PhaseName.INTEGRITY_CHECK, size, size, note="the database's bytes checked"),
     ]
-    if settings.checks.enabled:
-        suites = len(settings.checks.expectations.get(plan.database, [])) + len(settings.checks.sql)
-        works.append(PhaseWork(PhaseName.DATA_CHECKS, note=f"Great Expectations: {suites} configured suites, "
-                               "baselines and freshness of every table"))
+    if (checks := data_checks_work(settings, plan.database)) is not None:
+        works.append(checks)
     if pg.repository_verify:
         works.append(PhaseWork(PhaseName.REPOSITORY_VERIFY))
     return works

@@ -456,9 +456,36 @@ def test_data_checks_run_after_the_restore_and_before_checkdb_with_the_server_s_
                                                              data_checks=checks)
     [(access, sent)] = seen
     assert access.databases == ("RestoreTimeClean",) and access.main_database == "RestoreTimeClean"
-    assert access.url("RestoreTimeClean") == "mssql+pymssql://sa@127.0.0.1:1/RestoreTimeClean"
+    # checks.timeout (1800 s by default) bounds each query; logging in, pymssql's own 60 s at most.
+    assert access.url("RestoreTimeClean") == ("mssql+pymssql://sa@127.0.0.1:1/RestoreTimeClean?login_timeout=60&"
+                                              "timeout=1800")
     assert access.restore_point == datetime(2017, 6, 1, 13, 29, 13, tzinfo=UTC) and access.secrets == (PASSWORD,)
     assert not any(s.startswith("DBCC CHECKDB") for s in server.sent[:sent])  # before CHECKDB ...
     assert any(s.startswith("DBCC CHECKDB") for s in server.sent[sent:])      # ... which still ran after
     assert decide(restore_plan, outcome)[0] is Verdict.FAILED
     assert [p.status for p in outcome.phases if p.name == "data_checks"] == [PhaseStatus.MEASURED]
+
+
+def test_the_data_checks_reach_sql_server_with_checks_timeout_as_pymssqls_query_and_login_timeouts(restore_plan,
+                                                                                                   tmp_path):
+    import sqlalchemy
+    from sqlalchemy.engine import URL
+
+    class Reachable(StandInServer):
+        secrets = (PASSWORD,)
+
+        def data_url(self, database: str) -> URL:  # as the real target gives it: a URL object with a password
+            return URL.create("mssql+pymssql", username="sa", password=PASSWORD, host="127.0.0.1", port=1,
+                              database=database)
+
+    seen: list[str] = []
+    MssqlEngine(load_settings(checks={"timeout": 7.5})).restore_and_check(  # type: ignore[arg-type]
+        restore_plan, Reachable({}), Evidence(tmp_path / "db"),
+        data_checks=lambda access, evidence: seen.append(access.url("RestoreTimeClean")) or [])
+    [url] = seen
+    made = sqlalchemy.engine.make_url(url)
+    assert (made.password, made.database, dict(made.query)) == (PASSWORD, "RestoreTimeClean",
+                                                                {"login_timeout": "8", "timeout": "8"})
+    # What the pinned driver is given: its own keyword arguments.
+    _, kwargs = sqlalchemy.create_engine(url).dialect.create_connect_args(made)
+    assert (kwargs["timeout"], kwargs["login_timeout"]) == ("8", "8")

@@ -1,0 +1,253 @@
+"""The S3 source's catalogue: parallel listing against one sequential paginator, and header reads.
+
+    .venv/bin/python bench/s3_listing.py [--objects 10000] [--threads 16] [--repeat 3] [--latency-ms 0 20 50]
+
+In a local S3 endpoint (moto's server mode, its own process; plain HTTP unless --tls), puts `--objects` objects in Ola
+Hallengren's layout (<server>/<db>/FULL|DIFF|LOG/<server>_<db>_<TYPE>_<time>.bak|trn: 4 servers, 25
+databases each, 100 backups per database), each a real SQL Server log backup of the corpus
+(../shared/testdata/mssql-backups) of 48 to 256 KiB, so a header read is the real head and trailer.
+
+Then, for each latency asked (0: the endpoint as it is; else a TCP relay adding that many
+milliseconds before each answer, as a remote endpoint would), the median of `--repeat` times of:
+- the catalogue: S3Source opened (client made, prefix listed: folders found with a delimiter, each
+  listed whole by its own paginator, `--threads` at once);
+- the real alternative: one client and one sequential list_objects_v2 paginator over the prefix;
+and once, without added latency, the SQL Server header reading of every object (the catalog scan that
+planning runs), with its requests and bytes, and the real corpus itself planned from S3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import csv
+import multiprocessing
+import os
+import socket
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+from verification.config import S3Settings
+from verification.demo.s3_endpoint import HOST, LocalS3Endpoint, _free_port
+from verification.engines.mssql.catalog import scan
+from verification.sources.s3 import S3Source
+
+KiB = 1024
+SERVERS, DATABASES = 4, 25
+PER_DATABASE = {"FULL": 5, "DIFF": 15, "LOG": 80}  # 100 backups per database
+BUCKET = "bench-backups"
+
+
+def corpus_logs(corpus: Path) -> list[bytes]:
+    with (corpus / "MANIFEST.tsv").open(newline="") as manifest:
+        rows = list(csv.DictReader(manifest, delimiter="\t"))
+    files = [corpus / r["file"] for r in rows
+             if r["file"].endswith(".trn") and 48 * KiB < int(r["bytes"]) <= 256 * KiB]
+    return [f.read_bytes() for f in sorted(files)]
+
+
+def ola_keys(count: int) -> list[str]:
+    keys = []
+    for server in range(SERVERS):
+        name = f"SQL{server:02d}$PROD"
+        for database in range(DATABASES):
+            db = f"shop{database:02d}"
+            for kind, many in PER_DATABASE.items():
+                extension = "trn" if kind == "LOG" else "bak"
+                for n in range(many):
+                    keys.append(f"ola/{name}/{db}/{kind}/{name}_{db}_{kind}_20261124_{n // 60:02d}{n % 60:02d}00."
+                                f"{extension}")
+    while len(keys) < count:  # more than 10,000 asked: further logs of the first database
+        keys.append(f"ola/SQL00$PROD/shop00/LOG/SQL00$PROD_shop00_LOG_20261125_{len(keys):06d}.trn")
+    return keys[:count]
+
+
+def _relay(port: int, target_port: int, latency: float) -> None:
+    """Relay 127.0.0.1:port to the endpoint, waiting `latency` seconds before each answer."""
+
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, asked: list[bool],
+                   answers: bool) -> None:
+        try:
+            while data := await reader.read(65536):
+                if answers and asked[0]:
+                    asked[0] = False
+                    await asyncio.sleep(latency)
+                elif not answers:
+                    asked[0] = True
+                writer.write(data)
+                await writer.drain()
+        except ConnectionError:
+            pass
+        finally:
+            writer.close()
+
+    async def relay(client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
+        server_reader, server_writer = await asyncio.open_connection(HOST, target_port)
+        asked = [False]
+        await asyncio.gather(pipe(client_reader, server_writer, asked, False),
+                             pipe(server_reader, client_writer, asked, True))
+
+    async def serve() -> None:
+        server = await asyncio.start_server(relay, HOST, port)
+        async with server:
+            await server.serve_forever()
+
+    asyncio.run(serve())
+
+
+@contextlib.contextmanager
+def delayed(target_port: int, latency: float) -> Iterator[int]:
+    """A TCP relay to the endpoint, in a process of its own, that waits `latency` seconds before each
+    answer (one round trip per request, as a remote endpoint costs); TLS passes through untouched.
+    Yields its port."""
+    port = _free_port()
+    relay = multiprocessing.get_context("fork").Process(target=_relay, args=(port, target_port, latency), daemon=True)
+    relay.start()
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection((HOST, port), timeout=0.5).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        yield port
+    finally:
+        relay.terminate()
+        relay.join(10)
+
+
+def median_seconds(work: Callable[[], Any], repeat: int) -> tuple[float, Any]:
+    times, result = [], None
+    for _ in range(repeat):
+        started = time.perf_counter()
+        result = work()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times), result
+
+
+def sequential_listing(url: str, ca_file: Path | None) -> dict[str, tuple[int, str]]:
+    client = boto3.client("s3", endpoint_url=url, verify=str(ca_file) if ca_file else None,
+                          config=Config(retries={"mode": "standard"}))
+    found = {}
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix="ola/"):
+        for item in page.get("Contents", []):
+            found[item["Key"]] = (item["Size"], item["ETag"])
+    client.close()
+    return found
+
+
+def compare(url: str, ca_file: Path | None, args: argparse.Namespace, count: int, latency: float) -> None:
+    """The catalogue against one sequential paginator, through `url`."""
+    settings = S3Settings(endpoint_url=url, ca_bundle=ca_file, threads=args.threads)
+    parallel, source = median_seconds(lambda: S3Source(f"s3://{BUCKET}/ola", settings), args.repeat)
+    sequential, listed = median_seconds(lambda: sequential_listing(url, ca_file), args.repeat)
+    assert len(source.paths()) == len(listed) == count
+    requests = source.stats.requests
+    print(f"latency +{latency:g} ms per request: catalogue {parallel:.3f} s "
+          f"({requests['ListObjectsV2']} list requests + {requests['ListMultipartUploads']} for uploads, "
+          f"{count / parallel:,.0f} objects/s); sequential paginator {sequential:.3f} s "
+          f"({-(-count // 1000)} pages, {count / sequential:,.0f} objects/s); "
+          f"ratio sequential/catalogue {sequential / parallel:.2f}")
+
+
+def read_headers(endpoint: LocalS3Endpoint, threads: int, count: int) -> None:
+    """Every object's SQL Server header read through the source, as planning reads them; where the CPU went."""
+    import psutil
+
+    assert endpoint.process is not None
+    server, here = psutil.Process(endpoint.process.pid), psutil.Process()
+    started = time.perf_counter()
+    source = S3Source(f"s3://{BUCKET}/ola", S3Settings(threads=threads))
+    listed_at = time.perf_counter()
+    server_cpu, own_cpu = sum(server.cpu_times()[:2]), sum(here.cpu_times()[:2])
+    catalog = scan(source)
+    done = time.perf_counter()
+    server_cpu, own_cpu = sum(server.cpu_times()[:2]) - server_cpu, sum(here.cpu_times()[:2]) - own_cpu
+    stats = source.stats
+    gets = stats.requests["GetObject"]
+    print(f"SQL Server header reading of all {count:,} objects: {done - listed_at:.2f} s ({gets:,} GETs, "
+          f"{gets / count:.2f} per object, {gets / (done - listed_at):,.0f} GETs/s; {stats.bytes_read / 2**20:,.1f} "
+          f"MiB read, {stats.bytes_read / count / KiB:.1f} KiB per object on average, "
+          f"{max(stats.bytes_by_path.values()) / KiB:.1f} KiB at most; {len(stats.whole_reads)} objects read whole); "
+          f"CPU: endpoint {server_cpu * 1000 / gets:.1f} ms per GET, restoreproof {own_cpu * 1000 / gets:.1f} ms per "
+          f"GET; list + headers {done - started:.2f} s = {count / (done - started):,.0f} objects/s "
+          f"({sum(len(d.sets) for d in catalog.databases)} backup sets, {len(catalog.unreadable)} files not read)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpus", type=Path,
+                        default=Path(__file__).resolve().parents[2] / "shared" / "testdata" / "mssql-backups")
+    parser.add_argument("--objects", type=int, default=10_000)
+    parser.add_argument("--threads", type=int, default=16)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--latency-ms", type=float, nargs="+", default=[0.0, 20.0, 50.0])
+    # moto's server (werkzeug) makes each TLS handshake in its accepting thread, one at a time: with a
+    # round trip added, new connections queue there, which measures moto, not the listing.
+    parser.add_argument("--tls", action="store_true", help="serve the endpoint over TLS (default: plain HTTP)")
+    args = parser.parse_args()
+    bodies = corpus_logs(args.corpus)
+    keys = ola_keys(args.objects)
+    with LocalS3Endpoint(tls=args.tls) as endpoint:
+        for name, value in endpoint.client_environment().items():
+            os.environ[name] = value
+        client = boto3.client("s3", config=Config(max_pool_connections=32))
+        client.create_bucket(Bucket=BUCKET)
+        started = time.perf_counter()
+
+        def put(index: int) -> None:
+            client.put_object(Bucket=BUCKET, Key=keys[index], Body=bodies[index % len(bodies)])
+
+        with ThreadPoolExecutor(32) as pool:
+            list(pool.map(put, range(len(keys))))
+        stored = sum(len(bodies[i % len(bodies)]) for i in range(len(keys)))
+        print(f"{len(keys):,} objects in Ola's layout ({SERVERS} servers x {DATABASES} databases x "
+              f"FULL/DIFF/LOG), {stored / 2**20:,.0f} MiB of real SQL Server log backups ({len(bodies)} files of "
+              f"48-256 KiB, reused), put in {time.perf_counter() - started:.1f} s")
+        print(f"cpus: {os.cpu_count()}; threads: {args.threads}; median of {args.repeat}")
+        for latency in args.latency_ms:
+            with contextlib.ExitStack() as stack:
+                port = stack.enter_context(delayed(endpoint.port, latency / 1000)) if latency else endpoint.port
+                compare(f"{endpoint.url.split(':')[0]}://{HOST}:{port}", endpoint.ca_file, args, len(keys), latency)
+        read_headers(endpoint, args.threads, len(keys))
+        plan_corpus(client, args.corpus, args.threads)
+
+
+def plan_corpus(client: Any, corpus: Path, threads: int) -> None:
+    """The real corpus laid out as Ola's solution would, planned from S3: what the header reading cost."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.unit.sources.s3_helpers import ola_layout, upload_tree
+    from verification.config import Settings
+    from verification.pipeline import plan_source
+
+    layout = ola_layout(corpus)
+    upload_tree(client, BUCKET, "corpus", corpus, layout)
+    settings = Settings(s3=S3Settings(threads=threads))
+    started = time.perf_counter()
+    _, source, planned = plan_source(settings, f"s3://{BUCKET}/corpus")
+    elapsed = time.perf_counter() - started
+    assert isinstance(source, S3Source)
+    stats = source.stats
+    sizes = [source.size(p) for p in source.paths()]
+    print(f"the real corpus ({len(sizes)} files, {sum(sizes) / 2**20:.1f} MiB) in Ola's layout, planned from S3 in "
+          f"{elapsed:.2f} s: {len(planned.plans)} databases; {stats.requests['GetObject']} GETs, "
+          f"{stats.bytes_read / KiB:,.0f} KiB read ({stats.bytes_read / sum(sizes):.1%} of the bytes), "
+          f"{max(stats.bytes_by_path.values()) / KiB:.1f} KiB at most per object; "
+          f"{stats.requests['ListObjectsV2']} list requests")
+
+
+if __name__ == "__main__":
+    main()
