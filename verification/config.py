@@ -308,6 +308,11 @@ class S3Settings(_Section):
     connect_timeout: float = Field(5.0, gt=0)
     read_timeout: float = Field(60.0, gt=0)
     max_attempts: int = Field(3, ge=1, le=20)
+    # How a restore reads backups in object storage. stage: the plan's files are downloaded (phase
+    # `download`, checked against the listing's ETag, their size and S3's checksum) into a folder the
+    # target reads as it reads a local repository, and removed when the database's verification ends;
+    # direct: the tool in the target reads S3 itself.
+    restore_mode: Literal["stage", "direct"] = "stage"
 
     @model_validator(mode="after")
     def _both_keys(self) -> S3Settings:

@@ -407,7 +407,7 @@ def choose_target(settings: Settings, discovery: Discovery, plans: list[RestoreP
     if not any(p.chain.status is ChainStatus.COMPLETE for p in plans):
         return None, None
     try:
-        provider = discovery.engine.target_provider(discovery.target, plans)
+        provider = discovery.engine.target_provider(discovery.target, plans, discovery.source)
     except TargetError as exc:
         progress(f"no target: {exc}")
         return None, str(exc)

@@ -4,9 +4,9 @@ real local S3 endpoint (moto in its own process, TLS from a CA made at start):
 - the demo's source cluster writes its repository into the bucket (repo1-type=s3), through the
   egress link, and the bucket then holds a real pgBackRest repository;
 - `pgbackrest info` from a second container reads it;
-- direct mode: a stanza restored by pgBackRest in the target straight from S3 (no repository
-  mount) and verified with the real pipeline pieces. The plan is made from a local mirror of the
-  bucket downloaded with boto3 here (S3Source, issue 13 part A, had not landed when this was written);
+- direct mode: a stanza planned from the bucket (S3Source), restored by pgBackRest in the target
+  straight from S3 (no repository mount) and verified with the real pipeline pieces, the target
+  chosen by the engine from the source and s3.restore_mode direct;
 - the keys: random ones (moto takes any), searched for in every output of the module's runs.
 
 One demo for the module (one cluster, about a minute).
@@ -20,14 +20,13 @@ import re
 import secrets
 import threading
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from pydantic import SecretStr
 
-from verification.config import Settings
+from verification.config import S3Settings, Settings
 from verification.demo.s3_endpoint import LocalS3Endpoint
 from verification.demo.source import CONF_INSIDE, DemoResult, DemoS3, _SourceCluster, make_demo
 from verification.engines.base import Evidence
@@ -36,7 +35,7 @@ from verification.engines.postgres.engine import PostgresEngine
 from verification.model import ChainStatus, CheckStatus, PhaseStatus
 from verification.pipeline import verify_database
 from verification.reports.json_report import database_entry
-from verification.sources.local import LocalSource
+from verification.sources.s3 import S3Source
 from verification.targets.docker import docker_client, run_in_container
 from verification.targets.egress import EgressLink
 from verification.targets.exchange import EXCHANGE_PATH, make_exchange
@@ -73,22 +72,6 @@ def objects(s3: DemoS3) -> dict[str, int]:
                 for item in page.get("Contents", [])}
     finally:
         client.close()
-
-
-def mirror(s3: DemoS3, folder: Path) -> Path:
-    """The whole bucket, downloaded as it is (boto3's transfer manager, 16 objects at once)."""
-    client = s3.client()
-
-    def download(key: str) -> None:
-        (folder / key).parent.mkdir(parents=True, exist_ok=True)
-        client.download_file(s3.bucket, key, str(folder / key))
-
-    try:
-        with ThreadPoolExecutor(16) as pool:
-            list(pool.map(download, objects(s3)))
-    finally:
-        client.close()
-    return folder
 
 
 def leftovers(run_id: str) -> list[str]:
@@ -192,18 +175,22 @@ def test_direct_mode_restores_and_verifies_from_s3(s3_demo: S3Demo, settings: Se
                                                    capfd: pytest.CaptureFixture[str]) -> None:
     s3 = s3_demo.s3
     caplog.set_level("DEBUG")
-    source = LocalSource(mirror(s3, tmp_path / "mirror"))
+    settings = settings.model_copy(update={"s3": S3Settings(
+        endpoint_url=s3.endpoint_url, region=s3.region, addressing_style="path", ca_bundle=s3.ca_file,
+        access_key_id=SecretStr(KEY), secret_access_key=SecretStr(SECRET), restore_mode="direct")})
     engine = PostgresEngine(settings)
-    (plan,) = engine.plan(source, None).plans
-    assert plan.chain.status is ChainStatus.COMPLETE and plan.target_backup is not None
-    repository = S3Repository(s3.bucket, "", s3.endpoint_url, s3.region, SecretStr(KEY), SecretStr(SECRET),
-                              ca_file=s3.ca_file)
-    provider = DirectTargetProvider(settings, IMAGE, repository)
-    run_id = new_run_id()
-    moto_log = s3_demo.endpoint.folder / "moto.log"
-    requests_before = len(moto_log.read_text().splitlines())
-    evidence = Evidence(tmp_path / "evidence" / STANZA)
-    result = verify_database(engine, plan, provider, run_id, repository.url, evidence, source=source)
+    with S3Source(s3.url, settings.s3) as source:
+        (plan,) = engine.plan(source, None).plans
+        assert plan.chain.status is ChainStatus.COMPLETE and plan.target_backup is not None
+        provider = engine.target_provider("auto", [plan], source)
+        assert isinstance(provider, DirectTargetProvider)
+        repository = provider.repository
+        assert (repository.url, repository.endpoint_url) == ("s3://restoreproof-demo/", s3.endpoint_url)
+        run_id = new_run_id()
+        moto_log = s3_demo.endpoint.folder / "moto.log"
+        requests_before = len(moto_log.read_text().splitlines())
+        evidence = Evidence(tmp_path / "evidence" / STANZA)
+        result = verify_database(engine, plan, provider, run_id, source.describe(), evidence, source=source)
 
     assert result.verdict == "passed", result.reasons
     checks = {c.name: c for c in result.checks}

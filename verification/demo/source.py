@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import secrets
 import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -75,11 +76,14 @@ class DemoS3:
     @classmethod
     def local(cls, endpoint: LocalS3Endpoint, bucket: str = DEMO_BUCKET) -> DemoS3:
         """The local endpoint, by the name its certificate holds: pgBackRest 2.45 checks a certificate's
-        DNS names only (never an IP address), so https://127.0.0.1:PORT would fail its check."""
-        from verification.demo.s3_endpoint import DEMO_ACCESS_KEY, DEMO_REGION, DEMO_SECRET_KEY
+        DNS names only (never an IP address), so https://127.0.0.1:PORT would fail its check.
 
-        return cls(f"https://localhost:{endpoint.port}", DEMO_ACCESS_KEY, SecretStr(DEMO_SECRET_KEY), DEMO_REGION,
-                   bucket, ca_file=endpoint.ca_file)
+        Keys of its own, made here: moto takes any, and a key that is also a word of the demo's output
+        (the bucket's name, say) would be masked wherever it appears, as every configured key is."""
+        from verification.demo.s3_endpoint import DEMO_REGION
+
+        return cls(f"https://localhost:{endpoint.port}", f"RPDEMO{secrets.token_hex(7).upper()}",
+                   SecretStr(secrets.token_urlsafe(30)), DEMO_REGION, bucket, ca_file=endpoint.ca_file)
 
     @property
     def url(self) -> str:
@@ -249,11 +253,15 @@ class _SourceCluster:
         if self.egress is not None:
             with contextlib.suppress(RestoreproofError):
                 self.egress.close()
-        if self.container is not None:
-            with contextlib.suppress(docker.errors.NotFound):
-                self.container.remove(force=True)
-        if self.exchange is not None:
-            self.exchange.remove()
+        try:
+            if self.container is not None:
+                # NotFound: already gone; a conflict: being removed already (an interrupted demo reaps
+                # every container of its run while its threads still end).
+                with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+                    self.container.remove(force=True)
+        finally:
+            if self.exchange is not None:
+                self.exchange.remove()
 
 
 def _make_cluster(client: docker.DockerClient, image: str, stanza: str, repo: Path, run_id: str,

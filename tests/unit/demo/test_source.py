@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from verification.demo.s3_endpoint import DEMO_ACCESS_KEY, DEMO_SECRET_KEY, LocalS3Endpoint
+from verification.demo.s3_endpoint import LocalS3Endpoint
 from verification.demo.source import CA_INSIDE, DemoError, DemoResult, DemoS3
 from verification.targets.egress import Endpoint
 
@@ -18,7 +18,11 @@ def test_the_local_endpoint_by_the_name_its_certificate_holds() -> None:
     s3 = DemoS3.local(endpoint)
     # pgBackRest checks DNS names only: localhost, never 127.0.0.1.
     assert s3.endpoint_url == "https://localhost:45678" and endpoint.url == "https://127.0.0.1:45678"
-    assert (s3.access_key_id, s3.secret_access_key.get_secret_value()) == (DEMO_ACCESS_KEY, DEMO_SECRET_KEY)
+    # Keys of its own each time (moto takes any), none of them a word of the demo's output.
+    other = DemoS3.local(endpoint)
+    assert s3.access_key_id.startswith("RPDEMO") and len(s3.secret_access_key.get_secret_value()) >= 40
+    assert s3.access_key_id != other.access_key_id and s3.secret_access_key != other.secret_access_key
+    assert "restoreproof-demo" not in (s3.access_key_id, s3.secret_access_key.get_secret_value())
     assert s3.url == "s3://restoreproof-demo/" and s3.endpoint() == Endpoint("localhost", 45678)
 
 

@@ -14,14 +14,16 @@ target has them masked before it becomes evidence, a reason or a log line.
 from __future__ import annotations
 
 import contextlib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import SecretStr
 
-from verification.config import Settings
-from verification.errors import TargetError
+from verification.config import S3Settings, Settings
+from verification.errors import SourceError, TargetError
+from verification.sources.base import Source
 from verification.targets.base import ExecResult, Target
 from verification.targets.docker import DockerTargetProvider
 from verification.targets.egress import Endpoint
@@ -85,6 +87,53 @@ class S3Repository:
         values = [self.access_key_id, self.secret_access_key, self.session_token]
         return tuple(sorted({v.get_secret_value() for v in values if v is not None and v.get_secret_value()},
                             key=len, reverse=True))
+
+
+def direct_repository(source: Source, settings: Settings) -> S3Repository | None:
+    """The repository in S3 that pgBackRest in the target reads itself, when `source` is in S3 and
+    s3.restore_mode is direct; None otherwise. Everything comes from the source: its bucket and prefix,
+    the endpoint and region its client uses, its settings' addressing, TLS and CA, and the keys it
+    signs with (the settings' or the AWS chain's)."""
+    from verification.sources.s3 import S3Source
+
+    if not isinstance(source, S3Source) or source.settings.restore_mode != "direct":
+        return None
+    s3 = source.settings
+    key, secret, token = _credentials(s3, source.describe())
+    ca_file = s3.ca_bundle or (Path(os.environ["AWS_CA_BUNDLE"]) if os.environ.get("AWS_CA_BUNDLE") else None)
+    return S3Repository(source.bucket, source.prefix, source.endpoint, source.client.meta.region_name or "us-east-1",
+                        SecretStr(key), SecretStr(secret), SecretStr(token) if token else None,
+                        uri_style=uri_style(s3), verify_tls=s3.verify_tls, ca_file=ca_file)
+
+
+def uri_style(settings: S3Settings) -> Literal["path", "host"]:
+    """pgBackRest's repo1-s3-uri-style for the source's addressing style; for auto, as botocore chooses:
+    virtual-host style at AWS itself, path style at any other endpoint."""
+    style = settings.addressing_style
+    if style == "auto":
+        custom = settings.endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+        style = "path" if custom else "virtual"
+    return "host" if style == "virtual" else "path"
+
+
+def _credentials(settings: S3Settings, where: str) -> tuple[str, str, str | None]:
+    """The keys boto3 signs with for these settings (the settings' own, else the AWS chain's): pgBackRest
+    in a target without a network cannot ask an instance's metadata service for them itself."""
+    import boto3
+
+    session = boto3.session.Session(
+        profile_name=settings.profile, region_name=settings.region,
+        aws_access_key_id=settings.access_key_id.get_secret_value() if settings.access_key_id else None,
+        aws_secret_access_key=settings.secret_access_key.get_secret_value() if settings.secret_access_key else None)
+    try:
+        credentials = session.get_credentials()
+        frozen = credentials.get_frozen_credentials() if credentials is not None else None
+    except Exception as exc:  # botocore's many credential errors: the message names the provider, no key
+        raise SourceError(f"no S3 keys for pgBackRest to read {where} with: {type(exc).__name__}") from None
+    if frozen is None or not frozen.access_key or not frozen.secret_key:
+        raise SourceError(f"s3.restore_mode direct needs S3 keys to give pgBackRest for {where}: none in "
+                          "s3.access_key_id/s3.secret_access_key nor in the AWS credential chain")
+    return frozen.access_key, frozen.secret_key, frozen.token or None
 
 
 def masked(text: str, secrets: tuple[str, ...]) -> str:
