@@ -251,12 +251,18 @@ def demo(
     report_dir: ReportDirOpt = None,
     as_json: JsonOpt = False,
     config: ConfigOpt = None,
+    s3: Annotated[bool, typer.Option(
+        "--s3", help="Make the sample repository in a local S3 endpoint (moto, over TLS, started and stopped "
+                     "here) and verify s3://restoreproof-demo/ from there, read by pgBackRest in each target "
+                     "(s3.restore_mode direct). Always fresh; notes in WORKDIR/s3.")] = False,
 ) -> None:
     """Make sample pgBackRest backups of real PostgreSQL clusters, then verify them."""
     from verification.demo.source import make_demo
 
     settings = settings_from(config)
     progress = _progress(not as_json)
+    if s3:
+        _demo_in_s3(settings, workdir / "s3", scale, clusters, target, report_dir, as_json, progress)
     try:
         made = make_demo(workdir, scale=scale, clusters=clusters, fresh=fresh, progress=progress,
                          build_context=settings.docker.build_context)
@@ -272,6 +278,42 @@ def demo(
     # The same display goes on into the verification, which stops it when done.
     _run_and_report(settings, str(made.repository), engine="postgres", at=None, target=target.value,
                     report_dir=report_dir, as_json=as_json, progress=progress)
+
+
+def _demo_in_s3(settings: Settings, workdir: Path, scale: int, clusters: int, target: TargetChoice,
+                report_dir: Path | None, as_json: bool, progress: Any) -> NoReturn:
+    """`demo --s3`: a local S3 endpoint for the whole command, stopped on the way out whatever happens
+    (an error, Ctrl-C, the verdict's exit)."""
+    from pydantic import SecretStr
+
+    from verification.demo.s3_endpoint import LocalS3Endpoint
+    from verification.demo.source import DemoS3, make_demo
+
+    endpoint = LocalS3Endpoint()
+    try:
+        try:
+            endpoint.start()
+            progress(f"local S3 endpoint {endpoint.url} (moto, TLS from a CA made now)")
+            bucket = DemoS3.local(endpoint)
+            made = make_demo(workdir, scale=scale, clusters=clusters, fresh=True, progress=progress,
+                             build_context=settings.docker.build_context, s3=bucket, state_dir=settings.state_dir)
+        except RestoreproofError as exc:
+            fail(str(exc))
+        except KeyboardInterrupt:
+            fail("interrupted; the demo's source containers and its S3 endpoint were removed", 130)
+        progress(f"sample repository made: {made.source} ({', '.join(made.stanzas)})")
+        # The endpoint as the demo reached it; pgBackRest in each target reads the bucket itself.
+        settings = settings.model_copy(update={"s3": settings.s3.model_copy(update={
+            "endpoint_url": bucket.endpoint_url, "region": bucket.region, "profile": None,
+            "addressing_style": "path", "verify_tls": True, "ca_bundle": bucket.ca_file,
+            "access_key_id": SecretStr(bucket.access_key_id), "secret_access_key": bucket.secret_access_key,
+            "restore_mode": "direct"})})
+        _run_and_report(settings, made.source, engine="postgres", at=None, target=target.value,
+                        report_dir=report_dir, as_json=as_json, progress=progress)
+    finally:
+        endpoint.stop()
+        if isinstance(progress, Progress):
+            progress.stop()
 
 
 @app.command()

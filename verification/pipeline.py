@@ -23,7 +23,7 @@ from verification import __version__
 from verification.checks.suites import check_all, unknown_databases
 from verification.config import Settings
 from verification.engines.base import DataChecks, Engine, Evidence, RestoreOutcome, SourcePlan
-from verification.errors import ConfigError, RestoreproofError, SourceError, TargetError
+from verification.errors import RestoreproofError, SourceError, TargetError
 from verification.model import (
     ChainStatus,
     CheckName,
@@ -197,7 +197,8 @@ def data_checks_for(settings: Settings, store: ResultStore, database: str) -> Da
 
 
 # Why a restore from a folder has no download.
-READ_IN_PLACE = "the target reads the source's folder in place: nothing is downloaded"
+READ_IN_PLACE = ("the target reads the source in place (a folder mounted, or object storage read by the tool in "
+                 "the target): nothing is downloaded first")
 
 
 @dataclass
@@ -495,7 +496,7 @@ def choose_target(settings: Settings, discovery: Discovery, plans: list[RestoreP
     if not any(p.chain.status is ChainStatus.COMPLETE for p in plans):
         return None, None
     try:
-        provider = discovery.engine.target_provider(discovery.target, plans)
+        provider = discovery.engine.target_provider(discovery.target, plans, discovery.source)
     except TargetError as exc:
         progress(f"no target: {exc}")
         return None, str(exc)
@@ -508,13 +509,14 @@ def choose_target(settings: Settings, discovery: Discovery, plans: list[RestoreP
 
 
 def stager_for(settings: Settings, source: Source, provider: TargetProvider | None) -> Stager | None:
-    """How a restore reads `source`: None for a folder (the target reads it in place), a Stager for
-    object storage in `s3.restore_mode: stage` (the default)."""
+    """How a restore reads `source`: None for a folder (the target reads it in place) and for object
+    storage in `s3.restore_mode: direct`, a Stager in `stage` (the default)."""
     if provider is None or not is_s3_url(source.describe()):
         return None
     if settings.s3.restore_mode == "direct":
-        raise ConfigError("s3.restore_mode: direct (the target reading S3 itself) is not available yet; "
-                          "use stage, the default")
+        # The engine's provider made targets that read S3 themselves (or refused, for an engine that
+        # cannot): nothing is staged.
+        return None
     from verification.sources.s3 import S3Source
     from verification.sources.staging import Stager
     from verification.targets.local import leftovers_dir

@@ -2,7 +2,9 @@
 
 pgBackRest speaks S3 only over TLS, so the endpoint serves HTTPS with a certificate made here, for
 127.0.0.1 and localhost, signed by a throwaway CA whose certificate clients are told to trust
-(`ca_file`); nothing is added to the system's trust store. The server dies with its parent
+(`ca_file`); nothing is added to the system's trust store. moto runs behind a server of ours
+(verification/demo/moto_tls.py) that ends each TLS connection with close_notify, without which
+pgBackRest cannot PUT an object. The server dies with its parent
 (PR_SET_PDEATHSIG) and its folder (certificate and key) is removed on stop, so a killed run leaves
 neither behind. moto keeps the objects in memory: they live as long as the endpoint does.
 """
@@ -103,14 +105,15 @@ class LocalS3Endpoint:
     def start(self, timeout: float = 30.0) -> LocalS3Endpoint:
         self.folder.mkdir(parents=True, exist_ok=True)
         self.folder.chmod(0o700)
-        command = [str(Path(sys.executable).with_name("moto_server")), "-H", HOST, "-p", str(self.port or 0)]
+        # moto's application and handler, as moto_server runs them, on a server that ends TLS properly.
+        command = [sys.executable, "-m", "verification.demo.moto_tls", "-H", HOST, "-p", str(self.port or 0)]
         if self.tls:
             self.ca_file, cert, key = make_certificate(self.folder)
             command += ["-c", str(cert), "-k", str(key)]
         deadline = time.monotonic() + timeout
         for _attempt in range(5):  # a port taken between choosing it and binding it: choose again
             self.port = self.port or _free_port()
-            command[4] = str(self.port)
+            command[command.index("-p") + 1] = str(self.port)
             log = (self.folder / "moto.log").open("wb")
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                             preexec_fn=_die_with_parent)

@@ -9,28 +9,42 @@ workload plus an `events` table with a timestamp column, then
 so every backup differs and WAL is archived between and after them. Two marker rows, written a
 second apart between the diff and the incr backups (`pitr-before`, `pitr-after`), give tests a
 point in time to restore to; their times are in `<workdir>/demo.json`.
+
+With `s3=DemoS3(...)` the repository goes into an S3 bucket instead (`repo1-type=s3`), written by
+pgBackRest itself from containers that still have no network: each reaches the S3 endpoint, and
+nothing else, through an egress link (verification/targets/egress.py). The keys reach pgBackRest
+only through its configuration file in the container (0600, the postgres user).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
+import secrets
 import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import docker.errors
+from pydantic import SecretStr
 
 import docker
+from verification.config import default_state_dir
 from verification.errors import RestoreproofError
 from verification.images import ensure_image
 from verification.targets.docker import docker_client
+from verification.targets.egress import EgressLink, Endpoint
+from verification.targets.exchange import EXCHANGE_PATH, ExchangeFolder, make_exchange
 from verification.targets.labels import labels, new_run_id
 from verification.targets.reaper import reap_docker
+
+if TYPE_CHECKING:
+    from verification.demo.s3_endpoint import LocalS3Endpoint
 
 DATA = "/var/lib/restoreproof/data"
 MANIFEST = "demo.json"
@@ -38,16 +52,100 @@ MARKER = ".restoreproof-demo"
 # pgbench scale per demo scale unit: pgbench scale 1 is ~15 MB, so --scale 10 gives ~1 GB.
 PGBENCH_SCALE_PER_UNIT = 7
 DEMO_FORMAT = 1
+DEMO_BUCKET = "restoreproof-demo"
+# In the source containers: the S3 endpoint's CA (readable), and pgBackRest's configuration, which
+# holds the keys (0600, the postgres user).
+CA_INSIDE = "/etc/pgbackrest/s3-ca.pem"
+CONF_INSIDE = "/etc/pgbackrest.conf"
+S3_PROCESS_MAX = 4
+
+
+@dataclass(frozen=True)
+class DemoS3:
+    """Where the demo's repository goes when it goes to S3, and how pgBackRest reaches it."""
+
+    endpoint_url: str
+    access_key_id: str
+    secret_access_key: SecretStr
+    region: str = "us-east-1"
+    bucket: str = DEMO_BUCKET
+    prefix: str = ""          # under the bucket's root: "" or "some/folder"
+    ca_file: Path | None = None
+    uri_style: str = "path"   # pgBackRest's repo1-s3-uri-style: path or host
+
+    @classmethod
+    def local(cls, endpoint: LocalS3Endpoint, bucket: str = DEMO_BUCKET) -> DemoS3:
+        """The local endpoint, by the name its certificate holds: pgBackRest 2.45 checks a certificate's
+        DNS names only (never an IP address), so https://127.0.0.1:PORT would fail its check.
+
+        Keys of its own, made here: moto takes any, and a key that is also a word of the demo's output
+        (the bucket's name, say) would be masked wherever it appears, as every configured key is."""
+        from verification.demo.s3_endpoint import DEMO_REGION
+
+        return cls(f"https://localhost:{endpoint.port}", f"RPDEMO{secrets.token_hex(7).upper()}",
+                   SecretStr(secrets.token_urlsafe(30)), DEMO_REGION, bucket, ca_file=endpoint.ca_file)
+
+    @property
+    def url(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix.strip('/') + '/' if self.prefix.strip('/') else ''}"
+
+    def endpoint(self) -> Endpoint:
+        """The one place the source containers reach (for virtual-host style, under the bucket's name too)."""
+        plain = Endpoint.from_url(self.endpoint_url)
+        if self.uri_style == "host":
+            if not plain.host_names:
+                raise DemoError(f"the S3 endpoint {self.endpoint_url} is an address: virtual-host style needs a "
+                                "name (use uri_style path)")
+            return Endpoint.from_url(self.endpoint_url, f"{self.bucket}.{plain.host}")
+        return plain
+
+    def pgbackrest_conf(self) -> str:
+        """The [global] repository lines of pgbackrest.conf (the keys among them)."""
+        endpoint = self.endpoint()
+        lines = ["repo1-type=s3", f"repo1-path=/{self.prefix.strip('/')}", f"repo1-s3-bucket={self.bucket}",
+                 f"repo1-s3-endpoint={endpoint.host}", f"repo1-storage-port={endpoint.port}",
+                 f"repo1-s3-region={self.region}", f"repo1-s3-uri-style={self.uri_style}",
+                 f"repo1-s3-key={self.access_key_id}",
+                 f"repo1-s3-key-secret={self.secret_access_key.get_secret_value()}"]
+        if self.ca_file is not None:
+            lines.append(f"repo1-storage-ca-file={CA_INSIDE}")
+        # One request per file, each on its own connection at a local endpoint: several at once.
+        lines.append(f"process-max={S3_PROCESS_MAX}")
+        return "\n".join(lines) + "\n"
+
+    def client(self) -> Any:
+        """A boto3 client for the bucket (this process's own, for making and emptying it)."""
+        import boto3
+        from botocore.config import Config
+
+        # botocore logs every request's headers at DEBUG, the signing key id among them: kept out of
+        # a log whose root is at DEBUG, unless botocore's own level was set on purpose.
+        for name in ("botocore", "boto3", "s3transfer", "urllib3"):
+            if logging.getLogger(name).level == logging.NOTSET:
+                logging.getLogger(name).setLevel(logging.INFO)
+
+        return boto3.client("s3", endpoint_url=self.endpoint_url, region_name=self.region,
+                            aws_access_key_id=self.access_key_id,
+                            aws_secret_access_key=self.secret_access_key.get_secret_value(),
+                            verify=str(self.ca_file) if self.ca_file else True,
+                            config=Config(s3={"addressing_style": "virtual" if self.uri_style == "host" else "path"},
+                                          retries={"max_attempts": 3, "mode": "standard"}))
 
 
 @dataclass
 class DemoResult:
     workdir: Path
-    repository: Path
+    repository: Path           # the local repository (unused when it is in S3: see `url`)
     stanzas: list[str]
     manifest: dict[str, Any]
     reused: bool
     run_id: str | None = None  # label on the source containers (None when reused)
+    url: str | None = None     # s3://bucket/prefix/ when the repository is in S3
+
+    @property
+    def source(self) -> str:
+        """The repository as `restoreproof verify` names it: a folder or an s3:// URL."""
+        return self.url or str(self.repository)
 
 
 class DemoError(RestoreproofError):
@@ -55,15 +153,28 @@ class DemoError(RestoreproofError):
 
 
 class _SourceCluster:
-    def __init__(self, client: docker.DockerClient, image: str, stanza: str, repo: Path, run_id: str) -> None:
+    def __init__(self, client: docker.DockerClient, image: str, stanza: str, repo: Path, run_id: str,
+                 s3: DemoS3 | None = None, state_dir: Path | None = None) -> None:
         self.stanza = stanza
-        self.container = client.containers.create(
-            image, name=f"restoreproof-demo-{run_id}-{stanza}".lower(),
-            labels=labels(run_id, "demo-source", stanza), network_mode="none",
-            volumes={str(repo): {"bind": "/repo", "mode": "rw"}},
-        )
+        self.s3 = s3
+        self.exchange: ExchangeFolder | None = None
+        self.egress: EgressLink | None = None
+        self.container: Any = None
         try:
+            if s3 is None:
+                volumes = {str(repo): {"bind": "/repo", "mode": "rw"}}
+            else:
+                # The folder the S3 endpoint's socket goes in, recorded for `restoreproof reap`.
+                self.exchange = make_exchange(state_dir or default_state_dir(), run_id, stanza)
+                volumes = {str(self.exchange.shared): {"bind": EXCHANGE_PATH, "mode": "rw"}}
+            self.container = client.containers.create(
+                image, name=f"restoreproof-demo-{run_id}-{stanza}".lower(),
+                labels=labels(run_id, "demo-source", stanza), network_mode="none", volumes=volumes,
+            )
             self.container.start()
+            if s3 is not None and self.exchange is not None:
+                self.egress = EgressLink(client, self.container, s3.endpoint(),
+                                         (EXCHANGE_PATH, str(self.exchange.shared))).start()
         except BaseException:
             self.remove()
             raise
@@ -72,6 +183,9 @@ class _SourceCluster:
         code, output = self.container.exec_run(["bash", "-euo", "pipefail", "-c", script], user=user,
                                                environment=env or {})
         text: str = output.decode("utf-8", "replace")
+        if self.s3 is not None:  # whatever a tool said, the keys are never in a message
+            for secret in (self.s3.secret_access_key.get_secret_value(), self.s3.access_key_id):
+                text = text.replace(secret, "********")
         if code != 0:
             raise DemoError(f"demo source {self.stanza}: command failed (exit {code}): {script[:200]}\n{text[-2000:]}")
         return text
@@ -80,10 +194,21 @@ class _SourceCluster:
         # The statement travels in the environment: no shell quoting to get wrong.
         return self.sh('psql -X -A -t -q -v ON_ERROR_STOP=1 -h /tmp -d postgres -c "$SQL"', env={"SQL": sql}).strip()
 
-    def setup(self) -> None:
-        conf = (f"[global]\nrepo1-path=/repo\nrepo1-retention-full=2\nstart-fast=y\nlog-level-console=warn\n"
+    def configure(self) -> None:
+        """pgBackRest's configuration (and the S3 endpoint's CA) in the container."""
+        repository = "repo1-path=/repo\n" if self.s3 is None else self.s3.pgbackrest_conf()
+        conf = (f"[global]\n{repository}repo1-retention-full=2\nstart-fast=y\nlog-level-console=warn\n"
                 f"log-level-file=off\n\n[{self.stanza}]\npg1-path={DATA}\npg1-socket-path=/tmp\n")
-        self.sh('printf %s "$CONF" > /etc/pgbackrest.conf && chown postgres /repo', user="root", env={"CONF": conf})
+        if self.s3 is not None and self.s3.ca_file is not None:
+            self.sh(f'mkdir -p /etc/pgbackrest && printf %s "$CA" > {CA_INSIDE} && chmod 644 {CA_INSIDE}', user="root",
+                    env={"CA": self.s3.ca_file.read_text()})
+        # Made 0600 and the postgres user's before anything is written to it: it may hold the S3 keys.
+        # The text travels in the environment, never on a command line.
+        self.sh(f'install -m 600 -o postgres -g postgres /dev/null {CONF_INSIDE} && printf %s "$CONF" > {CONF_INSIDE}'
+                + (" && chown postgres /repo" if self.s3 is None else ""), user="root", env={"CONF": conf})
+
+    def setup(self) -> None:
+        self.configure()
         settings = "\n".join([
             "archive_mode = on",
             f"archive_command = 'pgbackrest --stanza={self.stanza} archive-push %p'",
@@ -115,6 +240,8 @@ class _SourceCluster:
         # `pgbackrest check` switches WAL and waits until the segment is archived: the archive is
         # then complete up to the last write.
         self.sh(f"pgbackrest --stanza={self.stanza} check && pg_ctl stop -w -m fast -D {DATA} >/dev/null")
+        if self.s3 is not None:
+            return
         # The files belong to the container's postgres user; let any restore target (and any host
         # user) read them, as a shared backup repository would allow. Done here, as root in the
         # container, because a non-root host user could not change them.
@@ -122,13 +249,24 @@ class _SourceCluster:
                 f"chmod -R a+rX /repo/backup/{self.stanza} /repo/archive/{self.stanza}", user="root")
 
     def remove(self) -> None:
-        with contextlib.suppress(docker.errors.NotFound):
-            self.container.remove(force=True)
+        # The link first (its socket is in the exchange folder), then the container, then the folder.
+        if self.egress is not None:
+            with contextlib.suppress(RestoreproofError):
+                self.egress.close()
+        try:
+            if self.container is not None:
+                # NotFound: already gone; a conflict: being removed already (an interrupted demo reaps
+                # every container of its run while its threads still end).
+                with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+                    self.container.remove(force=True)
+        finally:
+            if self.exchange is not None:
+                self.exchange.remove()
 
 
 def _make_cluster(client: docker.DockerClient, image: str, stanza: str, repo: Path, run_id: str,
-                  scale: int) -> dict[str, Any]:
-    cluster = _SourceCluster(client, image, stanza, repo, run_id)
+                  scale: int, s3: DemoS3 | None = None, state_dir: Path | None = None) -> dict[str, Any]:
+    cluster = _SourceCluster(client, image, stanza, repo, run_id, s3, state_dir)
     try:
         transactions = 500 * scale
         rows = 1000 * scale
@@ -153,10 +291,12 @@ def _make_cluster(client: docker.DockerClient, image: str, stanza: str, repo: Pa
 
 
 def make_demo(workdir: Path, scale: int = 1, clusters: int = 2, fresh: bool = False,
-              progress: Any = None, build_context: Path | None = None) -> DemoResult:
-    """Make (or reuse) the sample repository under `workdir/backups`.
+              progress: Any = None, build_context: Path | None = None, s3: DemoS3 | None = None,
+              state_dir: Path | None = None) -> DemoResult:
+    """Make (or reuse) the sample repository under `workdir/backups`, or in the bucket `s3` names.
 
     `build_context`: where to build the image from if it is missing (docker.build_context).
+    `state_dir`: where the S3 links' exchange folders are recorded for `restoreproof reap`.
     """
     if scale < 1 or clusters < 1:
         raise DemoError("--scale and --clusters must be at least 1")
@@ -164,13 +304,15 @@ def make_demo(workdir: Path, scale: int = 1, clusters: int = 2, fresh: bool = Fa
     repo = workdir / "backups"
     manifest_path = workdir / MANIFEST
     stanzas = [f"demo{i}" for i in range(1, clusters + 1)]
+    where = s3.url if s3 is not None else str(repo)
     if manifest_path.exists() and not fresh:
         manifest = json.loads(manifest_path.read_text())
         if (manifest.get("format") == DEMO_FORMAT and manifest.get("scale") == scale
-                and sorted(manifest.get("stanzas", {})) == stanzas and repo.is_dir()):
-            return DemoResult(workdir, repo, stanzas, manifest, reused=True)
+                and sorted(manifest.get("stanzas", {})) == stanzas and manifest.get("repository") == where
+                and (repo.is_dir() if s3 is None else _bucket_holds(s3, stanzas, manifest))):
+            return DemoResult(workdir, repo, stanzas, manifest, reused=True, url=s3.url if s3 else None)
     marker = workdir / MARKER
-    if repo.exists():
+    if s3 is None and repo.exists():
         # Only ever delete a folder this command made (it carries our marker, written first).
         if not marker.exists():
             raise DemoError(f"{repo} exists and was not made by restoreproof demo; choose another --workdir")
@@ -178,19 +320,23 @@ def make_demo(workdir: Path, scale: int = 1, clusters: int = 2, fresh: bool = Fa
     manifest_path.unlink(missing_ok=True)
     workdir.mkdir(parents=True, exist_ok=True)
     marker.write_text("made by restoreproof demo; its backups/ folder may be deleted and remade\n")
-    repo.mkdir()
+    if s3 is None:
+        repo.mkdir()
+    else:
+        _prepare_bucket(s3)
     image = ensure_image("restoreproof/postgres:15", build_context)
     run_id = "demo-" + new_run_id()
     client = docker_client()
     pool = ThreadPoolExecutor(max_workers=clusters)
     try:
         if progress:
-            progress(f"making {clusters} sample cluster(s) at scale {scale} in {repo}")
-        futures = {s: pool.submit(_make_cluster, client, image, s, repo, run_id, scale) for s in stanzas}
+            progress(f"making {clusters} sample cluster(s) at scale {scale} in {where}")
+        futures = {s: pool.submit(_make_cluster, client, image, s, repo, run_id, scale, s3, state_dir)
+                   for s in stanzas}
         results = {s: f.result() for s, f in futures.items()}
     except BaseException:
         # Don't wait for the other clusters (minutes at a large scale): remove every source
-        # container of this demo now; their threads then fail fast and end.
+        # container of this demo now; their threads then fail fast and end (and remove their links).
         reap_docker(run_id)
         pool.shutdown(wait=False, cancel_futures=True)
         raise
@@ -198,9 +344,67 @@ def make_demo(workdir: Path, scale: int = 1, clusters: int = 2, fresh: bool = Fa
         pool.shutdown(wait=True)
         client.close()
     manifest = {"format": DEMO_FORMAT, "scale": scale, "created_at": datetime.now(UTC).isoformat(),
-                "repository": str(repo), "stanzas": results}
+                "repository": where, "stanzas": results}
+    if s3 is not None:
+        manifest["endpoint"] = s3.endpoint_url
     manifest_path.write_text(json.dumps(manifest, indent=2) + "\n")
-    return DemoResult(workdir, repo, stanzas, manifest, reused=False, run_id=run_id)
+    return DemoResult(workdir, repo, stanzas, manifest, reused=False, run_id=run_id, url=s3.url if s3 else None)
+
+
+def _s3_prefix(s3: DemoS3) -> str:
+    prefix = s3.prefix.strip("/")
+    return f"{prefix}/" if prefix else ""
+
+
+def _bucket_holds(s3: DemoS3, stanzas: list[str], manifest: dict[str, Any]) -> bool:
+    """Whether the bucket still holds the demo the manifest describes (an endpoint that keeps its
+    objects in memory loses them when it stops)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    if manifest.get("endpoint") != s3.endpoint_url:
+        return False
+    client = s3.client()
+    try:
+        for stanza in stanzas:
+            client.head_object(Bucket=s3.bucket, Key=f"{_s3_prefix(s3)}backup/{stanza}/backup.info")
+        return True
+    except (BotoCoreError, ClientError):
+        return False
+    finally:
+        client.close()
+
+
+def _prepare_bucket(s3: DemoS3) -> None:
+    """Make the bucket, or empty the demo's prefix in it when an earlier demo made it (its marker
+    object is there); anything else under the prefix is never deleted."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    prefix = _s3_prefix(s3)
+    marker = prefix + MARKER
+    client = s3.client()
+    try:
+        try:
+            client.head_bucket(Bucket=s3.bucket)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") not in ("404", "NoSuchBucket", "NotFound"):
+                raise
+            where = {} if s3.region == "us-east-1" else {
+                "CreateBucketConfiguration": {"LocationConstraint": s3.region}}
+            client.create_bucket(Bucket=s3.bucket, **where)
+        keys = [item["Key"] for page in client.get_paginator("list_objects_v2").paginate(Bucket=s3.bucket,
+                                                                                          Prefix=prefix)
+                for item in page.get("Contents", [])]
+        if keys and marker not in keys:
+            raise DemoError(f"{s3.url} holds objects not made by restoreproof demo; choose another bucket or prefix")
+        for start in range(0, len(keys), 1000):
+            client.delete_objects(Bucket=s3.bucket, Delete={"Objects": [{"Key": k} for k in keys[start:start + 1000]],
+                                                            "Quiet": True})
+        client.put_object(Bucket=s3.bucket, Key=marker,
+                          Body=b"made by restoreproof demo; everything under this prefix may be deleted and remade\n")
+    except (BotoCoreError, ClientError) as exc:
+        raise DemoError(f"cannot prepare the demo's bucket {s3.url} at {s3.endpoint_url}: {exc}") from exc
+    finally:
+        client.close()
 
 
 # pgbench's own row counts per unit of its scale (pgbench -i).

@@ -189,8 +189,9 @@ class Engine(Protocol):
         found until then (a failure proven before the target died) is still in the caller's hands."""
         ...
 
-    def target_provider(self, kind: str, plans: list[RestorePlan]) -> TargetProvider:
+    def target_provider(self, kind: str, plans: list[RestorePlan], source: Source | None = None) -> TargetProvider:
         """The provider of the disposable servers these plans restore into (`kind`: auto, docker, local);
+        `source`, the one they were planned from (a repository in S3 may be read by the target itself);
         raises TargetError (or RestoreproofError for a kind the engine cannot use)."""
         ...
 

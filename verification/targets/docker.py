@@ -11,7 +11,7 @@ import contextlib
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import docker.errors
 import requests
@@ -25,6 +25,9 @@ from verification.targets.base import ExecResult, timeout_argv
 from verification.targets.exchange import EXCHANGE_PATH, ExchangeFolder, make_exchange
 from verification.targets.labels import labels, slug
 from verification.targets.polling import poll_until
+
+if TYPE_CHECKING:
+    from verification.targets.egress import EgressLink, Endpoint
 
 WORK_DIR = "/var/lib/restoreproof"
 REPO_PATH = "/repo"
@@ -76,11 +79,12 @@ T = TypeVar("T", bound="DockerTarget")
 
 
 def start_disposable(client: docker.DockerClient, image: str, name: str, tags: dict[str, str], *,
-                     limits: DockerSettings | MssqlSettings, repo: tuple[str, str], data_path: str,
+                     limits: DockerSettings | MssqlSettings, repo: tuple[str, str] | None, data_path: str,
                      make_target: Callable[[Container, Volume], T], wait_ready: Callable[[T], None],
                      environment: dict[str, str] | None = None, exchange: ExchangeFolder | None = None) -> T:
-    """Create a labelled data volume and container (no network, limits, repository read-only),
-    start it and wait until it is ready; on any failure or interrupt, remove both and re-raise."""
+    """Create a labelled data volume and container (no network, limits, repository read-only unless
+    `repo` is None), start it and wait until it is ready; on any failure or interrupt, remove both
+    and re-raise."""
     memory = limits.memory_bytes
     started = time.monotonic()
     volume: Volume | None = None
@@ -91,7 +95,8 @@ def start_disposable(client: docker.DockerClient, image: str, name: str, tags: d
         container = client.containers.create(
             image, name=name, labels=tags, network_mode="none", environment=environment or {},
             mem_limit=memory, memswap_limit=memory, nano_cpus=int(limits.cpus * 1e9), pids_limit=limits.pids_limit,
-            volumes={repo[0]: {"bind": repo[1], "mode": "ro"}, volume.name: {"bind": data_path, "mode": "rw"},
+            volumes={**({repo[0]: {"bind": repo[1], "mode": "ro"}} if repo else {}),
+                     volume.name: {"bind": data_path, "mode": "rw"},
                      **({str(exchange.shared): {"bind": EXCHANGE_PATH, "mode": "rw"}} if exchange else {})},
         )
         container.start()
@@ -142,6 +147,8 @@ class DockerTarget:
         self.image = image
         self.name = container.name or container.id
         self.provision_seconds = provision_seconds
+        # Its one way out, when it has one (to an S3 endpoint, say): closed before the container goes.
+        self.egress: EgressLink | None = None
 
     def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> ExecResult:
         return run_in_container(self._client, self.container, argv, timeout=timeout, env=env, user=OS_USER)
@@ -164,12 +171,21 @@ class DockerTarget:
             image_id: str | None = self._client.images.get(self.image).id
         except Exception:  # a description must not cost the verification; the engine is asked again later
             image_id = None
-        return {"kind": self.kind, "container": self.name, "image": self.image, "image_id": image_id,
-                "volume": self.volume.name}
+        described: dict[str, Any] = {"kind": self.kind, "container": self.name, "image": self.image,
+                                     "image_id": image_id, "volume": self.volume.name}
+        if self.egress is not None:
+            described["egress"] = f"{self.egress.endpoint.host}:{self.egress.endpoint.port}"
+        return described
 
     def close(self) -> None:
+        errors = []
+        if self.egress is not None:
+            try:
+                self.egress.close()
+            except TargetError as exc:
+                errors.append(str(exc))
         # The container first: a volume in use cannot be removed.
-        errors = remove_quietly(self.container, self.volume)
+        errors += remove_quietly(self.container, self.volume)
         if self._exchange is not None:
             try:
                 self._exchange.remove()
@@ -182,11 +198,18 @@ class DockerTarget:
 class DockerTargetProvider:
     kind = "docker"
 
-    def __init__(self, settings: DockerSettings, image: str, state_dir: Path | None = None) -> None:
+    def __init__(self, settings: DockerSettings, image: str, state_dir: Path | None = None, *,
+                 egress: Endpoint | None = None, mount_repository: bool = True) -> None:
         self.settings = settings
         self.image = image
         # With a state folder, each target gets an exchange folder (recorded there for the reaper).
         self.state_dir = state_dir
+        # A target that reads its repository over the network (an S3 endpoint) gets exactly one way
+        # out, to `egress`, through its exchange folder, and no repository mount.
+        self.egress = egress
+        self.mount_repository = mount_repository
+        if egress is not None and state_dir is None:
+            raise TargetError("a target with a way to an endpoint needs a state folder for its exchange folder")
         self._client = docker_client()
 
     def provision(self, run_id: str, database: str, repo_host_path: str, role: str = "target") -> DockerTarget:
@@ -198,12 +221,26 @@ class DockerTargetProvider:
             raise ImageMissingError(f"image {self.image} is not present: build it with docker/build.sh") from exc
         suffix = "" if role == "target" else f"--{role}"
         exchange = make_exchange(self.state_dir, run_id, database) if self.state_dir and role == "target" else None
-        return start_disposable(
+        target = start_disposable(
             self._client, self.image, f"restoreproof-{run_id}-{slug(database)}{suffix}".lower(),
-            labels(run_id, role, database), limits=self.settings, repo=(repo_host_path, REPO_PATH),
+            labels(run_id, role, database), limits=self.settings,
+            repo=(repo_host_path, REPO_PATH) if self.mount_repository else None,
             data_path=WORK_DIR, wait_ready=self._wait_ready, exchange=exchange,
             make_target=lambda container, volume: DockerTarget(self._client, container, volume, self.image, 0.0,
                                                                exchange))
+        if self.egress is not None and exchange is not None:  # a probe only measures a start: no way out
+            from verification.targets.egress import EgressLink
+
+            started = time.monotonic()
+            try:
+                target.egress = EgressLink(self._client, target.container, self.egress,
+                                           (EXCHANGE_PATH, str(exchange.shared))).start()
+            except BaseException:
+                with contextlib.suppress(TargetError):
+                    target.close()
+                raise
+            target.provision_seconds += time.monotonic() - started
+        return target
 
     def _wait_ready(self, target: DockerTarget) -> None:
         def ready() -> bool:

@@ -70,3 +70,21 @@ def test_the_endpoint_dies_with_a_killed_parent(tmp_path: Path) -> None:
         time.sleep(0.1)
     else:
         pytest.fail(f"moto_server {server_pid} outlived its killed parent")
+
+
+def test_every_tls_connection_ends_with_close_notify() -> None:
+    """werkzeug closes each connection after its response; without close_notify a client that reads to
+    the end of the connection sees a truncated stream (pgBackRest 2.45 fails every PUT)."""
+    import socket
+
+    with LocalS3Endpoint() as s3:
+        assert s3.ca_file is not None
+        _client(s3.url, str(s3.ca_file)).create_bucket(Bucket="close-notify")  # type: ignore[attr-defined]
+        context = ssl.create_default_context(cafile=str(s3.ca_file))
+        with socket.create_connection(("127.0.0.1", s3.port), timeout=10) as raw, \
+                context.wrap_socket(raw, server_hostname="localhost", suppress_ragged_eofs=False) as tls:
+            tls.sendall(b"PUT /close-notify/k HTTP/1.1\r\nHost: localhost\r\nContent-Length: 2\r\n\r\nhi")
+            received = b""
+            while chunk := tls.recv(65536):   # raises SSLEOFError on an EOF without close_notify
+                received += chunk
+        assert received.startswith(b"HTTP/1.1 200") and b"Connection: close" in received

@@ -114,8 +114,13 @@ class MssqlEngine:
 
     # -- targets -----------------------------------------------------------------------------------
 
-    def target_provider(self, kind: str, plans: list[RestorePlan]) -> TargetProvider:
+    def target_provider(self, kind: str, plans: list[RestorePlan], source: Source | None = None) -> TargetProvider:
         from verification.engines.mssql.target import MssqlTargetProvider
+        from verification.sources.s3_url import is_s3_url
+
+        if source is not None and is_s3_url(source.describe()) and self.settings.s3.restore_mode == "direct":
+            raise RestoreproofError("s3.restore_mode direct is not available for SQL Server backups (RESTORE FROM "
+                                    "URL is not implemented): use s3.restore_mode stage")
 
         if kind == "local":
             raise RestoreproofError("SQL Server backups restore only into a SQL Server container (--target docker)")

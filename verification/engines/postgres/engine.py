@@ -32,6 +32,7 @@ from verification.engines.base import (
 )
 from verification.engines.postgres import chain as chain_rules
 from verification.engines.postgres import work
+from verification.engines.postgres.direct import DirectTarget, direct_repository
 from verification.engines.postgres.footprint import backup_history, chain_files
 from verification.engines.postgres.integrity import parse_pg_amcheck, parse_pg_checksums
 from verification.engines.postgres.recovery_proof import prove_recovery
@@ -45,7 +46,7 @@ from verification.engines.postgres.repository import (
 )
 from verification.engines.postgres.serverlog import CONFIG_ERRORS, RecoveryLog, parse_server_log
 from verification.engines.postgres.verify_output import parse_pgbackrest_verify
-from verification.errors import SourceError, TargetError
+from verification.errors import RestoreproofError, SourceError, TargetError
 from verification.model import (
     Chain,
     ChainStatus,
@@ -123,10 +124,23 @@ class PostgresEngine:
 
     # -- targets -----------------------------------------------------------------------------------
 
-    def target_provider(self, kind: str, plans: list[RestorePlan]) -> TargetProvider:
+    def target_provider(self, kind: str, plans: list[RestorePlan], source: Source | None = None) -> TargetProvider:
         from verification.targets.docker import DockerTargetProvider, docker_available
         from verification.targets.local import LocalTargetProvider
 
+        repository = direct_repository(source, self.settings) if source is not None else None
+        if repository is not None:
+            # Direct mode: pgBackRest in a container reads the repository in S3 itself.
+            if kind == "local":
+                raise RestoreproofError("s3.restore_mode direct restores into a Docker target only (pgBackRest "
+                                        "in it reads S3 through its one way out): use --target docker or auto, "
+                                        "or s3.restore_mode stage")
+            from verification.engines.postgres.direct import DirectTargetProvider
+            from verification.images import ensure_image
+
+            docker_settings = self.settings.docker
+            return DirectTargetProvider(self.settings, ensure_image(docker_settings.postgres_image,
+                                                                    docker_settings.build_context), repository)
         if kind == "auto":
             kind = "docker" if docker_available() else "local"
         if kind == "docker":
@@ -241,9 +255,12 @@ class _Verification:
         self.env = env
 
     def pgbackrest(self, command: str, *options: str) -> list[str]:
-        # Lock and log folders inside the target: the repository is mounted read-only.
+        # Lock and log folders inside the target: the repository is mounted read-only (or is in S3).
         lock = [f"--lock-path={self.tool_dir}"] if command != "verify" else []  # verify takes no lock
-        return ["pgbackrest", f"--stanza={self.plan.database}", f"--repo1-path={self.target.repo_path}",
+        # Direct mode: pgBackRest reads the repository in S3 itself (the keys are in its environment).
+        repository = (self.target.pgbackrest_options() if isinstance(self.target, DirectTarget)
+                      else [f"--repo1-path={self.target.repo_path}"])
+        return ["pgbackrest", f"--stanza={self.plan.database}", *repository,
                 *lock, f"--log-path={self.tool_dir}", "--log-level-file=off", *options, command]
 
     def execute(self) -> RestoreOutcome:

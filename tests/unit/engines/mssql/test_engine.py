@@ -489,3 +489,17 @@ def test_the_data_checks_reach_sql_server_with_checks_timeout_as_pymssqls_query_
     # What the pinned driver is given: its own keyword arguments.
     _, kwargs = sqlalchemy.create_engine(url).dialect.create_connect_args(made)
     assert (kwargs["timeout"], kwargs["login_timeout"]) == ("8", "8")
+
+
+def test_direct_mode_from_s3_is_refused_with_the_way_that_works() -> None:
+    from verification.config import S3Settings, Settings
+    from verification.errors import RestoreproofError
+
+    class InS3:
+        def describe(self) -> str:
+            return "s3://backups/sql"
+
+    engine = MssqlEngine(Settings(s3=S3Settings(restore_mode="direct")))
+    with pytest.raises(RestoreproofError, match=r"direct is not available for SQL Server backups .* use s3\.restore_mode "
+                                                r"stage"):
+        engine.target_provider("docker", [], InS3())  # type: ignore[arg-type]

@@ -1,0 +1,153 @@
+"""Direct mode without Docker: the S3 repository's pgBackRest options and keys, and the recorded demo
+run replayed through a target that reads the repository in S3 (tests/integration/test_s3_direct.py
+runs it against a real endpoint)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from pydantic import SecretStr
+
+from tests.unit.engines.postgres.test_engine import RecordedTarget, demo_plan, recorded, verify
+from tests.unit.sources.conftest import Bucket, s3, s3_endpoint
+from verification.config import S3Settings, Settings
+from verification.engines.postgres.direct import (
+    MASK,
+    DirectTarget,
+    S3Repository,
+    _credentials,
+    direct_repository,
+    masked,
+    uri_style,
+)
+from verification.errors import SourceError, TargetError
+from verification.model import RestorePlan, Verdict
+from verification.sources.local import LocalSource
+from verification.sources.s3 import S3Source
+from verification.targets.egress import Endpoint
+
+__all__ = ["demo_plan", "s3", "s3_endpoint"]  # fixtures, used here by name
+
+KEY, SECRET, TOKEN = "AKIATESTKEY0001", "test-secret/with+chars", "session-token-value"
+
+
+def repository(**changes: object) -> S3Repository:
+    fields: dict[str, object] = {"bucket": "backups", "prefix": "pg/main", "endpoint_url": "https://s3.example.com",
+                                 "region": "eu-west-1", "access_key_id": SecretStr(KEY),
+                                 "secret_access_key": SecretStr(SECRET)}
+    return S3Repository(**{**fields, **changes})  # type: ignore[arg-type]
+
+
+def test_the_options_name_the_repository_and_never_a_key() -> None:
+    repo = repository()
+    assert repo.url == "s3://backups/pg/main/"
+    assert repo.endpoint == Endpoint("s3.example.com", 443)
+    assert repo.options("/var/lib/restoreproof/s3-ca.pem") == [
+        "--repo1-type=s3", "--repo1-path=/pg/main", "--repo1-s3-bucket=backups", "--repo1-s3-endpoint=s3.example.com",
+        "--repo1-storage-port=443", "--repo1-s3-region=eu-west-1", "--repo1-s3-uri-style=path",
+        "--repo1-storage-ca-file=/var/lib/restoreproof/s3-ca.pem"]
+    assert repo.environment() == {"PGBACKREST_REPO1_S3_KEY": KEY, "PGBACKREST_REPO1_S3_KEY_SECRET": SECRET}
+    # The bucket's root; no CA of its own (the image's public CAs); TLS not verified when asked.
+    root = repository(prefix="", endpoint_url="https://minio.internal:9000", verify_tls=False)
+    assert root.url == "s3://backups/" and "--repo1-path=/" in root.options(None)
+    assert "--repo1-storage-verify-tls=n" in root.options("/ca.pem")
+    assert not any("ca-file" in option for option in root.options("/ca.pem"))
+    assert "--repo1-storage-port=9000" in root.options(None)
+    assert not any(KEY in option or SECRET in option for option in repo.options("/ca.pem") + root.options(None))
+
+
+def test_a_session_token_and_host_style() -> None:
+    repo = repository(session_token=SecretStr(TOKEN), uri_style="host")
+    assert repo.environment()["PGBACKREST_REPO1_S3_TOKEN"] == TOKEN
+    # pgBackRest connects to bucket.endpoint: the container resolves that name to its way out too.
+    assert repo.endpoint.host_names == ("s3.example.com", "backups.s3.example.com")
+    assert "--repo1-s3-uri-style=host" in repo.options(None)
+    assert repo.secrets == (SECRET, TOKEN, KEY)  # longest first: one containing another is masked whole
+
+
+def test_an_endpoint_named_by_its_address_is_refused_with_the_reason() -> None:
+    # pgBackRest 2.45 matches a certificate's DNS names only: 127.0.0.1 would fail inside the target.
+    with pytest.raises(TargetError, match=r"DNS name only: name the endpoint https://127.0.0.1:9000 by a name"):
+        repository(endpoint_url="https://127.0.0.1:9000")
+
+
+def test_masked() -> None:
+    assert masked(f"key {KEY} secret {SECRET}.", (SECRET, KEY)) == f"key {MASK} secret {MASK}."
+
+
+def test_the_recorded_run_through_a_target_that_reads_s3(demo_plan: RestorePlan, tmp_path: Path) -> None:
+    # pgBackRest printed the key (as a tool that echoes its environment would): it never reaches the evidence.
+    leaky = recorded("pgbackrest-restore.log") + f"\nP00 DETAIL: signed with {KEY}/{SECRET}\n"
+    inner = RecordedTarget(**{"pgbackrest restore": (0, leaky)})
+    target = DirectTarget(inner, repository(), "/var/lib/restoreproof/s3-ca.pem")  # type: ignore[arg-type]
+    _, (verdict, _) = verify(demo_plan, tmp_path, target)  # type: ignore[arg-type]
+    assert verdict is Verdict.PASSED
+    commands = [argv for argv in inner.sent if argv[0] == "pgbackrest"]
+    assert [argv[-1] for argv in commands] == ["restore", "verify"]
+    for argv in commands:
+        assert argv[2:10] == repository().options("/var/lib/restoreproof/s3-ca.pem")
+        assert not any(a.startswith("--repo1-path=/repo") for a in argv)
+        assert not any(KEY in a or SECRET in a for a in argv)
+    # Every command gets the keys in its environment (recovery's archive-get runs under pg_ctl start).
+    assert all(env["PGBACKREST_REPO1_S3_KEY"] == KEY and env["PGBACKREST_REPO1_S3_KEY_SECRET"] == SECRET
+               for env in inner.env)
+    evidence = (tmp_path / "evidence" / "pgbackrest-restore.log").read_text()
+    assert f"signed with {MASK}/{MASK}" in evidence and KEY not in evidence and SECRET not in evidence
+    assert target.describe() == {"kind": "recorded", "repository": "s3://backups/pg/main/"}
+    assert target.repo_path == "s3://backups/pg/main/"
+
+
+# -- from an S3 source, against a real endpoint ---------------------------------------------------
+
+def test_only_a_source_in_s3_in_direct_mode_is_read_by_the_target(s3: Bucket, tmp_path: Path) -> None:
+    s3.put("pg/backup/demo1/backup.info", b"[backrest]\n")
+    assert direct_repository(LocalSource(tmp_path), Settings(s3=S3Settings(restore_mode="direct"))) is None
+    staged = S3Settings(endpoint_url=f"https://localhost:{s3.endpoint.port}")
+    with S3Source(s3.url("pg"), staged) as source:
+        assert direct_repository(source, Settings(s3=staged)) is None   # stage is the default
+
+
+def test_the_repository_comes_from_the_source(s3: Bucket, monkeypatch: pytest.MonkeyPatch) -> None:
+    s3.put("pg/main/backup/demo1/backup.info", b"[backrest]\n")
+    # The keys of boto3's chain (here its environment), the CA of AWS_CA_BUNDLE, the endpoint by name.
+    settings = S3Settings(endpoint_url=f"https://localhost:{s3.endpoint.port}", restore_mode="direct")
+    monkeypatch.setenv("AWS_SESSION_TOKEN", TOKEN)
+    with S3Source(s3.url("pg/main"), settings) as source:
+        repo = direct_repository(source, Settings(s3=settings))
+    assert repo is not None
+    assert repo.url == f"s3://{s3.name}/pg/main/"
+    assert (repo.endpoint_url, repo.region, repo.uri_style) == (f"https://localhost:{s3.endpoint.port}", "us-east-1",
+                                                                "path")
+    assert repo.ca_file == s3.endpoint.ca_file and repo.verify_tls
+    assert repo.environment() == {"PGBACKREST_REPO1_S3_KEY": os.environ["AWS_ACCESS_KEY_ID"],
+                                  "PGBACKREST_REPO1_S3_KEY_SECRET": os.environ["AWS_SECRET_ACCESS_KEY"],
+                                  "PGBACKREST_REPO1_S3_TOKEN": TOKEN}
+    # The settings' own keys beat the chain's.
+    own = settings.model_copy(update={"access_key_id": SecretStr(KEY), "secret_access_key": SecretStr(SECRET)})
+    monkeypatch.delenv("AWS_SESSION_TOKEN")
+    with S3Source(s3.url("pg/main"), own) as source:
+        repo = direct_repository(source, Settings(s3=own))
+    assert repo is not None and repo.secrets == (SECRET, KEY)
+
+
+def test_an_endpoint_by_address_and_no_keys_are_clear_errors(s3: Bucket, monkeypatch: pytest.MonkeyPatch) -> None:
+    s3.put("backup/demo1/backup.info", b"[backrest]\n")
+    by_address = S3Settings(restore_mode="direct")   # AWS_ENDPOINT_URL: https://127.0.0.1:PORT
+    with S3Source(s3.url(), by_address) as source, pytest.raises(TargetError, match="DNS name only"):
+        direct_repository(source, Settings(s3=by_address))
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    with pytest.raises(SourceError, match=r"direct needs S3 keys to give pgBackRest for s3://b: none in "
+                                          r"s3.access_key_id/s3.secret_access_key nor in the AWS credential chain"):
+        _credentials(S3Settings(), "s3://b")
+
+
+@pytest.mark.parametrize(("style", "endpoint", "expected"), [
+    ("path", None, "path"), ("virtual", "https://minio:9000", "host"), ("auto", "https://minio:9000", "path"),
+    ("auto", None, "host")])
+def test_the_uri_style(style: str, endpoint: str | None, expected: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
+    assert uri_style(S3Settings(addressing_style=style, endpoint_url=endpoint)) == expected
