@@ -5,8 +5,11 @@ pgBackRest speaks S3 only over TLS, so the endpoint serves HTTPS with a certific
 (`ca_file`); nothing is added to the system's trust store. moto runs behind a server of ours
 (verification/demo/moto_tls.py) that ends each TLS connection with close_notify, without which
 pgBackRest cannot PUT an object. The server dies with its parent
-(PR_SET_PDEATHSIG) and its folder (certificate and key) is removed on stop, so a killed run leaves
-neither behind. moto keeps the objects in memory: they live as long as the endpoint does.
+(PR_SET_PDEATHSIG); its folder (the certificates, the server's key and moto's log) is made by start()
+and removed by stop(), also when start() fails or is interrupted. A run killed outright (SIGKILL)
+leaves that folder in the temporary directory: a key of a certificate valid for two days, for
+127.0.0.1, that nothing else trusts. moto keeps the objects in memory: they live as long as the
+endpoint does.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
@@ -94,7 +97,7 @@ class LocalS3Endpoint:
 
     tls: bool = True
     port: int = 0
-    folder: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="restoreproof-s3-")))
+    folder: Path | None = None  # made by start() when not given
     process: subprocess.Popen[bytes] | None = None
     ca_file: Path | None = None
 
@@ -103,6 +106,15 @@ class LocalS3Endpoint:
         return f"{'https' if self.tls else 'http'}://{HOST}:{self.port}"
 
     def start(self, timeout: float = 30.0) -> LocalS3Endpoint:
+        try:
+            return self._start(timeout)
+        except BaseException:  # a failure or an interrupt while starting: nothing is left either
+            self.stop()
+            raise
+
+    def _start(self, timeout: float) -> LocalS3Endpoint:
+        if self.folder is None:
+            self.folder = Path(tempfile.mkdtemp(prefix="restoreproof-s3-"))
         self.folder.mkdir(parents=True, exist_ok=True)
         self.folder.chmod(0o700)
         # moto's application and handler, as moto_server runs them, on a server that ends TLS properly.
@@ -126,7 +138,6 @@ class LocalS3Endpoint:
                 break
             self.port = 0
         output = (self.folder / "moto.log").read_text(errors="replace")[-2000:]
-        self.stop()
         raise SourceError(f"the local S3 endpoint (moto_server) did not start within {timeout:.0f} s: {output}")
 
     def _answers(self) -> bool:
@@ -145,7 +156,8 @@ class LocalS3Endpoint:
                 self.process.kill()
                 self.process.wait(10)
         self.process = None
-        shutil.rmtree(self.folder, ignore_errors=True)
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
 
     def client_environment(self) -> dict[str, str]:
         """What boto3 (and restoreproof's S3 source) reads to reach this endpoint."""

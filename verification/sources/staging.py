@@ -261,23 +261,31 @@ class Stager:
     # -- the folder --------------------------------------------------------------------------------
 
     def _make_folder(self, run_id: str, database: str, paths: list[str], total: int) -> StagedCopy:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        os.chmod(self.folder, BASE_MODE)
+        if not self.folder.exists():
+            # Only a folder made here gets its mode set: a configured folder that exists (/var/tmp, a
+            # shared scratch disk) keeps its own, sticky bit and all.
+            self.folder.mkdir(parents=True)
+            os.chmod(self.folder, BASE_MODE)
         self.leftovers.mkdir(parents=True, exist_ok=True)
         root = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX, dir=self.folder))
         state_file = self.leftovers / f"{root.name}.json"
         state_file.write_text(json.dumps({"run_id": run_id, "database": database, "folder": str(root),
                                           "pid": os.getpid(), "kind": STATE_KIND}))
-        os.chmod(root, FOLDER_MODE)
-        made: set[Path] = set()
-        for path in paths:
-            self._inside(root, path)
-            for parent in reversed(Path(path).parents[:-1]):
-                if parent not in made:
-                    (root / parent).mkdir(exist_ok=True)
-                    os.chmod(root / parent, FOLDER_MODE)  # whatever the umask
-                    made.add(parent)
-        return StagedCopy(root, self.source.describe(), tuple(paths), total, 0.0, self.source.threads, state_file)
+        copy = StagedCopy(root, self.source.describe(), tuple(paths), total, 0.0, self.source.threads, state_file)
+        try:
+            os.chmod(root, FOLDER_MODE)
+            made: set[Path] = set()
+            for path in paths:
+                self._inside(root, path)
+                for parent in reversed(Path(path).parents[:-1]):
+                    if parent not in made:
+                        (root / parent).mkdir(exist_ok=True)
+                        os.chmod(root / parent, FOLDER_MODE)  # whatever the umask
+                        made.add(parent)
+        except BaseException:  # a path refused or a folder not made: the copy and its record go at once
+            copy.remove()
+            raise
+        return copy
 
     @staticmethod
     def _inside(root: Path, path: str) -> Path:

@@ -16,6 +16,7 @@ from botocore.config import Config
 from botocore.exceptions import SSLError
 
 from verification.demo.s3_endpoint import LocalS3Endpoint
+from verification.errors import SourceError
 
 
 def _client(url: str, verify: str | bool) -> object:
@@ -88,3 +89,15 @@ def test_every_tls_connection_ends_with_close_notify() -> None:
             while chunk := tls.recv(65536):   # raises SSLEOFError on an EOF without close_notify
                 received += chunk
         assert received.startswith(b"HTTP/1.1 200") and b"Connection: close" in received
+
+
+def test_an_endpoint_not_started_makes_no_folder() -> None:
+    assert LocalS3Endpoint().folder is None
+
+
+def test_a_start_that_fails_leaves_nothing(tmp_path: Path) -> None:
+    endpoint = LocalS3Endpoint(folder=tmp_path / "endpoint")
+    with pytest.raises(SourceError, match=r"^the local S3 endpoint \(moto_server\) did not start within 0 s"):
+        endpoint.start(timeout=0.0)  # no time to answer: said as not started
+    assert not (tmp_path / "endpoint").exists()
+    assert endpoint.process is None

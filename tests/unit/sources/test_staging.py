@@ -227,6 +227,30 @@ def test_a_path_leading_out_of_the_staging_folder_is_refused(s3: Bucket, repo: d
         staging.stage(["../x"], "run-1", "db")
 
 
+def test_a_path_leaving_the_staged_copy_removes_the_copy_and_its_record(s3: Bucket, repo: dict[str, bytes],
+                                                                        tmp_path: Path) -> None:
+    # The listing never holds such a key (the source refuses it first); the copy's own guard is the
+    # second line, and what it refused leaves nothing behind.
+    staging, _ = stager(s3, tmp_path)
+    with pytest.raises(SourceError, match=r"path 'backup/\.\./\.\./x' leaves the staging folder "):
+        staging._make_folder("run-1", "db", ["backup/db/backup.info", "backup/../../x"], 0)
+    nothing_left(tmp_path)
+
+
+def test_a_configured_staging_folder_keeps_its_own_mode(s3: Bucket, repo: dict[str, bytes], tmp_path: Path) -> None:
+    shared = tmp_path / "scratch"
+    shared.mkdir()
+    shared.chmod(0o1777)  # like /var/tmp
+    source = S3Source(s3.url("repo"))
+    copy = Stager(source, shared, leftovers_dir(tmp_path / "state")).stage(["backup/db/backup.info"], "run-1", "db")
+    try:
+        assert copy.root.parent == shared
+        assert stat.S_IMODE(shared.stat().st_mode) == 0o1777
+    finally:
+        copy.remove()
+    assert list(shared.iterdir()) == []
+
+
 # -- what staging relies on: a plan lists every file its restore reads ---------------------------------
 
 def test_a_pgbackrest_plan_lists_every_file_its_restore_reads(captured_repo: Path) -> None:
