@@ -246,6 +246,9 @@ class UnreadableKind(StrEnum):
     NOT_A_BACKUP = "not-a-backup"
     # Matched an exclude pattern of the configuration: named, no effect.
     EXCLUDED = "excluded"
+    # An object whose key is no path (object storage: an empty, '.' or '..' segment): never read, so
+    # it may be a backup nobody checked; the run cannot pass.
+    UNADDRESSABLE = "unaddressable"
 
 
 # Kinds that keep a run from passing: a backup file that went unread or is damaged.
@@ -401,7 +404,8 @@ def overall_verdict(verdicts: list[str], unreadable_kinds: list[str], unverified
     verified, or a backup file went unread), else passed."""
     if Verdict.FAILED in verdicts or UnreadableKind.CORRUPT in unreadable_kinds:
         return Verdict.FAILED
-    if not verdicts or Verdict.ERROR in verdicts or unverified or UnreadableKind.NEEDS_SERVER in unreadable_kinds:
+    if not verdicts or Verdict.ERROR in verdicts or unverified or UnreadableKind.NEEDS_SERVER in unreadable_kinds \
+            or UnreadableKind.UNADDRESSABLE in unreadable_kinds:
         return Verdict.ERROR
     if any(kind not in set(UnreadableKind) for kind in unreadable_kinds):
         return Verdict.ERROR  # a kind this version does not know is not a pass

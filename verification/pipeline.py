@@ -37,6 +37,7 @@ from verification.model import (
     RestorePoint,
     RunResult,
     UnreadableFile,
+    UnreadableKind,
     Verdict,
 )
 from verification.prediction.context import PredictionContext
@@ -420,6 +421,14 @@ def discover(settings: Settings, request: RunRequest, run_id: str, started: date
     progress = _redacting(progress, Redactor(settings))
     engine, source, planned = plan_source(settings, request.source, request.engine, request.at, request.point)
     plans, unreadable = list(planned.plans), list(planned.unreadable)
+    # Objects whose keys are no path (an empty, '.' or '..' segment) cannot be read as files: each is
+    # named, and the run cannot pass while one may be a backup nobody read.
+    prefix = str(getattr(source, "prefix", ""))
+    unreadable += [UnreadableFile(key.removeprefix(prefix), UnreadableKind.UNADDRESSABLE,
+                                  f"{source.describe().rstrip('/')}/{key.removeprefix(prefix)}: an object whose key "
+                                  "is not a path (an empty, '.' or '..' segment) cannot be read as a backup file; "
+                                  "rename it to have it verified")
+                   for key in getattr(source, "skipped", [])]
     if request.databases:
         unknown = sorted(set(request.databases) - {p.database for p in plans})
         if unknown:  # a misspelt name is never a database quietly not verified
@@ -436,8 +445,7 @@ def discover(settings: Settings, request: RunRequest, run_id: str, started: date
     for unread in unreadable:
         progress(f"{unread.kind}: {unread.describe()}")
     uploads = source.incomplete_uploads()
-    if unlisted := getattr(source, "uploads_unlisted", None):  # object storage that would not list them
-        progress(f"warning: {unlisted}")
+    unlisted = getattr(source, "uploads_unlisted", None)  # object storage that would not list them
     for upload in uploads:
         progress(f"incomplete upload: {upload.path} (multipart upload {upload.upload_id}, started "
                  f"{upload.initiated.isoformat() if upload.initiated else 'at an unknown time'}, never completed)")
@@ -450,6 +458,8 @@ def discover(settings: Settings, request: RunRequest, run_id: str, started: date
     # ones due: a database left out tonight is not a misspelling).
     warnings = settings.checks.deprecations() + unknown_databases(settings.checks,
                                                                    [p.database for p in planned.plans])
+    if unlisted:
+        warnings.append(unlisted)
     for said in warnings:
         progress(f"warning: {said}")
     run_dir = (report_dir or settings.report_dir) / run_id

@@ -759,3 +759,38 @@ def test_how_a_restore_reads_its_source(s3, tmp_path, captured_repo):
     direct = load_settings(None, state_dir=tmp_path / "state", s3={"restore_mode": "direct"})
     # Direct: the engine's targets read S3 themselves, nothing is staged.
     assert stager_for(direct, from_s3, provider) is None  # type: ignore[arg-type]
+
+
+def test_an_object_whose_key_is_no_path_is_named_and_keeps_the_run_from_passing(s3, captured_repo, tmp_path):
+    import json
+    from datetime import UTC, datetime
+
+    from verification.config import load_settings
+    from verification.pipeline import OFFLINE, RunRequest, discover, publish
+
+    for path in sorted(p for p in captured_repo.rglob("*") if p.is_file()):
+        s3.put(f"repo/{path.relative_to(captured_repo).as_posix()}", path.read_bytes())
+    s3.put("repo/backup/demo1//20261123-000000F/backup.manifest", b"[backrest]\n")  # an empty segment
+    settings = load_settings(None, state_dir=tmp_path / "state", report_dir=tmp_path / "reports")
+    said: list[str] = []
+    discovery = discover(settings, RunRequest(s3.url("repo"), "postgres", target=OFFLINE), "run1",
+                         datetime(2026, 11, 25, 1, 0, tzinfo=UTC), progress=said.append)
+    named = [u for u in discovery.unreadable if u.kind == "unaddressable"]
+    assert [(u.path, u.database) for u in named] == [("backup/demo1//20261123-000000F/backup.manifest", None)]
+    assert named[0].reason.startswith(f"{s3.url('repo')}/backup/demo1//20261123-000000F/backup.manifest: an object "
+                                      "whose key is not a path")
+    assert any(line.startswith("unaddressable: ") and "backup/demo1//20261123" in line for line in said)
+    report = json.loads(publish(settings, "run1").outputs.json_path.read_text())
+    assert [u["kind"] for u in report["unreadable"]] == ["unaddressable"]
+    assert report["verdict"] == "error"
+
+
+def test_a_prefix_whose_every_key_is_no_path_says_so(s3):
+    from verification.errors import SourceError
+    from verification.sources.s3 import S3Source
+
+    s3.put("odd/db//a.bak", b"TAPE")
+    s3.put("odd/db/./b.bak", b"TAPE")
+    with pytest.raises(SourceError, match=r"holds 2 objects, none with a key that is a path \(an empty, '\.' or "
+                                          r"'\.\.' segment\), e\.g\. 'odd/db/\./b\.bak': nothing can be read$"):
+        S3Source(s3.url("odd"))

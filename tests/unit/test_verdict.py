@@ -133,6 +133,8 @@ def test_run_verdict_counts_unread_and_corrupt_files():
     assert overall_verdict(["passed"], []) is Verdict.PASSED
     assert overall_verdict(["passed"], ["not-a-backup", "excluded"]) is Verdict.PASSED
     assert overall_verdict(["passed"], [UnreadableKind.NEEDS_SERVER]) is Verdict.ERROR
+    assert overall_verdict(["passed"], [UnreadableKind.UNADDRESSABLE]) is Verdict.ERROR  # maybe a backup, unread
+    assert overall_verdict(["passed"], ["not-a-backup", "unaddressable"]) is Verdict.ERROR
     assert overall_verdict(["passed"], ["corrupt"]) is Verdict.FAILED
     assert overall_verdict(["passed"], ["something-new"]) is Verdict.ERROR
     assert overall_verdict([], []) is Verdict.ERROR

@@ -338,6 +338,9 @@ class S3Source:
             except BaseException:
                 uploads.cancel()
                 raise
+        if not self._objects and self.skipped:
+            raise SourceError(f"{self.describe()} holds {len(self.skipped)} objects, none with a key that is a path "
+                              f"(an empty, '.' or '..' segment), e.g. {self.skipped[0]!r}: nothing can be read")
         if not self._objects:
             pending = f" ({len(self._uploads)} unfinished multipart uploads are under it)" if self._uploads else ""
             raise SourceError(f"{self.describe()} holds no objects: the prefix does not exist or is empty{pending}")
