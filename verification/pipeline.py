@@ -14,7 +14,7 @@ import socket
 import traceback
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,7 +48,14 @@ from verification.reports import ReportOutputs, write_reports
 from verification.reports.json_report import database_entry, run_report
 from verification.restore_points import PointChoice
 from verification.results import ResultStore
-from verification.results.store import DISCOVERY, INCOMPLETE_UPLOADS, UNREADABLE, unreadable_of, uploads_of
+from verification.results.store import (
+    DISCOVERY,
+    INCOMPLETE_UPLOADS,
+    PLANNED_OBJECTS,
+    UNREADABLE,
+    unreadable_of,
+    uploads_of,
+)
 from verification.sources import LocalSource
 from verification.sources.base import Source
 from verification.sources.s3_url import is_s3_url
@@ -244,11 +251,21 @@ def verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider 
                     repo_host_path: str, evidence: Evidence, progress: ProgressFn = _quiet, *,
                     context: PredictionContext | None = None, source: Source | None = None,
                     no_target: str | None = None, data_checks: DataChecks | None = None,
-                    stager: Stager | None = None) -> DatabaseResult:
+                    stager: Stager | None = None, changed: str | None = None,
+                    watch: Callable[[list[str]], object] | None = None) -> DatabaseResult:
     """One database restored and checked. With a `stager` (a source in object storage), the plan's files
     are staged first and the target reads the staged copy (`repo_host_path` then unused), which is what
     the checks of the backup files and the evidence's hashes read too; it is removed at the end,
-    whatever happened."""
+    whatever happened.
+
+    `changed`: why the plan no longer holds (its objects changed since discovery): "error", and nothing
+    staged or started. `watch`: where the target reads object storage itself (direct mode), the check
+    that the plan's objects are still as listed (a SourceError naming each that is not), run before the
+    target is provisioned and again after the restore."""
+    if changed is not None:
+        progress(f"{plan.database}: {changed}")
+        point = RestorePoint(target=plan.stop_at.isoformat() if plan.stop_at else "latest")
+        return DatabaseResult(plan.database, Verdict.ERROR, [changed], plan, point)
     staging: Staging | None = None
     if plan.chain.status is ChainStatus.COMPLETE and provider is not None:
         staging = (stage_plan(stager, plan, run_id, evidence, progress) if stager is not None
@@ -260,7 +277,7 @@ def verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider 
     try:
         result = _verify_database(engine, plan, provider, run_id, repo_host_path, evidence, progress,
                                   context=context, source=source, no_target=no_target, data_checks=data_checks,
-                                  staging=staging)
+                                  staging=staging, watch=watch)
     finally:
         if staging is not None and staging.copy is not None:
             progress(f"{plan.database}: removing the staged copy")
@@ -275,7 +292,8 @@ def verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider 
 def _verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider | None, run_id: str,
                      repo_host_path: str, evidence: Evidence, progress: ProgressFn, *,
                      context: PredictionContext | None, source: Source | None, no_target: str | None,
-                     data_checks: DataChecks | None, staging: Staging | None) -> DatabaseResult:
+                     data_checks: DataChecks | None, staging: Staging | None,
+                     watch: Callable[[list[str]], object] | None = None) -> DatabaseResult:
     point = RestorePoint(target=plan.stop_at.isoformat() if plan.stop_at else "latest")
     result = DatabaseResult(plan.database, Verdict.ERROR, [], plan, point)
     # Before any target: what the backup files show without a server fails a database that cannot be
@@ -292,6 +310,8 @@ def _verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider
         outcome.errors.insert(0, f"not restored: {no_target or 'no target was available to restore into'}")
     elif staging is not None and staging.error is not None:
         outcome = stopped(offline, staging.error)  # nothing to restore from: no target is started
+    elif watch is not None and (moved := _moved(watch, plan)) is not None:
+        outcome = stopped(offline, f"not restored: {moved}")  # the plan no longer holds: no target is started
     else:
         target = None
         # Filled by the engine as it goes: a failure it proved before an exception is still decided.
@@ -330,6 +350,9 @@ def _verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider
                     progress(f"{plan.database}: {message}")
                     if outcome is not None:
                         outcome.errors.append(message)
+    # Direct mode: the target read the objects itself, with nothing holding them to the listing (no
+    # If-Match): one rewritten while it read them makes whatever it found unjudgeable.
+    during = (_moved(watch, plan) if watch is not None and result.target and outcome is not None else None)
     hashing = context is None or context.settings.evidence.hash_backups
     # Only what a restore read is hashed as its evidence.
     read = (outcome is not None and provider is not None and plan.chain.status is ChainStatus.COMPLETE
@@ -354,8 +377,22 @@ def _verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider
         result.phases, result.checks = outcome.phases, outcome.checks
         point.achieved, point.detail = outcome.achieved, outcome.achieved_detail
     result.verdict, result.reasons = decide(plan, outcome)
+    if during is not None:
+        progress(f"{plan.database}: {during}")
+        result.reasons = [f"during the restore, {during}", *(f"not taken as a verdict ({result.verdict}): {r}"
+                                                             for r in result.reasons)]
+        result.verdict = Verdict.ERROR
     result.evidence = dict(evidence.files)
     return result
+
+
+def _moved(watch: Callable[[list[str]], object], plan: RestorePlan) -> str | None:
+    """Why the plan's objects are no longer as listed (each named), or None when they all are."""
+    try:
+        watch(plan.files)
+    except RestoreproofError as exc:
+        return str(exc)
+    return None
 
 
 # ---- the steps: discover, verify one database, publish ----------------------------------------------------
@@ -372,7 +409,7 @@ DUE, TARGET_ASKED, WARNINGS = "due", "target_asked", "warnings"
 # (a fast pre-check of a whole folder); every database is then "failed" or "error: not restored".
 OFFLINE = "offline"
 OFFLINE_REASON = "offline verification asked for (--target offline)"
-RUN_FACTS = frozenset({DUE, TARGET_ASKED, WARNINGS, UNREADABLE, DISCOVERY, INCOMPLETE_UPLOADS})
+RUN_FACTS = frozenset({DUE, TARGET_ASKED, WARNINGS, UNREADABLE, DISCOVERY, INCOMPLETE_UPLOADS, PLANNED_OBJECTS})
 
 
 @dataclass(frozen=True)
@@ -405,6 +442,9 @@ class Discovery:
     # Which discovery of the run this is: a run discovered again (a scheduler's task cleared) makes
     # every step of the earlier one record nothing. None for a run started before discoveries had one.
     generation: str | None
+    # Per database: why its plan no longer holds (an object it names changed or gone since discovery
+    # listed it), found when a later step re-opened the source. Such a database is "error", unrestored.
+    changed: dict[str, str] = field(default_factory=dict)
 
     def plan(self, database: str) -> RestorePlan:
         found = next((p for p in self.plans if p.database == database), None)
@@ -470,7 +510,8 @@ def discover(settings: Settings, request: RunRequest, run_id: str, started: date
         store.start_run(RunResult(run_id=run_id, engine=engine.name, source=source.describe(), started_at=started,
                                     unreadable=unreadable, incomplete_uploads=uploads, host={**host_facts(), **{
                                         DUE: [p.database for p in plans], TARGET_ASKED: request.target,
-                                        DISCOVERY: generation, WARNINGS: warnings}}), run_dir)
+                                        DISCOVERY: generation, WARNINGS: warnings,
+                                        **planned_objects(source, plans)}}), run_dir)
         store.record_plans(run_id, plans)
     finally:
         store.close()
@@ -492,9 +533,62 @@ def resume(settings: Settings, run_id: str) -> Discovery:
     finally:
         store.close()
     engine = engines(settings)[run.engine]
-    return Discovery(run_id, run.started_at, engine, open_source(run.source, settings), plans, unreadable_of(run.host),
+    source = open_source(run.source, settings)  # listed again, here: held to discovery's listing below
+    return Discovery(run_id, run.started_at, engine, source, plans, unreadable_of(run.host),
                      str(run.host.get(TARGET_ASKED, "auto")),
-                     Path(run.report_dir or settings.report_dir / run_id), run.host.get(DISCOVERY))
+                     Path(run.report_dir or settings.report_dir / run_id), run.host.get(DISCOVERY),
+                     changed_since_discovery(source, run.host.get(PLANNED_OBJECTS) or {}, plans))
+
+
+def planned_objects(source: Source, plans: list[RestorePlan]) -> dict[str, Any]:
+    """The run fact holding each planned object as discovery listed it: its size and ETag. A local folder
+    records nothing: its files are read where they are, and nothing in a folder says a file was
+    rewritten in place (the evidence's hashes are what shows the bytes read)."""
+    if not is_s3_url(source.describe()):
+        return {}  # no boto3 loaded for a folder
+    from verification.sources.s3 import S3Source
+
+    if not isinstance(source, S3Source):
+        return {}
+    recorded: dict[str, Any] = {}
+    for path in sorted({path for plan in plans for path in plan.files}):
+        try:
+            info = source.listed(path)
+        except SourceError:
+            continue  # not in the listing (a broken chain names what it misses): nothing to hold it to
+        recorded[path] = {"url": info.url, "size": info.size, "etag": info.etag}
+    return {PLANNED_OBJECTS: recorded}
+
+
+def changed_since_discovery(source: Source, recorded: dict[str, Any], plans: list[RestorePlan]) -> dict[str, str]:
+    """Per database, its planned objects that a new listing of `source` finds changed or gone since
+    discovery listed them, said as a reason naming each s3:// URL and what changed."""
+    if not recorded or not is_s3_url(source.describe()):
+        return {}
+    from verification.sources.s3 import S3Source
+
+    if not isinstance(source, S3Source):
+        return {}
+    changed: dict[str, str] = {}
+    for plan in plans:
+        said = []
+        for path in plan.files:
+            then = recorded.get(path)
+            if then is None:
+                continue  # a plan recorded before discoveries kept their objects
+            try:
+                now = source.listed(path)
+            except SourceError:
+                said.append(f"{then['url']}: gone since discovery listed it")
+                continue
+            differences = [f"{what} {then[what]} when planned, {value} now"
+                           for what, value in (("size", now.size), ("etag", now.etag)) if then[what] != value]
+            if differences:
+                said.append(f"{then['url']}: {', '.join(differences).replace('etag', 'ETag')}")
+        if said:
+            changed[plan.database] = (f"{len(said)} object(s) of the plan changed since the run's discovery listed "
+                                      f"{source.describe()}, so the plan no longer holds: " + "; ".join(said))
+    return changed
 
 
 def choose_target(settings: Settings, discovery: Discovery, plans: list[RestorePlan],
@@ -536,6 +630,18 @@ def stager_for(settings: Settings, source: Source, provider: TargetProvider | No
     return Stager(source, settings.s3.staging_dir or settings.state_dir / "staging", leftovers_dir(settings.state_dir))
 
 
+def direct_watch(source: Source, provider: TargetProvider | None,
+                 stager: Stager | None) -> Callable[[list[str]], object] | None:
+    """Where a target reads object storage itself (restored from, not staged): the check that objects
+    are still as the source listed them. None for a folder and for a staged copy (the download holds
+    each object to the listing with If-Match)."""
+    if provider is None or stager is not None or not is_s3_url(source.describe()):
+        return None
+    from verification.sources.s3 import S3Source
+
+    return source.check_unchanged if isinstance(source, S3Source) else None
+
+
 @dataclass
 class Verified:
     result: DatabaseResult
@@ -558,9 +664,11 @@ def verify_one(settings: Settings, discovery: Discovery, plan: RestorePlan, *,
         context = context or PredictionContext.load_or_cold(settings, engine.name, progress)
         evidence = RedactingEvidence(discovery.run_dir / "evidence" / slug(plan.database), redact)
         checks = data_checks_for(settings, store, plan.database)
+        stager = stager_for(settings, discovery.source, provider)
         result = verify_database(engine, plan, provider, discovery.run_id, discovery.source.describe(), evidence,
                                  progress, context=context, source=discovery.source, no_target=no_target,
-                                 data_checks=checks, stager=stager_for(settings, discovery.source, provider))
+                                 data_checks=checks, stager=stager, changed=discovery.changed.get(plan.database),
+                                 watch=direct_watch(discovery.source, provider, stager))
         redact_result(result, redact)
         entry = database_entry(result)
         context.annotate_quietly(entry, result, discovery.run_id, discovery.started_at, progress)

@@ -794,3 +794,115 @@ def test_a_prefix_whose_every_key_is_no_path_says_so(s3):
     with pytest.raises(SourceError, match=r"holds 2 objects, none with a key that is a path \(an empty, '\.' or "
                                           r"'\.\.' segment\), e\.g\. 'odd/db/\./b\.bak': nothing can be read$"):
         S3Source(s3.url("odd"))
+
+
+# ---- a run's steps in other processes: each held to the objects its discovery listed ------------------------
+
+def discovered_in_s3(s3: Any, captured_repo: Path, tmp_path: Path) -> tuple[Any, Any, str]:
+    """The captured repository in s3://<bucket>/repo, discovered as run r1; and its plan's manifest."""
+    from tests.unit.sources.s3_helpers import upload_tree
+    from verification import pipeline
+
+    upload_tree(s3.client, s3.name, "repo", captured_repo)
+    settings = settings_for(tmp_path)
+    discovery = pipeline.discover(settings, pipeline.RunRequest(s3.url("repo"), "postgres"), "r1", START)
+    (plan,) = discovery.plans
+    return settings, discovery, next(p for p in plan.files if p.endswith("backup.manifest"))
+
+
+def test_an_object_rewritten_between_discovery_and_a_later_step_is_that_databases_error(s3, captured_repo, tmp_path):
+    from verification import pipeline
+
+    settings, _, manifest = discovered_in_s3(s3, captured_repo, tmp_path)
+    before = s3.client.head_object(Bucket=s3.name, Key=f"repo/{manifest}")
+    s3.put(f"repo/{manifest}", b"[backrest]\nREWRITTEN AFTER THE PLAN\n")
+    after = s3.client.head_object(Bucket=s3.name, Key=f"repo/{manifest}")
+    # The verify step, in another process, lists the source again: that listing is held to discovery's.
+    resumed = pipeline.resume(settings, "r1")
+    url = f"{s3.url('repo')}/{manifest}"
+    reason = (f"1 object(s) of the plan changed since the run's discovery listed {s3.url('repo')}, so the plan no "
+              f"longer holds: {url}: size {before['ContentLength']} when planned, {after['ContentLength']} now, "
+              f"ETag {before['ETag']} when planned, {after['ETag']} now")
+    assert resumed.changed == {"demo1": reason}
+    provider = MemoryProvider()
+    verified = pipeline.verify_one(settings, resumed, resumed.plan("demo1"), target=(provider, None))
+    assert (verified.result.verdict, verified.result.reasons) == (Verdict.ERROR, [reason])
+    assert provider.targets == []  # no target started
+    assert pipeline.publish(settings, "r1").report.verdict == "error"
+
+
+def test_an_object_deleted_between_discovery_and_a_later_step_is_named(s3, captured_repo, tmp_path):
+    from verification import pipeline
+
+    settings, _, manifest = discovered_in_s3(s3, captured_repo, tmp_path)
+    s3.client.delete_object(Bucket=s3.name, Key=f"repo/{manifest}")
+    assert pipeline.resume(settings, "r1").changed["demo1"].endswith(
+        f"{s3.url('repo')}/{manifest}: gone since discovery listed it")
+
+
+def test_objects_unchanged_since_discovery_and_a_folder_change_nothing(s3, captured_repo, tmp_path):
+    from verification import pipeline
+    from verification.results import ResultStore
+    from verification.results.store import PLANNED_OBJECTS
+
+    settings, discovery, _ = discovered_in_s3(s3, captured_repo, tmp_path)
+    resumed = pipeline.resume(settings, "r1")
+    assert resumed.changed == {}
+    store = ResultStore(settings.results_database_url)
+    try:
+        run = store.run("r1")
+    finally:
+        store.close()
+    assert run is not None and set(run.host[PLANNED_OBJECTS]) == set(discovery.plans[0].files)
+    assert PLANNED_OBJECTS not in pipeline.publish(settings, "r1").report.host
+    # A folder: read in place, nothing recorded to hold it to.
+    folder = tmp_path / "folder"
+    local = settings_for(folder)
+    pipeline.discover(local, pipeline.RunRequest(str(captured_repo), "postgres"), "r2", START)
+    store = ResultStore(local.results_database_url)
+    try:
+        run = store.run("r2")
+    finally:
+        store.close()
+    assert run is not None and PLANNED_OBJECTS not in run.host
+    assert pipeline.resume(local, "r2").changed == {}
+
+
+class RewritingEngine(OnlineEngine):
+    """A restore during which one of the plan's objects is rewritten (a backup run, an expiry)."""
+
+    def __init__(self, s3: Any, key: str) -> None:
+        super().__init__(AssertionError())
+        self.s3, self.key = s3, key
+
+    def restore_and_check(self, plan: Any, target: Any, evidence: Evidence,
+                          outcome: RestoreOutcome | None = None, data_checks: Any = None) -> RestoreOutcome:
+        self.s3.put(self.key, b"rewritten while the target read it")
+        return super().restore_and_check(plan, target, evidence, outcome, data_checks)
+
+
+def test_direct_mode_holds_the_objects_to_the_listing_before_and_after_the_restore(s3, tmp_path):
+    plan, source, _ = staged_plan(s3, tmp_path)
+    key = "repo/backup/demo1/20261122-195034F/backup.manifest"
+    url = f"{s3.url('repo')}/backup/demo1/20261122-195034F/backup.manifest"
+    # Unchanged: the target reads S3 itself and the verdict is the restore's.
+    provider = MemoryProvider()
+    result = verify_database(OnlineEngine(AssertionError()), plan, provider, "run-s3", source.describe(),
+                             Evidence(tmp_path / "ev0"), source=source, watch=source.check_unchanged)
+    assert result.verdict is Verdict.PASSED, result.reasons
+    # Rewritten while the target read it: whatever the restore found is not taken.
+    provider = MemoryProvider()
+    result = verify_database(RewritingEngine(s3, key), plan, provider, "run-s3", source.describe(),
+                             Evidence(tmp_path / "ev1"), source=source, watch=source.check_unchanged)
+    assert result.verdict is Verdict.ERROR and len(provider.targets) == 1
+    assert result.reasons[0].startswith(f"during the restore, 1 object(s) of {s3.url('repo')} changed since the "
+                                        f"source was listed: {url}: size 450 bytes when listed")
+    assert result.reasons[1].startswith("not taken as a verdict (passed): ")
+    # Rewritten before: no target is started.
+    provider = MemoryProvider()
+    result = verify_database(OnlineEngine(AssertionError("must not run")), plan, provider, "run-s3",
+                             source.describe(), Evidence(tmp_path / "ev2"), source=source,
+                             watch=source.check_unchanged)
+    assert result.verdict is Verdict.ERROR and provider.targets == []
+    assert result.reasons[0].startswith(f"not restored: 1 object(s) of {s3.url('repo')} changed since the source "
+                                        f"was listed: {url}: size 450 bytes when listed")

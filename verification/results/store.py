@@ -35,8 +35,11 @@ from verification.results import migrations
 _UNREADABLE = TypeAdapter(list[UnreadableFile])
 _UPLOADS = TypeAdapter(list[IncompleteUpload])
 # Keys of the run row's host facts: every file not read, the discovery the run's plans and entries
-# belong to, and the source's unfinished multipart uploads (object storage).
+# belong to, the source's unfinished multipart uploads (object storage), and each planned object as
+# discovery listed it ({path: {"url", "size", "etag"}}, object storage only): what every later step,
+# in any process, holds its own listing to.
 UNREADABLE, DISCOVERY, INCOMPLETE_UPLOADS = "unreadable", "discovery", "incomplete_uploads"
+PLANNED_OBJECTS = "planned_objects"
 _PLAN = TypeAdapter(RestorePlan)
 
 

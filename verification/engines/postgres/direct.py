@@ -63,6 +63,11 @@ class S3Repository:
         prefix = self.prefix.strip("/")
         return f"s3://{self.bucket}/{prefix + '/' if prefix else ''}"
 
+    def object_url(self, path: str) -> str:
+        """The object a path in pgBackRest's messages names: its storage path is the key under the bucket
+        (repo1-path included), with a leading slash."""
+        return f"s3://{self.bucket}/{path.lstrip('/')}"
+
     def options(self, ca_inside: str | None) -> list[str]:
         """pgBackRest's repository options (no key among them), for the command line."""
         options = ["--repo1-type=s3", f"--repo1-path=/{self.prefix.strip('/')}", f"--repo1-s3-bucket={self.bucket}",

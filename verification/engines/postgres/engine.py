@@ -35,6 +35,14 @@ from verification.engines.postgres import work
 from verification.engines.postgres.direct import DirectTarget, direct_repository
 from verification.engines.postgres.footprint import backup_history, chain_files
 from verification.engines.postgres.integrity import parse_pg_amcheck, parse_pg_checksums
+from verification.engines.postgres.pgbackrest_errors import (
+    DATA_ERROR_CODES,
+    ERROR_LINE,
+    FILE_MISSING,
+    is_transport,
+    missing_files,
+    transport_cause,
+)
 from verification.engines.postgres.recovery_proof import prove_recovery
 from verification.engines.postgres.repository import (
     RepositoryFileError,
@@ -66,11 +74,8 @@ from verification.restore_points import PointChoice, choose
 from verification.sources.base import Source, excluded
 from verification.targets.base import ExecResult, Target, TargetProvider
 
-# pgBackRest error codes that mean the repository's content is bad (format, checksum, missing file).
-DATA_ERROR_CODES = {"029", "039", "040", "041", "044", "045", "046", "055", "075"}
 # What pg_ctl -w -t N prints when its own wait ran out (the server may still be recovering).
 PG_CTL_TIMEOUT = "server did not start in time"
-PGBACKREST_ERROR_RE = re.compile(r"ERROR: \[(?P<code>\d{3})\]: (?P<message>.*)")
 
 # Polls until recovery has ended; exits 3 if the server died, 124 on timeout (via `timeout`).
 WAIT_ONLINE = r"""
@@ -324,9 +329,26 @@ class _Verification:
             self.outcome.errors.append(f"pgbackrest restore of {label} did not finish within "
                                        f"{self.pg.restore_timeout:.0f} s")
             return
-        errors = [m for m in PGBACKREST_ERROR_RE.finditer(result.output)]
+        errors = [m for m in ERROR_LINE.finditer(result.output)]
         said = "; ".join(f"[{m['code']}] {m['message'].strip()}" for m in errors) or result.output.strip()[-400:]
-        if any(m["code"] in DATA_ERROR_CODES for m in errors):
+        codes = {m["code"] for m in errors}
+        direct = self.target.repository if isinstance(self.target, DirectTarget) else None
+        where = direct.url if direct is not None else self.target.repo_path
+        if transport := [m for m in errors if is_transport(m["code"])]:
+            # The way to the repository failed (an S3 request denied, an expired token, a wrong region, no
+            # route): whatever else the output says, the backups were not shown to be at fault.
+            causes = "; ".join(dict.fromkeys(transport_cause(m["code"], m["message"], result.output)
+                                             for m in transport))
+            self.outcome.errors.append(f"pgbackrest restore of backup {label} could not read the repository "
+                                       f"{where}: {causes}")
+        elif direct is not None and FILE_MISSING in codes:
+            # Direct mode: the plan was made from a listing that held every file the restore reads, so
+            # an object missing now was deleted since (expired, rewritten by a backup run): not a fault
+            # the plan proved in the backups.
+            gone = [direct.object_url(path) for path in missing_files(result.output)] or ["(not named)"]
+            self.outcome.errors.append(f"pgbackrest restore of backup {label}: {', '.join(gone)} gone from S3 "
+                                       f"since the plan listed it (deleted since): {said}")
+        elif codes & DATA_ERROR_CODES:
             self.outcome.failures.append(f"pgbackrest restore of backup {label} failed: {said}")
         else:
             self.outcome.errors.append(f"pgbackrest restore of backup {label} could not run "

@@ -45,6 +45,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from verification.engines.postgres.pgbackrest_errors import is_transport, transport_cause
 from verification.model import CheckKind, CheckName, CheckResult, CheckStatus
 
 NAME = CheckName.PGBACKREST_VERIFY
@@ -145,6 +146,8 @@ class _Reading:
     blocks: list[_Block] = field(default_factory=list)  # the copies of the summary, in order
     versions: list[str] = field(default_factory=list)
     ends: list[str] = field(default_factory=list)
+    # Per backup label or archive id: files whose job failed on the way to the storage, not on the file.
+    unread: dict[str, int] = field(default_factory=dict)
 
     def fail(self, finding: str) -> None:
         if finding not in self.failures:
@@ -205,6 +208,17 @@ def _entry(reading: _Reading, entry: _Entry) -> None:
         reading.invalid_files.append(finding)
         reading.fail(finding)
         _unknown(reading, level, extra)
+        return
+    if level == "INFO" and (match := JOB_ERROR.match(msg)) and is_transport(match["code"]):
+        # The file could not be fetched (an HTTP request to S3 denied, no route): the way to the
+        # repository failed, not the file. pgBackRest counts it under its backup or archive id as
+        # "other" and calls that backup invalid; the summary's judgement discounts it (see _judge_summary).
+        path = _repo_path(match["file"], stanza)
+        cause = transport_cause(match["code"], match["message"], "")
+        reading.error(f"pgbackrest verify could not read {path}: {cause}")
+        owner = match["file"].split("/", 1)[0]
+        reading.unread[owner] = reading.unread.get(owner, 0) + 1
+        _unknown(reading, level, [line for line in extra if not RETRY.match(line.strip())])
         return
     if level == "INFO" and (match := JOB_ERROR.match(msg)):
         finding = f"invalid result: {_repo_path(match['file'], stanza)}: [{match['code']}] {match['message']}"
@@ -287,6 +301,7 @@ def _judge_summary(reading: _Reading, summary: _Summary) -> None:
     if summary.status is not None and summary.status not in STANZA_STATUSES:
         reading.unrecognised(f"stanza status {summary.status!r}, which pgBackRest {VERSION} does not print")
     for archive_id, item in summary.archives.items():
+        item = _discounted(reading, archive_id, item)
         what = f"archive {archive_id}"
         if item.valid < item.checked:
             reading.fail(f"WAL archive {archive_id}: {item.valid} of {item.checked} WAL files valid")
@@ -295,6 +310,7 @@ def _judge_summary(reading: _Reading, summary: _Summary) -> None:
                          "(the counts do not add up)")
         _judge_counts(reading, what, item)
     for label, item in summary.backups.items():
+        item = _discounted(reading, label, item)
         what = f"backup {label}"
         if item.status not in BACKUP_STATUSES:
             reading.unrecognised(f"{what}: status {item.status!r}, which pgBackRest {VERSION} does not print")
@@ -309,6 +325,22 @@ def _judge_summary(reading: _Reading, summary: _Summary) -> None:
         elif item.valid > item.checked:
             reading.fail(f"{what}: {item.valid} files valid of {item.checked} checked (the counts do not add up)")
         _judge_counts(reading, what, item)
+
+
+def _discounted(reading: _Reading, owner: str, item: _Item) -> _Item:
+    """An archive id or backup as it stands once the files its storage would not give are set aside:
+    pgBackRest counted each as "other" and not valid, and called a backup with one invalid. What is
+    left is judged as usual; an item bad only for those files is not a finding (the check is an error)."""
+    unread = reading.unread.get(owner, 0)
+    if not unread:
+        return item
+    counts = dict(item.counts or {})
+    counts["other"] = max(0, counts.get("other", 0) - unread)
+    status = item.status
+    if status == "invalid" and item.valid + unread >= item.checked and not any(counts.values()):
+        status = "valid"
+    return _Item(item.checked, min(item.checked, item.valid + unread), status,
+                 counts if item.counts is not None else None)
 
 
 def _judge_counts(reading: _Reading, what: str, item: _Item) -> None:
@@ -359,7 +391,7 @@ def parse_pgbackrest_verify(output: str, exit_code: int, stanza: str) -> CheckRe
         if label not in listed:
             reading.fail(f"backup {label}: in progress (skipped by pgBackRest: not verified)")
     statuses = [s.status or "none" for s in summaries]
-    if "error" in statuses and not reading.failures:
+    if "error" in statuses and not reading.failures and not reading.unread:
         reading.fail(f"stanza {stanza}: pgBackRest says status error and gives no reason restoreproof recognises")
     _layout(reading)
     if exit_code != 0:

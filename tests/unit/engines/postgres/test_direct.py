@@ -151,3 +151,44 @@ def test_the_uri_style(style: str, endpoint: str | None, expected: str, monkeypa
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
     assert uri_style(S3Settings(addressing_style=style, endpoint_url=endpoint)) == expected
+
+
+# -- what a failed restore from S3 is judged ------------------------------------------------------
+
+# What pgBackRest 2.45 prints for a request S3 refuses (common/io/http/request.c httpRequestError).
+DENIED = """P00   INFO: restore command begin 2.45: --repo1-type=s3 --set=20261122-195034F
+P00  ERROR: [039]: HTTP request failed with 403 (Forbidden):
+            *** Path/Query ***:
+            GET /pg/main/backup/demo1/backup.info
+            *** Response Content ***:
+            <Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>
+P00   INFO: restore command end: aborted with exception [039]
+"""
+# An object of the backup set deleted after the plan listed it (storage/s3/read.c, raised in a worker).
+DELETED = ("P00   INFO: restore command begin 2.45: --repo1-type=s3\n"
+           "P00  ERROR: [055]: raised from local-1 shim protocol: unable to open missing file "
+           "'/pg/main/backup/demo1/20261122-195034F/pg_data/base/1/1247.gz' for read\n"
+           "P00   INFO: restore command end: aborted with exception [055]\n")
+
+
+@pytest.mark.parametrize(("answer", "reason"), [
+    (DENIED, "could not read the repository s3://backups/pg/main/: [039] ProtocolError: HTTP request failed with 403 "
+             "(Forbidden) (GET /pg/main/backup/demo1/backup.info): AccessDenied Access Denied"),
+    ("P00  ERROR: [049]: unable to get address for 's3.example.com': [-2] Name or service not known\n",
+     "could not read the repository s3://backups/pg/main/: [049] HostConnectError: unable to get address for "
+     "'s3.example.com': [-2] Name or service not known"),
+    ("P00  ERROR: [101]: [503] Service Unavailable\n",
+     "could not read the repository s3://backups/pg/main/: [101] ServiceError: [503] Service Unavailable"),
+    (DELETED, "s3://backups/pg/main/backup/demo1/20261122-195034F/pg_data/base/1/1247.gz gone from S3 since the "
+              "plan listed it (deleted since)"),
+])
+def test_a_restore_s3_would_not_serve_is_an_error_naming_the_cause(demo_plan: RestorePlan, tmp_path: Path,
+                                                                    answer: str, reason: str) -> None:
+    inner = RecordedTarget(**{"pgbackrest restore": (39, answer)})
+    target = DirectTarget(inner, repository(), None)  # type: ignore[arg-type]
+    outcome, (verdict, reasons) = verify(demo_plan, tmp_path, target)  # type: ignore[arg-type]
+    assert verdict is Verdict.ERROR and outcome.failures == []
+    label = demo_plan.target_backup.label if demo_plan.target_backup else "?"
+    assert reasons[0].startswith(f"pgbackrest restore of backup {label}")
+    assert reason in reasons[0]
+    assert KEY not in reasons[0] and SECRET not in reasons[0]

@@ -160,6 +160,21 @@ def test_the_recorded_run_passes_for_the_reasons_it_passed(demo_plan: RestorePla
         "error: [-3] data error"))},
      Verdict.FAILED, "pgbackrest restore of backup 20261124-045834F_20261124-045847I failed: [029] raised from "
                      "local-1 protocol: zlib threw error: [-3] data error"),
+    # A local repository: a file missing is the backups' fault; [039] is pgBackRest's processes failing to
+    # understand each other (protocol/client.c), which on a posix repository never judges a file.
+    ("restore refused by a missing file", {"pgbackrest restore": (55, recorded("pgbackrest-restore.log").replace(
+        "restore command end: completed successfully (663ms)",
+        "restore command end: aborted with exception [055]\nERROR: [055]: raised from local-1 protocol: unable to "
+        "open missing file '/repo/backup/demo1/20261124-045834F/pg_data/base/1/1247.gz' for read"))},
+     Verdict.FAILED, "pgbackrest restore of backup 20261124-045834F_20261124-045847I failed: [055] raised from "
+                     "local-1 protocol: unable to open missing file "
+                     "'/repo/backup/demo1/20261124-045834F/pg_data/base/1/1247.gz' for read"),
+    ("pgBackRest's own processes out of step", {"pgbackrest restore": (39, recorded("pgbackrest-restore.log").replace(
+        "restore command end: completed successfully (663ms)",
+        "restore command end: aborted with exception [039]\nERROR: [039]: client state is 'idle' but expected "
+        "'cmdDataGet'"))},
+     Verdict.ERROR, "pgbackrest restore of backup 20261124-045834F_20261124-045847I could not read the repository "
+                    "/repo: [039] ProtocolError: client state is 'idle' but expected 'cmdDataGet'"),
     ("server log cut before the end of redo", {"server.log": (0, "\n".join(
         recorded("server.log").splitlines()[:12]) + "\n")},
      Verdict.ERROR, "the server came online but its log does not say where redo ended (no 'redo done at' line), "

@@ -581,3 +581,20 @@ def test_verify_is_a_check_of_the_backup_files_whatever_it_found():
         "backup-byte-flipped": (CheckStatus.FAILED, CheckKind.BACKUP_FILES),
         "manifest-copy-only": (CheckStatus.PASSED, CheckKind.BACKUP_FILES)}
     assert parse_pgbackrest_verify("", 1, "demo1").kind is CheckKind.BACKUP_FILES  # an error too
+
+
+def test_verify_a_file_the_storage_would_not_serve_is_an_error_not_a_bad_file():
+    # The recorded truncated segment, as pgBackRest prints a job whose S3 request was refused: the file
+    # was never read, so nothing is said about it; the other files' counts still are.
+    text = fixture_text("pgbackrest-verify-wal-segment-truncated.out").replace(
+        "[29] raised from local-1 protocol: unexpected eof in compressed data",
+        "[39] raised from local-1 shim protocol: HTTP request failed with 403 (Forbidden):").replace(
+        "[FormatError] on retry", "[ProtocolError] on retry")
+    check = parse_pgbackrest_verify(text, 0, "demo1")
+    assert check.status is CheckStatus.ERROR
+    assert check.summary == (f"pgbackrest verify could not read archive/demo1/{WAL_05}: [039] ProtocolError: raised "
+                             "from local-1 shim protocol: HTTP request failed with 403 (Forbidden)")
+    assert check.details["invalid_files"] == [] and check.details["unrecognised"] == []
+    # A file really bad beside it still fails the repository.
+    text = text.replace("total valid files: 977\n", "total valid files: 976\n")
+    assert parse_pgbackrest_verify(text, 0, "demo1").status is CheckStatus.FAILED
