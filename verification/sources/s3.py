@@ -44,6 +44,7 @@ from verification.config import S3Settings
 from verification.errors import SourceError
 from verification.model import IncompleteUpload
 from verification.redaction import MIN_SECRET_LENGTH, Redactor
+from verification.sources.base import Fingerprint
 from verification.sources.s3_errors import S3Error, translate
 from verification.sources.s3_url import S3Url, parse_s3_url
 
@@ -217,6 +218,21 @@ class S3Source:
     def incomplete_uploads(self) -> list[IncompleteUpload]:
         """The unfinished multipart uploads under the prefix, as listed when the source was opened."""
         return list(self._uploads)
+
+    def identity(self) -> str:
+        # The endpoint too: a bucket of one name on another store (MinIO beside AWS) is another bucket.
+        return f"{self.endpoint} {self.location}"
+
+    def fingerprint(self, path: str) -> Fingerprint | None:
+        """The ETag and size listed. S3 gives every object written an ETag derived from what was
+        written (the MD5 of its bytes, of its parts' MD5s for a multipart upload, a value of its own
+        for an encrypted one), so an object written again with other bytes has another ETag:
+        `reliable`; and every read is made If-Match on it, so what was read is what the fingerprint
+        names. (ListObjectsV2 gives no version id; a new version of an object has its own ETag.)"""
+        entry = self._objects.get(self._path(path))
+        if entry is None or not entry.etag.strip('"'):
+            return None  # a store that gives no ETag cannot tell versions apart
+        return Fingerprint(f"etag={entry.etag};size={entry.size}", reliable=True)
 
     def read_bytes(self, path: str, offset: int = 0, length: int | None = None) -> bytes:
         entry = self._entry(path)
