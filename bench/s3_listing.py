@@ -9,11 +9,20 @@ databases each, 100 backups per database), each a real SQL Server log backup of 
 
 Then, for each latency asked (0: the endpoint as it is; else a TCP relay adding that many
 milliseconds before each answer, as a remote endpoint would), the median of `--repeat` times of:
-- the catalogue: S3Source opened (client made, prefix listed: folders found with a delimiter, each
+- the listing: S3Source opened (client made, prefix listed: folders found with a delimiter, each
   listed whole by its own paginator, `--threads` at once);
-- the real alternative: one client and one sequential list_objects_v2 paginator over the prefix;
-and once, without added latency, the SQL Server header reading of every object (the catalog scan that
-planning runs), with its requests and bytes, and the real corpus itself planned from S3.
+- the real alternative: one client and one sequential list_objects_v2 paginator over the prefix.
+
+Then, without added latency, the SQL Server catalogue (listing and header reads, as planning makes
+it), the median of `--repeat` rounds of:
+- cold: no header cache (a state folder of its own each round);
+- warm: the same again, nothing changed (every header from the cache);
+- a night: 1 % of objects new since (new log backups), then removed again for the next round;
+- the real alternative, in the same round: one sequential paginator, then each object's headers read
+  one object after the other (what reading one header per file, file by file, amounts to), by the
+  same MTF reader through a plain boto3 client;
+with the endpoint's CPU per GET (utime + stime of the moto_server process, from /proc/<pid>/stat) and
+what it bounds the cold catalogue to. Last, the real corpus planned from S3, cold and warm.
 """
 
 from __future__ import annotations
@@ -26,18 +35,22 @@ import multiprocessing
 import os
 import socket
 import statistics
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import boto3
 from botocore.config import Config
 
-from verification.config import S3Settings
+from verification.config import S3Settings, Settings
 from verification.demo.s3_endpoint import HOST, LocalS3Endpoint, _free_port
 from verification.engines.mssql.catalog import scan
+from verification.engines.mssql.header_cache import HeaderCache
+from verification.engines.mssql.mtf import read_backup_header
 from verification.sources.s3 import S3Source
 
 KiB = 1024
@@ -161,28 +174,135 @@ def compare(url: str, ca_file: Path | None, args: argparse.Namespace, count: int
           f"ratio sequential/catalogue {sequential / parallel:.2f}")
 
 
-def read_headers(endpoint: LocalS3Endpoint, threads: int, count: int) -> None:
-    """Every object's SQL Server header read through the source, as planning reads them; where the CPU went."""
-    import psutil
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process, from /proc/<pid>/stat (fields 14 and 15, in clock ticks)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
-    assert endpoint.process is not None
-    server, here = psutil.Process(endpoint.process.pid), psutil.Process()
+
+@dataclass
+class Catalogued:
+    """One catalogue: objects, seconds, what it asked of the endpoint and what that cost the endpoint."""
+
+    objects: int
+    seconds: float
+    gets: int
+    bytes_read: int
+    most_bytes: int
+    from_cache: int
+    endpoint_cpu: float
+    own_cpu: float  # restoreproof's (this process's) CPU seconds
+    headers: int  # objects whose header says they are a backup
+
+    @property
+    def per_second(self) -> float:
+        return self.objects / self.seconds
+
+
+def catalogue(settings: Settings, pid: int) -> Catalogued:
+    """The catalogue as planning makes it: the prefix listed, then every object's header read or
+    taken from the header cache."""
+    endpoint_cpu, own_cpu = cpu_seconds(pid), time.process_time()
     started = time.perf_counter()
-    source = S3Source(f"s3://{BUCKET}/ola", S3Settings(threads=threads))
-    listed_at = time.perf_counter()
-    server_cpu, own_cpu = sum(server.cpu_times()[:2]), sum(here.cpu_times()[:2])
-    catalog = scan(source)
-    done = time.perf_counter()
-    server_cpu, own_cpu = sum(server.cpu_times()[:2]) - server_cpu, sum(here.cpu_times()[:2]) - own_cpu
-    stats = source.stats
-    gets = stats.requests["GetObject"]
-    print(f"SQL Server header reading of all {count:,} objects: {done - listed_at:.2f} s ({gets:,} GETs, "
-          f"{gets / count:.2f} per object, {gets / (done - listed_at):,.0f} GETs/s; {stats.bytes_read / 2**20:,.1f} "
-          f"MiB read, {stats.bytes_read / count / KiB:.1f} KiB per object on average, "
-          f"{max(stats.bytes_by_path.values()) / KiB:.1f} KiB at most; {len(stats.whole_reads)} objects read whole); "
-          f"CPU: endpoint {server_cpu * 1000 / gets:.1f} ms per GET, restoreproof {own_cpu * 1000 / gets:.1f} ms per "
-          f"GET; list + headers {done - started:.2f} s = {count / (done - started):,.0f} objects/s "
-          f"({sum(len(d.sets) for d in catalog.databases)} backup sets, {len(catalog.unreadable)} files not read)")
+    with S3Source(f"s3://{BUCKET}/ola", settings.s3) as source:
+        cache = HeaderCache.for_source(settings, source)
+        try:
+            found = scan(source, [], cache if cache.enabled else None)
+        finally:
+            cache.close()
+        seconds = time.perf_counter() - started
+        stats = source.stats
+        objects = len(source.paths())
+    return Catalogued(objects, seconds, stats.requests["GetObject"], stats.bytes_read,
+                      max(stats.bytes_by_path.values(), default=0), found.files_cached,
+                      cpu_seconds(pid) - endpoint_cpu, time.process_time() - own_cpu,
+                      sum(len(s.families) + len(s.copy_headers) for d in found.databases for s in d.sets))
+
+
+class _RangedGets:
+    """A plain boto3 client's ranged GET per read: the MTF reader's reads, one request each."""
+
+    def __init__(self, client: Any, key: str, size: int) -> None:
+        self.client, self.key, self._size, self.name = client, key, size, key
+        self.gets = 0
+
+    def size(self) -> int:
+        return self._size
+
+    def read(self, offset: int, length: int) -> bytes:
+        self.gets += 1
+        answer = self.client.get_object(Bucket=BUCKET, Key=self.key, Range=f"bytes={offset}-{offset + length - 1}")
+        return bytes(answer["Body"].read())
+
+
+def one_by_one(url: str) -> Catalogued:
+    """The real alternative: one sequential paginator, then the headers of one object after another."""
+    client = boto3.client("s3", endpoint_url=url, config=Config(retries={"mode": "standard"}))
+    started = time.perf_counter()
+    listed: dict[str, int] = {}
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix="ola/"):
+        listed.update((item["Key"], item["Size"]) for item in page.get("Contents", []))
+    gets = headers = 0
+    for key, size in listed.items():
+        reader = _RangedGets(client, key, size)
+        read_backup_header(reader)
+        gets += reader.gets
+        headers += 1
+    seconds = time.perf_counter() - started
+    client.close()
+    return Catalogued(len(listed), seconds, gets, 0, 0, 0, 0.0, 0.0, headers)
+
+
+def night_objects(bodies: list[bytes], count: int, round_: int) -> dict[str, bytes]:
+    """`count` new log backups (new keys, as a night adds them), spread over the databases."""
+    found = {}
+    for n in range(count):
+        server, database = f"SQL{n % SERVERS:02d}$PROD", f"shop{n % DATABASES:02d}"
+        key = f"ola/{server}/{database}/LOG/{server}_{database}_LOG_20261125_r{round_}_{n:05d}.trn"
+        found[key] = bodies[n % len(bodies)]
+    return found
+
+
+def compare_catalogues(endpoint: LocalS3Endpoint, client: Any, bodies: list[bytes], args: argparse.Namespace,
+                       count: int, work: Path) -> None:
+    """Cold, warm and a night's catalogue against the one-by-one alternative, `--repeat` rounds."""
+    assert endpoint.process is not None
+    pid = endpoint.process.pid
+    rounds: dict[str, list[Catalogued]] = {"cold": [], "warm": [], "night": [], "one by one": []}
+    new = max(1, count // 100)
+    for round_ in range(args.repeat):
+        settings = Settings(state_dir=work / f"state-{round_}", s3=S3Settings(threads=args.threads))
+        rounds["cold"].append(catalogue(settings, pid))
+        rounds["warm"].append(catalogue(settings, pid))
+        added = night_objects(bodies, new, round_)
+        with ThreadPoolExecutor(16) as pool:
+            list(pool.map(lambda item: client.put_object(Bucket=BUCKET, Key=item[0], Body=item[1]), added.items()))
+        rounds["night"].append(catalogue(settings, pid))
+        with ThreadPoolExecutor(16) as pool:
+            list(pool.map(lambda key: client.delete_object(Bucket=BUCKET, Key=key), added))
+        rounds["one by one"].append(one_by_one(endpoint.url))
+    median = {name: sorted(found, key=lambda c: c.seconds)[len(found) // 2] for name, found in rounds.items()}
+    alternative = median["one by one"]
+    print(f"SQL Server catalogue (listing + header reads, {args.threads} threads; median of {args.repeat} rounds; "
+          f"the alternative in the same rounds):")
+    print(f"  one by one (sequential paginator, then each object's headers, object after object): "
+          f"{alternative.objects:,} objects in {alternative.seconds:.2f} s = {alternative.per_second:,.0f} objects/s "
+          f"({alternative.gets:,} GETs, {alternative.gets / alternative.objects:.2f} per object)")
+    for name, said in (("cold", "no header cache"), ("warm", "nothing changed"),
+                       ("night", f"{new} objects new, 1 %")):
+        found = median[name]
+        print(f"  {name} ({said}): {found.objects:,} objects in {found.seconds:.2f} s = {found.per_second:,.0f} "
+              f"objects/s, {found.per_second / alternative.per_second:.1f}x the alternative; {found.gets:,} GETs "
+              f"({found.gets / found.objects:.2f} per object), {found.bytes_read / found.objects / KiB:.1f} KiB read "
+              f"per object ({found.most_bytes / KiB:.1f} KiB at most), {found.from_cache:,} headers from the cache; "
+              f"{found.headers:,} backup headers")
+    cold = median["cold"]
+    per_get = cold.endpoint_cpu / cold.gets
+    ceiling = 1 / (per_get * cold.gets / cold.objects)
+    print(f"  the endpoint (moto_server, one Python process): {per_get * 1000:.2f} ms of CPU per GET in the cold "
+          f"catalogue ({cold.endpoint_cpu / cold.seconds:.2f} of a core on average); at {cold.gets / cold.objects:.2f} "
+          f"GETs per object it could serve at most {ceiling:,.0f} objects/s with a whole core to itself; restoreproof "
+          f"{cold.own_cpu / cold.gets * 1000:.2f} ms of CPU per GET (listing and parsing included)")
 
 
 def main() -> None:
@@ -220,33 +340,35 @@ def main() -> None:
             with contextlib.ExitStack() as stack:
                 port = stack.enter_context(delayed(endpoint.port, latency / 1000)) if latency else endpoint.port
                 compare(f"{endpoint.url.split(':')[0]}://{HOST}:{port}", endpoint.ca_file, args, len(keys), latency)
-        read_headers(endpoint, args.threads, len(keys))
-        plan_corpus(client, args.corpus, args.threads)
+        with tempfile.TemporaryDirectory(prefix="restoreproof-bench-") as work:
+            compare_catalogues(endpoint, client, bodies, args, len(keys), Path(work))
+            plan_corpus(client, args.corpus, args.threads, Path(work))
 
 
-def plan_corpus(client: Any, corpus: Path, threads: int) -> None:
-    """The real corpus laid out as Ola's solution would, planned from S3: what the header reading cost."""
+def plan_corpus(client: Any, corpus: Path, threads: int, work: Path) -> None:
+    """The real corpus laid out as Ola's solution would, planned from S3 (cold, then warm): what the header
+    reading cost."""
     import sys
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from tests.unit.sources.s3_helpers import ola_layout, upload_tree
-    from verification.config import Settings
     from verification.pipeline import plan_source
 
     layout = ola_layout(corpus)
     upload_tree(client, BUCKET, "corpus", corpus, layout)
-    settings = Settings(s3=S3Settings(threads=threads))
-    started = time.perf_counter()
-    _, source, planned = plan_source(settings, f"s3://{BUCKET}/corpus")
-    elapsed = time.perf_counter() - started
-    assert isinstance(source, S3Source)
-    stats = source.stats
-    sizes = [source.size(p) for p in source.paths()]
-    print(f"the real corpus ({len(sizes)} files, {sum(sizes) / 2**20:.1f} MiB) in Ola's layout, planned from S3 in "
-          f"{elapsed:.2f} s: {len(planned.plans)} databases; {stats.requests['GetObject']} GETs, "
-          f"{stats.bytes_read / KiB:,.0f} KiB read ({stats.bytes_read / sum(sizes):.1%} of the bytes), "
-          f"{max(stats.bytes_by_path.values()) / KiB:.1f} KiB at most per object; "
-          f"{stats.requests['ListObjectsV2']} list requests")
+    settings = Settings(state_dir=work / "corpus-state", s3=S3Settings(threads=threads))
+    for name in ("cold", "warm"):
+        started = time.perf_counter()
+        _, source, planned = plan_source(settings, f"s3://{BUCKET}/corpus")
+        elapsed = time.perf_counter() - started
+        assert isinstance(source, S3Source)
+        stats = source.stats
+        sizes = [source.size(p) for p in source.paths()]
+        print(f"the real corpus ({len(sizes)} files, {sum(sizes) / 2**20:.1f} MiB) in Ola's layout, planned from S3 "
+              f"({name}) in {elapsed:.2f} s: {len(planned.plans)} databases; {stats.requests['GetObject']} GETs, "
+              f"{stats.bytes_read / KiB:,.0f} KiB read ({stats.bytes_read / sum(sizes):.1%} of the bytes), "
+              f"{max(stats.bytes_by_path.values(), default=0) / KiB:.1f} KiB at most per object; "
+              f"{stats.requests['ListObjectsV2']} list requests")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import shutil
 from pathlib import Path
 
@@ -11,6 +12,16 @@ TESTS = Path(__file__).resolve().parent
 FIXTURES = TESTS / "fixtures" / "postgres"
 STANZA = "demo1"
 LABELS = ["20261122-195034F", "20261122-195034F_20261122-195039D", "20261122-195034F_20261122-195042I"]
+
+
+_STATE_HOMES = itertools.count()
+
+
+@pytest.fixture(autouse=True)
+def _own_state_folder(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Each test's default state folder (results store, SQL Server header cache) is its own, made
+    only if used: never the user's, and nothing one test kept is found by another."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.getbasetemp() / "state-homes" / str(next(_STATE_HOMES))))
 
 
 def fixture_text(name: str) -> str:

@@ -117,6 +117,17 @@ class MssqlSettings(_ContainerLimits):
     # full, a differential on another base, a copy). A damaged one outside the chain fails the page
     # check, and so the database, but never changes the plan (`verify --pages`).
     pages: Literal["chain", "all"] = "chain"
+    # Backup headers kept between runs (engines/mssql/header_cache.py), in the state folder: a file
+    # read once is not read again while its fingerprint is unchanged. "on": for every source;
+    # "object-store": only where the fingerprint changes whenever the content does (S3's ETag), not
+    # for local folders (size and times); "off". true and false (YAML, the environment) mean "on" and "off".
+    header_cache: Literal["on", "object-store", "off"] = "on"
+
+    @field_validator("header_cache", mode="before")
+    @classmethod
+    def _cache_switch(cls, value: Any) -> Any:
+        switch = str(value).lower() if isinstance(value, bool | str) else None
+        return {"true": "on", "false": "off"}.get(switch, value) if switch else value
 
 
 class SqlCheck(_Section):

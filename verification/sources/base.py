@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from fnmatch import fnmatchcase
 from io import RawIOBase
@@ -16,6 +17,19 @@ from verification.model import IncompleteUpload
 def excluded(path: str, patterns: Sequence[str]) -> str | None:
     """The first configured pattern that matches a source-relative path, or None."""
     return next((pattern for pattern in patterns if fnmatchcase(path, pattern)), None)
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """What tells one version of a file's content from another, known without reading the file.
+
+    `reliable`: the value changes whenever the content does (an S3 ETag: S3 makes a new one for every
+    object written). A fingerprint that is not reliable is metadata a change could keep (a local
+    file's size and times: see LocalSource.fingerprint), so what was found in a file's bytes may be
+    kept against it only where being wrong costs little."""
+
+    value: str
+    reliable: bool
 
 
 class Source(Protocol):
@@ -43,6 +57,16 @@ class Source(Protocol):
 
     def incomplete_uploads(self) -> list[IncompleteUpload]:
         """Object storage's unfinished multipart uploads under the source ([] for a folder)."""
+        ...
+
+    def identity(self) -> str:
+        """What names this source and no other, the same from run to run (a key for caches): a
+        folder's resolved path, an object store's endpoint, bucket and prefix."""
+        ...
+
+    def fingerprint(self, path: str) -> Fingerprint | None:
+        """The file's content version, without reading it; None when the source cannot say (a file
+        that is gone: its read will say why)."""
         ...
 
 

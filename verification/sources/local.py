@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import os
+import time
 from datetime import UTC, datetime
 from io import RawIOBase
 from pathlib import Path
 
 from verification.errors import SourceError
 from verification.model import IncompleteUpload
+from verification.sources.base import Fingerprint
+
+# A file changed less than this long ago gives no fingerprint (LocalSource.fingerprint).
+SETTLED_SECONDS = 60.0
 
 
 class LocalSource:
@@ -24,6 +29,33 @@ class LocalSource:
 
     def incomplete_uploads(self) -> list[IncompleteUpload]:
         return []  # a folder has no multipart uploads
+
+    def identity(self) -> str:
+        return f"file://{self.root}"
+
+    def fingerprint(self, path: str) -> Fingerprint | None:
+        """Size, modification and change times (nanoseconds), inode and device, as the backup tools
+        that skip unchanged files compare them (borg's and restic's files caches).
+
+        The change time (ctime) is set by the kernel on every write, truncation, rename or utime()
+        and cannot be set back from user space, so a rewrite that keeps the size and puts the old
+        modification time back (cp -p, rsync -t, a restore from tape) still changes it. What no local
+        fingerprint can see is a change made beneath the file system: bits rotting on the medium, a
+        write to the raw block device, a network or FUSE file system that does not keep ctime. So it
+        is not `reliable`.
+
+        None for a file changed less than SETTLED_SECONDS ago: times have the file system's clock
+        tick (a few milliseconds; 2 s on FAT), so a file written again within the tick of a read
+        would keep every value (git's "racily clean" entries); a backup still being written is one
+        of those too. The margin also covers a file server's clock being a little off ours."""
+        try:
+            found = self._path(path).stat()
+        except OSError:
+            return None
+        if time.time() - found.st_ctime < SETTLED_SECONDS:
+            return None
+        return Fingerprint(f"size={found.st_size};mtime={found.st_mtime_ns};ctime={found.st_ctime_ns};"
+                           f"ino={found.st_ino};dev={found.st_dev}", reliable=False)
 
     def _path(self, path: str) -> Path:
         resolved = (self.root / path).resolve()

@@ -19,16 +19,20 @@ Unfinished multipart uploads under the prefix (what a failed backup leaves) are 
 from __future__ import annotations
 
 import logging
+import platform
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 
 import boto3
+import botocore
 import botocore.session
+import botocore.utils
 from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
@@ -40,10 +44,12 @@ from botocore.exceptions import (
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 from urllib3.exceptions import ProtocolError
 
+from verification import __version__
 from verification.config import S3Settings
 from verification.errors import SourceError
 from verification.model import IncompleteUpload
 from verification.redaction import MIN_SECRET_LENGTH, Redactor
+from verification.sources.base import Fingerprint
 from verification.sources.s3_errors import S3Error, translate
 from verification.sources.s3_url import S3Url, parse_s3_url
 
@@ -67,6 +73,8 @@ BODY_ERRORS = (IncompleteReadError, ReadTimeoutError, ResponseStreamingError, Pr
 class _BodyCut(Exception):
     """A GET's body stopped before its end (retried here: botocore retried the request only)."""
 THREAD_PREFIX = "restoreproof-s3"
+# boto3 adds its own "Botocore/<version>" after it.
+USER_AGENT = f"restoreproof/{__version__} Python/{platform.python_version()}"
 
 # botocore logs every request's headers at DEBUG, the signing access key among them: kept out of a
 # log whose root is at DEBUG unless botocore's own level was set on purpose.
@@ -113,15 +121,31 @@ _LOADER: list[Any] = []  # botocore's service models, parsed once per process
 _LOADER_LOCK = threading.Lock()
 
 
+def parse_timestamp(text: str) -> datetime:
+    """S3's two timestamp forms, ISO 8601 in listings (2026-11-25T01:33:02.000Z) and HTTP dates in
+    headers (Wed, 25 Nov 2026 01:33:02 GMT), parsed by the standard library in 0.1 and 3 us where
+    botocore's default (dateutil) takes 37 and 49 us: per object listed and per GET. Anything else
+    goes to botocore's own parser, so the values are the same as without this."""
+    try:
+        found = datetime.fromisoformat(text) if text[:1].isdigit() else parsedate_to_datetime(text)
+        if found.tzinfo is not None:
+            return found
+    except (TypeError, ValueError):
+        pass
+    return botocore.utils.parse_timestamp(text)  # type: ignore[no-any-return]
+
+
 def _botocore_session() -> botocore.session.Session:
     """A fresh botocore session (credentials and configuration read anew) sharing the parsed service
-    models: parsing S3's model costs most of a client's making (about 60 ms of 80 here)."""
+    models: parsing S3's model costs most of a client's making (about 60 ms of 80 here); its
+    responses' timestamps parsed by parse_timestamp."""
     session = botocore.session.get_session()
     with _LOADER_LOCK:
         if _LOADER:
             session.register_component("data_loader", _LOADER[0])
         else:
             _LOADER.append(session.get_component("data_loader"))
+    session.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=parse_timestamp)
     return session
 
 
@@ -142,7 +166,10 @@ def _client(settings: S3Settings) -> tuple[Any, list[str]]:
         retries={"mode": "standard", "total_max_attempts": settings.max_attempts},
         # One connection per thread, and a few for the HEADs and GETs made beside the listing.
         max_pool_connections=settings.threads + 4,
-        s3={"addressing_style": settings.addressing_style}, tcp_keepalive=True)
+        s3={"addressing_style": settings.addressing_style}, tcp_keepalive=True,
+        # A fixed User-Agent: botocore otherwise builds its own twice per request (about 14 % of its
+        # CPU per GET here), to report which of its features each request used.
+        user_agent=USER_AGENT)
     verify: bool | str | None = None  # None: boto3's own (AWS_CA_BUNDLE, the system's store)
     if not settings.verify_tls:
         verify = False
@@ -217,6 +244,21 @@ class S3Source:
     def incomplete_uploads(self) -> list[IncompleteUpload]:
         """The unfinished multipart uploads under the prefix, as listed when the source was opened."""
         return list(self._uploads)
+
+    def identity(self) -> str:
+        # The endpoint too: a bucket of one name on another store (MinIO beside AWS) is another bucket.
+        return f"{self.endpoint} {self.location}"
+
+    def fingerprint(self, path: str) -> Fingerprint | None:
+        """The ETag and size listed. S3 gives every object written an ETag derived from what was
+        written (the MD5 of its bytes, of its parts' MD5s for a multipart upload, a value of its own
+        for an encrypted one), so an object written again with other bytes has another ETag:
+        `reliable`; and every read is made If-Match on it, so what was read is what the fingerprint
+        names. (ListObjectsV2 gives no version id; a new version of an object has its own ETag.)"""
+        entry = self._objects.get(self._path(path))
+        if entry is None or not entry.etag.strip('"'):
+            return None  # a store that gives no ETag cannot tell versions apart
+        return Fingerprint(f"etag={entry.etag};size={entry.size}", reliable=True)
 
     def read_bytes(self, path: str, offset: int = 0, length: int | None = None) -> bytes:
         entry = self._entry(path)

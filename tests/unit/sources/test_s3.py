@@ -26,7 +26,7 @@ from tests.unit.sources.s3_helpers import lay_out, ola_layout
 from verification.config import S3Settings, Settings
 from verification.errors import SourceError
 from verification.sources import LocalSource
-from verification.sources.s3 import HEAD_BYTES, SMALL_BYTES, S3Source
+from verification.sources.s3 import HEAD_BYTES, SMALL_BYTES, USER_AGENT, S3Source
 from verification.sources.s3_url import is_s3_url, parse_s3_url
 
 KiB = 1024
@@ -120,6 +120,33 @@ def test_the_catalogue_answers_as_the_same_folder_would_without_a_request(s3: Bu
     assert source.stats == listed, "a question about the tree made a request"
     # Listing: the prefix, then each folder found (delimited), each leaf listed whole, and the uploads.
     assert set(listed.requests) == {"ListObjectsV2", "ListMultipartUploads"} and listed.bytes_read == 0
+
+
+@pytest.mark.parametrize("text", ["Wed, 25 Nov 2026 01:33:02 GMT", "2026-11-25T01:33:02.000Z", "2026-11-25T01:33:02Z",
+                                  "2026-11-25T02:33:02+01:00", "1795656782", "Wednesday, 25-Nov-26 01:33:02 GMT",
+                                  "2026-11-25T01:33:02.123456Z"])
+def test_timestamps_are_parsed_as_botocore_parses_them(text: str) -> None:
+    import botocore.utils
+
+    from verification.sources.s3 import parse_timestamp
+
+    assert parse_timestamp(text) == botocore.utils.parse_timestamp(text)
+    assert parse_timestamp(text).utcoffset() == botocore.utils.parse_timestamp(text).utcoffset()
+
+
+def test_listed_and_read_times_and_the_user_agent_sent(s3: Bucket) -> None:
+    import botocore
+
+    s3.put("pg/a.bin", b"x" * 100)
+    source = S3Source(s3.url("pg"))
+    sent: list[str] = []
+    source.client.meta.events.register("before-send.s3", lambda request, **_: sent.append(request.headers["User-Agent"]))
+    head = s3.client.head_object(Bucket=s3.name, Key="pg/a.bin")  # boto3's own parsing, to compare with
+    assert source.modified("a.bin") == head["LastModified"]
+    assert source.client.get_object(Bucket=s3.name, Key="pg/a.bin")["LastModified"] == head["LastModified"]
+    assert source.read_bytes("a.bin") == b"x" * 100
+    assert sent == [f"{USER_AGENT} Botocore/{botocore.__version__}".encode()] * 2
+    assert USER_AGENT.startswith("restoreproof/")
 
 
 @pytest.mark.parametrize("name", ["../secret.txt", "backup/../../secret.txt", "/etc/passwd", "backup//x"])

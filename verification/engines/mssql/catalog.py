@@ -3,14 +3,17 @@
 Any layout (flat, Ola Hallengren's <server>/<db>/FULL|DIFF|LOG, anything else) and any file
 extension: every file is opened and its header decides what it is. File names and the dates in
 them are never trusted. Files are grouped into backup sets by media set (one file per family),
-and sets into databases by (server, database name, creation date).
+and sets into databases by (server, database name, creation date). What a file's header said may
+come from a header cache (header_cache.py) instead, while the file's fingerprint is unchanged.
 """
 
 from __future__ import annotations
 
+import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from verification.engines.mssql.mtf import (
     COMPRESSED_MAGIC,
@@ -21,7 +24,12 @@ from verification.engines.mssql.mtf import (
     read_backup_header,
     read_trailer_identity,
 )
-from verification.sources.base import Source, SourceFile, excluded
+from verification.sources.base import Fingerprint, Source, SourceFile, excluded
+
+if TYPE_CHECKING:
+    from verification.engines.mssql.header_cache import HeaderCache
+
+log = logging.getLogger(__name__)
 
 MAX_DEPTH = 12
 # Where a file is taken to be a backup whatever its first bytes say: the extensions SQL Server shops
@@ -126,6 +134,8 @@ class Catalog:
     not_backups: list[str]
     bytes_read: int = 0
     files_read: int = 0
+    # Files whose header came from the header cache (nothing read of them).
+    files_cached: int = 0
 
     def display_name(self, db: DatabaseCatalog) -> str:
         """The database name, qualified by server and then creation date only where needed to be unique."""
@@ -153,7 +163,7 @@ def walk(source: Source, folder: str = "", depth: int = 0) -> list[str]:
 
 
 @dataclass
-class _Read:
+class FileRead:
     """What reading one file found: its header, or why it is not read as a backup."""
 
     header: BackupHeader | None = None
@@ -161,11 +171,12 @@ class _Read:
     not_backup: bool = False
     bytes_read: int = 0
     read: bool = True
+    cached: bool = False  # taken from the header cache, not from the file
 
 
-def _read_one(source: Source, path: str, exclude: list[str]) -> _Read:
-    if pattern := excluded(path, exclude):
-        return _Read(unreadable=Unreadable(path, f"excluded by the pattern {pattern!r}", "excluded"), read=False)
+def read_file(source: Source, path: str) -> FileRead:
+    """What one file's header says (its head and trailer read; the trailer alone where the head is
+    not a backup's, to tell a damaged backup from a stray file)."""
     reader = SourceFile(source, path)
     magic = reader.read(0, FIRST_BYTES)
     if not (magic.startswith(b"TAPE") or magic.startswith(COMPRESSED_MAGIC)):
@@ -176,44 +187,72 @@ def _read_one(source: Source, path: str, exclude: list[str]) -> _Read:
         if looks_like_backup(path) or identity is not None:
             reason = (f"{path}: media header at offset 0x0: expected 'TAPE' (Microsoft Tape Format) or "
                       f"'MSSQLBAK' (natively compressed), found {found}: a damaged backup file")
-            return _Read(unreadable=Unreadable(path, reason, "corrupt", identity), bytes_read=reader.bytes_read)
-        return _Read(unreadable=Unreadable(path, f"{path}: not a SQL Server backup: starts with {found}",
-                                           "not-a-backup"), not_backup=True, bytes_read=reader.bytes_read)
+            return FileRead(unreadable=Unreadable(path, reason, "corrupt", identity), bytes_read=reader.bytes_read)
+        return FileRead(unreadable=Unreadable(path, f"{path}: not a SQL Server backup: starts with {found}",
+                                              "not-a-backup"), not_backup=True, bytes_read=reader.bytes_read)
     try:
-        return _Read(header=read_backup_header(reader), bytes_read=reader.bytes_read)
+        return FileRead(header=read_backup_header(reader), bytes_read=reader.bytes_read)
     except NeedsServerHeaderOnly as exc:
-        return _Read(unreadable=Unreadable(path, str(exc), "needs-server"), bytes_read=reader.bytes_read)
+        return FileRead(unreadable=Unreadable(path, str(exc), "needs-server"), bytes_read=reader.bytes_read)
     except MtfError as exc:
-        return _Read(unreadable=Unreadable(path, str(exc), "corrupt", read_trailer_identity(reader)),
-                     bytes_read=reader.bytes_read)
+        return FileRead(unreadable=Unreadable(path, str(exc), "corrupt", read_trailer_identity(reader)),
+                        bytes_read=reader.bytes_read)
 
 
-def scan(source: Source, exclude: list[str] | None = None) -> Catalog:
+def scan(source: Source, exclude: list[str] | None = None, cache: HeaderCache | None = None) -> Catalog:
     """Every file is read, or listed with what it is and why: none is skipped in silence.
 
+    With a `cache`, a file whose fingerprint the cache holds a header for is not read; every file
+    read is offered to the cache, which then forgets the files no longer in the source.
     A source that serves reads better in parallel (object storage: `parallel_reads`) has its files'
     headers read by that many threads; the results are taken in the walk's order all the same."""
+    paths = walk(source)
+    results: dict[str, FileRead] = {}
+    before: dict[str, Fingerprint | None] = {}
+    for path in paths:
+        if pattern := excluded(path, exclude or []):
+            results[path] = FileRead(unreadable=Unreadable(path, f"excluded by the pattern {pattern!r}", "excluded"),
+                                     read=False)
+        elif cache is not None:
+            before[path] = source.fingerprint(path)
+            if (known := cache.get(path, before[path])) is not None:
+                results[path] = known
+    wanted = [path for path in paths if path not in results]
+
+    def read(path: str) -> FileRead:
+        result = read_file(source, path)
+        if cache is not None:
+            # Kept only if the file did not change while it was read (same fingerprint after as before).
+            cache.put(path, before[path], result, source.fingerprint(path))
+        return result
+
+    threads = int(getattr(source, "parallel_reads", 1))
+    if threads > 1 and len(wanted) > 1:
+        with ThreadPoolExecutor(min(threads, len(wanted)), thread_name_prefix="restoreproof-headers") as pool:
+            results.update(zip(wanted, pool.map(read, wanted), strict=True))
+    else:
+        results.update((path, read(path)) for path in wanted)
+    if cache is not None:
+        cache.finish(paths)
     headers: list[BackupHeader] = []
     unreadable: list[Unreadable] = []
     not_backups: list[str] = []
-    bytes_read = files_read = 0
-    paths = walk(source)
-    threads = int(getattr(source, "parallel_reads", 1))
-    if threads > 1 and len(paths) > 1:
-        with ThreadPoolExecutor(min(threads, len(paths)), thread_name_prefix="restoreproof-headers") as pool:
-            results = list(pool.map(lambda path: _read_one(source, path, exclude or []), paths))
-    else:
-        results = [_read_one(source, path, exclude or []) for path in paths]
-    for result in results:
+    bytes_read = files_read = files_cached = 0
+    for path in paths:
+        result = results[path]
         if result.header is not None:
             headers.append(result.header)
         if result.unreadable is not None:
             unreadable.append(result.unreadable)
             if result.not_backup:
                 not_backups.append(result.unreadable.path)
-        files_read += result.read
+        files_read += result.read and not result.cached
+        files_cached += result.cached
         bytes_read += result.bytes_read
-    return Catalog(group(headers), unreadable, not_backups, bytes_read, files_read)
+    if cache is not None:
+        log.info("%s: headers of %d file(s) from the header cache, %d read (%d bytes)", source.describe(),
+                 files_cached, files_read, bytes_read)
+    return Catalog(group(headers), unreadable, not_backups, bytes_read, files_read, files_cached)
 
 
 def group(headers: list[BackupHeader]) -> list[DatabaseCatalog]:

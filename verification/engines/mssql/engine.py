@@ -38,6 +38,7 @@ from verification.engines.base import (
 from verification.engines.mssql import chain, tsql, work
 from verification.engines.mssql.accounting import account
 from verification.engines.mssql.catalog import looks_like_backup, scan, walk
+from verification.engines.mssql.header_cache import HeaderCache
 from verification.engines.mssql.mtf import COMPRESSED_MAGIC
 from verification.engines.mssql.outputs import (
     BACKUP_FAULTS,
@@ -151,15 +152,29 @@ class MssqlEngine:
     # -- discovery and planning ------------------------------------------------------------------
 
     def detect(self, source: Source) -> bool:
-        for path in walk(source)[:DETECT_FILES]:
-            magic = source.read_bytes(path, 0, 8)
-            # A folder of damaged .bak/.trn files is still SQL Server's: planning then names each one.
-            if magic.startswith(b"TAPE") or magic == COMPRESSED_MAGIC or looks_like_backup(path):
-                return True
+        cache = HeaderCache.for_source(self.settings, source)
+        try:
+            for path in walk(source)[:DETECT_FILES]:
+                # A file the cache knows began with TAPE or MSSQLBAK is known without a read (no GET
+                # on a warm night); what else it knows is decided from the bytes, as without it.
+                known = cache.lookup(path, source.fingerprint(path)) if cache.enabled else None
+                if known is not None and (known.header is not None or (
+                        known.unreadable is not None and known.unreadable.kind == "needs-server")):
+                    return True
+                magic = source.read_bytes(path, 0, 8)
+                # A folder of damaged .bak/.trn files is still SQL Server's: planning then names each one.
+                if magic.startswith(b"TAPE") or magic == COMPRESSED_MAGIC or looks_like_backup(path):
+                    return True
+        finally:
+            cache.close()
         return False
 
     def plan(self, source: Source, at: datetime | None, point: PointChoice | None = None) -> SourcePlan:
-        catalog = scan(source, self.settings.exclude)
+        cache = HeaderCache.for_source(self.settings, source)
+        try:
+            catalog = scan(source, self.settings.exclude, cache if cache.enabled else None)
+        finally:
+            cache.close()
         plans = []
         by_catalog: dict[int, RestorePlan] = {}
         for db in catalog.databases:
