@@ -56,6 +56,7 @@ from s3transfer.subscribers import BaseSubscriber
 from verification.errors import SourceError
 from verification.model import IncompleteUpload, PhaseName, PhaseStatus, PhaseTiming
 from verification.redaction import Redactor
+from verification.sources.base import Fingerprint
 from verification.sources.local import LocalSource
 from verification.sources.s3 import ObjectInfo, S3Source
 from verification.sources.s3_errors import MISSING_KEY, client_error_code, translate
@@ -149,6 +150,13 @@ class StagedSource:
 
     def incomplete_uploads(self) -> list[IncompleteUpload]:
         return self.origin.incomplete_uploads()
+
+    def identity(self) -> str:
+        # The object store's: a staged copy holds the very objects (held to their listed ETags).
+        return self.origin.identity()
+
+    def fingerprint(self, path: str) -> Fingerprint | None:
+        return self.origin.fingerprint(path)
 
     def read_bytes(self, path: str, offset: int = 0, length: int | None = None) -> bytes:
         if path in self._staged:
