@@ -13,10 +13,10 @@ from verification.targets.labels import ROLE_LABEL, RUN_LABEL
 
 
 def sleeping_container(client: docker.DockerClient, image: str, prefix: str, name: str = "",
-                       **options: object) -> Container:
+                       options: dict[str, object] | None = None) -> Container:
     """A started container from `image` that only sleeps, with no network, labelled for `restoreproof reap`
     (run `<prefix>-<random>`, role test), named `restoreproof-<run>[-<name>]`; removed by the caller.
-    Skips the test when the image is not present."""
+    `options` go to containers.create as they are. Skips the test when the image is not present."""
     try:
         client.images.get(image)
     except docker.errors.ImageNotFound:
@@ -25,7 +25,7 @@ def sleeping_container(client: docker.DockerClient, image: str, prefix: str, nam
     container = client.containers.create(image, ["sleep", "infinity"],
                                          name=f"restoreproof-{run}-{name}" if name else f"restoreproof-{run}",
                                          network_mode="none", labels={RUN_LABEL: run, ROLE_LABEL: "test"},
-                                         **options)
+                                         **(options or {}))
     try:
         container.start()
     except BaseException:

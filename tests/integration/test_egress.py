@@ -42,8 +42,8 @@ def exchange(tmp_path: Path) -> Iterator[ExchangeFolder]:
 
 
 def container_with(engine: docker.DockerClient, image: str, exchange: ExchangeFolder, **options: object) -> Container:
-    return sleeping_container(engine, image, "egress-test",
-                              volumes={str(exchange.shared): {"bind": EXCHANGE_PATH, "mode": "rw"}}, **options)
+    volumes = {str(exchange.shared): {"bind": EXCHANGE_PATH, "mode": "rw"}}
+    return sleeping_container(engine, image, "egress-test", options={"volumes": volumes, **options})
 
 
 @pytest.fixture
