@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+import docker
 from verification.config import Settings, load_settings
 from verification.targets.docker import docker_available
 from verification.targets.labels import RUN_LABEL
@@ -31,6 +33,16 @@ def leftovers(run_id: str | None = None) -> list[str]:
 def _require_docker() -> None:
     if not docker_available():
         pytest.skip("no Docker engine reachable: integration tests need one (make test installs the images)")
+
+
+@pytest.fixture(scope="module")
+def engine() -> Iterator[docker.DockerClient]:
+    """A Docker client for the module's tests."""
+    from verification.targets.docker import docker_client
+
+    client = docker_client()
+    yield client
+    client.close()
 
 
 @pytest.fixture

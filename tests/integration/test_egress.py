@@ -19,25 +19,19 @@ import pytest
 from docker.models.containers import Container
 
 import docker
+from tests.integration.containers import sleeping_container
 from tests.unit.targets.test_egress import Upstream
 from verification.config import DockerSettings
 from verification.demo.s3_endpoint import LocalS3Endpoint
 from verification.errors import TargetError
 from verification.targets import egress as egress_module
-from verification.targets.docker import DockerTargetProvider, docker_client, run_in_container
+from verification.targets.docker import DockerTargetProvider, run_in_container
 from verification.targets.egress import EgressLink, Endpoint
 from verification.targets.exchange import EXCHANGE_PATH, ExchangeFolder, make_exchange
-from verification.targets.labels import ROLE_LABEL, RUN_LABEL
+from verification.targets.labels import RUN_LABEL
 
 IMAGE = "restoreproof/postgres:15"
 SLIM = "debian:bookworm-slim"
-
-
-@pytest.fixture(scope="module")
-def engine() -> Iterator[docker.DockerClient]:
-    client = docker_client()
-    yield client
-    client.close()
 
 
 @pytest.fixture
@@ -48,21 +42,8 @@ def exchange(tmp_path: Path) -> Iterator[ExchangeFolder]:
 
 
 def container_with(engine: docker.DockerClient, image: str, exchange: ExchangeFolder, **options: object) -> Container:
-    try:
-        engine.images.get(image)
-    except docker.errors.ImageNotFound:
-        pytest.skip(f"image {image} is not present (make images)")
-    run = f"egress-test-{secrets.token_hex(3)}"
-    container = engine.containers.create(image, ["sleep", "infinity"], name=f"restoreproof-{run}",
-                                         network_mode="none", labels={RUN_LABEL: run, ROLE_LABEL: "test"},
-                                         volumes={str(exchange.shared): {"bind": EXCHANGE_PATH, "mode": "rw"}},
-                                         **options)
-    try:
-        container.start()
-    except BaseException:
-        container.remove(force=True)
-        raise
-    return container
+    volumes = {str(exchange.shared): {"bind": EXCHANGE_PATH, "mode": "rw"}}
+    return sleeping_container(engine, image, "egress-test", options={"volumes": volumes, **options})
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ import contextlib
 import hashlib
 import ipaddress
 import random
-import secrets
 import socket
 import threading
 import time
@@ -25,9 +24,9 @@ import sqlalchemy
 from docker.models.containers import Container
 
 import docker
+from tests.integration.containers import sleeping_container
 from verification.engines.mssql.target import MssqlTarget
-from verification.targets.docker import docker_client, run_in_container
-from verification.targets.labels import ROLE_LABEL, RUN_LABEL
+from verification.targets.docker import run_in_container
 from verification.targets.relay import Relay
 
 IMAGE = "restoreproof/postgres:15"
@@ -36,28 +35,9 @@ START_SERVER = ('initdb -D /tmp/d -A trust >/tmp/initdb.log '
                 '&& pg_ctl -D /tmp/d -o "-c listen_addresses=127.0.0.1" -l /tmp/l -w start')
 
 
-@pytest.fixture(scope="module")
-def engine() -> Iterator[docker.DockerClient]:
-    client = docker_client()
-    yield client
-    client.close()
-
-
 def labelled(client: docker.DockerClient, image: str, name: str) -> Container:
     """A container from `image`, no network, labelled for `restoreproof reap`; removed by the caller."""
-    try:
-        client.images.get(image)
-    except docker.errors.ImageNotFound:
-        pytest.skip(f"image {image} is not present (make images)")
-    run = f"relay-test-{secrets.token_hex(3)}"
-    container = client.containers.create(image, ["sleep", "infinity"], name=f"restoreproof-{run}-{name}",
-                                         network_mode="none", labels={RUN_LABEL: run, ROLE_LABEL: "test"})
-    try:
-        container.start()
-    except BaseException:
-        container.remove(force=True)
-        raise
-    return container
+    return sleeping_container(client, image, "relay-test", name)
 
 
 @pytest.fixture(scope="module")

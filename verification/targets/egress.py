@@ -34,7 +34,6 @@ import os
 import secrets
 import socket
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -47,6 +46,7 @@ from docker.models.containers import Container
 import docker
 from verification.errors import TargetError
 from verification.targets.docker import run_in_container
+from verification.targets.listening import Listening, shutdown
 from verification.targets.polling import poll_until
 
 log = logging.getLogger(__name__)
@@ -132,12 +132,6 @@ def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
         return None
 
 
-def _shutdown(sock: socket.socket | None, how: int) -> None:
-    if sock is not None:
-        with contextlib.suppress(OSError):
-            sock.shutdown(how)
-
-
 class _Connection:
     """One connection from the container and the one to the endpoint: one thread per direction."""
 
@@ -159,8 +153,8 @@ class _Connection:
         with self._lock:
             self._aborted = True
             outer = self.outer
-        _shutdown(self.inner, socket.SHUT_RDWR)
-        _shutdown(outer, socket.SHUT_RDWR)
+        shutdown(self.inner, socket.SHUT_RDWR)
+        shutdown(outer, socket.SHUT_RDWR)
 
     def _run(self) -> None:
         upstream: threading.Thread | None = None
@@ -204,7 +198,7 @@ class _Connection:
                 received = source.recv_into(buffer)
                 if received == 0:
                     # This side is done sending: pass the half-close on, the other direction goes on.
-                    _shutdown(sink, socket.SHUT_WR)
+                    shutdown(sink, socket.SHUT_WR)
                     return
                 sink.sendall(view[:received])
                 if direction == "up":
@@ -216,107 +210,47 @@ class _Connection:
             self.abort()
 
 
-class SocketBridge:
+class SocketBridge(Listening[_Connection]):
     """A Unix socket at `path` whose every connection is joined to a new TCP connection to `endpoint`."""
 
+    family = socket.AF_UNIX
+    kind = "bridge"
+
     def __init__(self, path: Path, endpoint: Endpoint, *, connect_timeout: float = 10.0) -> None:
+        super().__init__()
         self.path = path
         self.endpoint = endpoint
         self.connect_timeout = connect_timeout
-        self.accepted = 0
-        self._listener: socket.socket | None = None
-        self._acceptor: threading.Thread | None = None
-        self._connections: set[_Connection] = set()
-        self._lock = threading.Lock()
-        self._closing = False
 
-    def start(self) -> SocketBridge:
-        if self._listener is not None:
-            raise RuntimeError("the bridge is already started")
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            listener.bind(str(self.path))
-            # Whatever user the container's client runs as may connect; the folder is what guards it
-            # (private to this user on the host, mounted into one container).
-            os.chmod(self.path, 0o666)
-            listener.listen(128)
-            listener.settimeout(0.5)
-        except OSError as exc:
-            listener.close()
-            with contextlib.suppress(OSError):
-                self.path.unlink()
-            raise TargetError(f"cannot listen on {self.path} for a way to {self.endpoint.host}:{self.endpoint.port}: "
-                              f"{exc}") from exc
-        self._listener = listener
-        self._acceptor = threading.Thread(target=self._accept, daemon=True,
-                                          name=f"restoreproof-egress-{self.endpoint.port}-accept")
-        self._acceptor.start()
-        return self
+    def _bind(self, listener: socket.socket) -> None:
+        listener.bind(str(self.path))
+        # Whatever user the container's client runs as may connect; the folder is what guards it
+        # (private to this user on the host, mounted into one container).
+        os.chmod(self.path, 0o666)
 
-    @property
-    def open_connections(self) -> int:
-        with self._lock:
-            return len(self._connections)
+    def _listen_failed(self, exc: OSError) -> TargetError:
+        self._listener_closed()
+        return TargetError(f"cannot listen on {self.path} for a way to {self.endpoint.host}:{self.endpoint.port}: "
+                           f"{exc}")
 
-    def _accept(self) -> None:
-        assert self._listener is not None
-        while not self._closing:
-            try:
-                inner, _ = self._listener.accept()
-            except TimeoutError:
-                continue
-            except OSError as exc:
-                if self._closing:
-                    return
-                log.warning("egress %s: accept failed: %s", self.path.name, exc)
-                time.sleep(0.1)  # e.g. out of file descriptors: do not spin
-                continue
-            with self._lock:
-                if self._closing:
-                    inner.close()
-                    return
-                self.accepted += 1
-                connection = _Connection(self, self.accepted, inner)
-                self._connections.add(connection)
-            connection.thread.start()
+    def _acceptor_name(self) -> str:
+        return f"restoreproof-egress-{self.endpoint.port}-accept"
 
-    def _forget(self, connection: _Connection) -> None:
-        with self._lock:
-            self._connections.discard(connection)
+    def _connection(self, number: int, sock: socket.socket) -> _Connection:
+        return _Connection(self, number, sock)
 
-    def close(self) -> None:
-        """Stop accepting, close every connection, join every thread, remove the socket file.
+    def _accept_failed(self, exc: OSError) -> None:
+        log.warning("egress %s: accept failed: %s", self.path.name, exc)
 
-        Raises TargetError when a thread outlived the close (after trying)."""
-        with self._lock:
-            if self._closing:
-                return
-            self._closing = True
-        if self._listener is not None:
-            _shutdown(self._listener, socket.SHUT_RDWR)
-            self._listener.close()
+    def _listener_closed(self) -> None:
         with contextlib.suppress(OSError):
             self.path.unlink()
-        if self._acceptor is not None:
-            self._acceptor.join(5.0)
-        with self._lock:
-            connections = list(self._connections)
-        for connection in connections:
-            connection.abort()
-        deadline = time.monotonic() + self.connect_timeout + 5.0
-        for connection in connections:
-            connection.thread.join(max(0.0, deadline - time.monotonic()))
-        alive = [t.name for t in [self._acceptor, *(c.thread for c in connections)] if t is not None and t.is_alive()]
-        if alive:
-            raise TargetError(f"the way from {self.path} to {self.endpoint.host}:{self.endpoint.port} did not close "
-                              f"cleanly: threads still running: {', '.join(alive)}")
 
-    def __enter__(self) -> SocketBridge:
-        return self.start() if self._listener is None else self
+    def _close_seconds(self) -> float:
+        return self.connect_timeout + 5.0
 
-    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
-                 traceback: TracebackType | None) -> None:
-        self.close()
+    def _description(self) -> str:
+        return f"the way from {self.path} to {self.endpoint.host}:{self.endpoint.port}"
 
 
 class Forwarder:

@@ -52,7 +52,6 @@ import struct
 import threading
 import time
 from collections.abc import Iterator
-from types import TracebackType
 from typing import Any
 
 import docker.errors
@@ -61,6 +60,7 @@ from docker.models.containers import Container
 
 import docker
 from verification.errors import TargetError
+from verification.targets.listening import Listening, shutdown
 
 log = logging.getLogger(__name__)
 
@@ -140,13 +140,6 @@ class FrameDemuxer:
             position += take
 
 
-def _shutdown(sock: socket.socket | None, how: int) -> None:
-    if sock is None:
-        return
-    with contextlib.suppress(OSError):
-        sock.shutdown(how)
-
-
 class _Connection:
     """One accepted client and the relay command serving it: two threads, one per direction."""
 
@@ -174,8 +167,8 @@ class _Connection:
         with self._lock:
             self._aborted = True
             stream = self._stream
-        _shutdown(self.client, socket.SHUT_RDWR)
-        _shutdown(stream, socket.SHUT_RDWR)
+        shutdown(self.client, socket.SHUT_RDWR)
+        shutdown(stream, socket.SHUT_RDWR)
 
     def _run(self) -> None:
         try:
@@ -187,7 +180,7 @@ class _Connection:
             self._container_to_client()
             # The container side has ended: tell the client (FIN after everything sent), give it a
             # moment to close its side, then close it anyway.
-            _shutdown(self.client, socket.SHUT_WR)
+            shutdown(self.client, socket.SHUT_WR)
             self._upstream.join(LINGER_SECONDS)
         except Exception:  # a thread must not die silently; its connection is closed below
             log.exception("%s: relay failed", self.label)
@@ -213,7 +206,7 @@ class _Connection:
         with self._lock:
             self._attached, self._stream = attached, stream
             if self._aborted:   # close() came while the command was being started
-                _shutdown(stream, socket.SHUT_RDWR)
+                shutdown(stream, socket.SHUT_RDWR)
                 return False
         self._read_ahead = _take_read_ahead(attached, stream)
         stream.settimeout(None)   # a pooled connection may stay idle for long
@@ -321,17 +314,21 @@ def _take_read_ahead(attached: Any, stream: socket.socket) -> bytes:
     return bytes(data or b"")
 
 
-class Relay:
+class Relay(Listening[_Connection]):
     """Loopback TCP port on the host whose connections reach 127.0.0.1:`container_port` in `container`.
 
     with Relay(client, container, port_inside) as relay:
         connect(host=relay.host, port=relay.port)
     """
 
+    family = socket.AF_INET
+    kind = "relay"
+
     def __init__(self, client: docker.DockerClient, container: Container, container_port: int, *,
                  host: str = "127.0.0.1", half_close_grace: float = 1.0) -> None:
         if not 0 < container_port < 65536:
             raise ValueError(f"not a TCP port: {container_port}")
+        super().__init__()
         ticks = max(0, math.ceil(half_close_grace / TICK_SECONDS))
         self.command = ["bash", "-c", RELAY_SCRIPT, "relay", str(container_port), str(ticks)]
         self.exec_end_seconds = ticks * TICK_SECONDS + EXEC_END_SECONDS
@@ -341,107 +338,43 @@ class Relay:
         self.container_port = container_port
         self.host = host
         self.port = 0
-        self._listener: socket.socket | None = None
-        self._acceptor: threading.Thread | None = None
-        self._connections: set[_Connection] = set()
         self._stray: list[str] = []
-        self._lock = threading.Lock()
-        self._closing = False
-        self._count = 0
 
     @property
     def address(self) -> tuple[str, int]:
         return self.host, self.port
 
-    def start(self) -> Relay:
-        if self._listener is not None:
-            raise RuntimeError("the relay is already started")
-        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            listener.bind((self.host, 0))
-            listener.listen(128)
-            # The close() shuts the listener, which wakes accept() on Linux; the timeout is for elsewhere.
-            listener.settimeout(0.5)
-        except OSError as exc:
-            listener.close()
-            raise TargetError(f"cannot listen on {self.host} for a relay to {self.container_name}: {exc}") from exc
-        self._listener = listener
+    def _bind(self, listener: socket.socket) -> None:
+        listener.bind((self.host, 0))
         self.port = listener.getsockname()[1]
-        self._acceptor = threading.Thread(target=self._accept, daemon=True,
-                                          name=f"restoreproof-relay-{self.port}-accept")
-        self._acceptor.start()
-        return self
 
-    def __enter__(self) -> Relay:
-        return self.start() if self._listener is None else self
+    def _listen_failed(self, exc: OSError) -> TargetError:
+        self.port = 0
+        return TargetError(f"cannot listen on {self.host} for a relay to {self.container_name}: {exc}")
 
-    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
-                 traceback: TracebackType | None) -> None:
-        self.close()
+    def _acceptor_name(self) -> str:
+        return f"restoreproof-relay-{self.port}-accept"
 
-    @property
-    def open_connections(self) -> int:
-        with self._lock:
-            return len(self._connections)
+    def _prepare(self, sock: socket.socket) -> None:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
-    def _accept(self) -> None:
-        assert self._listener is not None
-        while not self._closing:
-            try:
-                client, _ = self._listener.accept()
-            except TimeoutError:
-                continue
-            except OSError as exc:
-                if self._closing:
-                    return
-                log.warning("relay %d: accept failed: %s", self.port, exc)
-                time.sleep(0.1)   # e.g. out of file descriptors: do not spin
-                continue
-            client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            with self._lock:
-                if self._closing:
-                    client.close()
-                    return
-                self._count += 1
-                connection = _Connection(self, self._count, client)
-                self._connections.add(connection)
-            connection.thread.start()
+    def _connection(self, number: int, sock: socket.socket) -> _Connection:
+        return _Connection(self, number, sock)
 
-    def _forget(self, connection: _Connection) -> None:
-        with self._lock:
-            self._connections.discard(connection)
-            if connection.still_running:
-                self._stray.append(connection.exec_id or "?")
+    def _accept_failed(self, exc: OSError) -> None:
+        log.warning("relay %d: accept failed: %s", self.port, exc)
 
-    def close(self) -> None:
-        """Stop accepting, close every connection and its relay command, join every thread.
+    def _forgotten(self, connection: _Connection) -> None:
+        if connection.still_running:
+            self._stray.append(connection.exec_id or "?")
 
-        Raises TargetError when a thread or a relay command outlived the close (after trying)."""
-        with self._lock:
-            if self._closing:
-                return
-            self._closing = True
-        if self._listener is not None:
-            _shutdown(self._listener, socket.SHUT_RDWR)
-            self._listener.close()
-        if self._acceptor is not None:
-            self._acceptor.join(5.0)
-        # The acceptor has stopped: the set of connections can only shrink from here.
-        with self._lock:
-            connections = list(self._connections)
-        for connection in connections:
-            connection.abort()
-        deadline = time.monotonic() + LINGER_SECONDS + self.exec_end_seconds + 5.0
-        for connection in connections:
-            connection.thread.join(max(0.0, deadline - time.monotonic()))
-        problems = []
-        alive = [t.name for t in [self._acceptor, *(c.thread for c in connections)] if t is not None and t.is_alive()]
-        if alive:
-            problems.append(f"threads still running: {', '.join(alive)}")
+    def _close_seconds(self) -> float:
+        return LINGER_SECONDS + self.exec_end_seconds + 5.0
+
+    def _leftovers(self) -> list[str]:
         with self._lock:
             stray = list(self._stray)
-        if stray:
-            problems.append(f"{len(stray)} relay command(s) still running in container {self.container_name}")
-        if problems:
-            raise TargetError(f"relay {self.port} to {self.container_name}:{self.container_port} did not close "
-                              f"cleanly: {'; '.join(problems)}")
+        return [f"{len(stray)} relay command(s) still running in container {self.container_name}"] if stray else []
+
+    def _description(self) -> str:
+        return f"relay {self.port} to {self.container_name}:{self.container_port}"
