@@ -7,6 +7,12 @@ core from local disk (page cache warm after the first pass) and prints files per
 read per file. Targets: at least 2,000 files/s, at most 64 KiB per file. Then the same with the
 header cache warm (a state folder of its own, filled by one scan first): files per second, and how
 many were read all the same (a local fingerprint vouches only for backups read whole and well).
+
+Last, a large folder: `--large` files (10,000) in Ola Hallengren's layout, hard links to the corpus's
+log backups of 48 to 256 KiB, in a temporary folder; the median of `--repeat` scans without the
+cache, the first scan with it (reading everything and filling it), and warm scans. The links were
+made a moment ago, so the minute a local file must have been left alone before it gets a
+fingerprint (sources/local.py, SETTLED_SECONDS) is set to 0 here: nothing writes them meanwhile.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import contextlib
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from verification.config import Settings
@@ -29,6 +36,8 @@ def main() -> None:
     parser.add_argument("--corpus", type=Path,
                         default=Path(__file__).resolve().parents[2] / "shared" / "testdata" / "mssql-backups")
     parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--large", type=int, default=10_000, help="files in the large folder (0: none)")
+    parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core
@@ -67,6 +76,42 @@ def main() -> None:
         elapsed = time.perf_counter() - started
     print(f"with the header cache warm: {passes} scans in {elapsed:.2f} s, {files / elapsed:,.0f} files per second "
           f"({cached / passes:.0f} of {files / passes:.0f} files from the cache, the others read)")
+    if args.large:
+        large_folder(args.corpus, args.large, args.repeat)
+
+
+def large_folder(corpus: Path, count: int, repeat: int) -> None:
+    import statistics
+
+    from s3_listing import corpus_logs, ola_keys  # this folder's: the S3 bench's layout
+
+    from verification.sources import local
+
+    local.SETTLED_SECONDS = 0.0
+    with tempfile.TemporaryDirectory(prefix="restoreproof-bench-") as work:
+        originals = Path(work) / "originals"
+        originals.mkdir()
+        logs = corpus_logs(corpus)
+        for n, body in enumerate(logs):
+            (originals / f"{n}.trn").write_bytes(body)
+        root = Path(work) / "folder"
+        for n, key in enumerate(ola_keys(count)):
+            (root / key).parent.mkdir(parents=True, exist_ok=True)
+            os.link(originals / f"{n % len(logs)}.trn", root / key)
+        source = LocalSource(root)
+        settings = Settings(state_dir=Path(work) / "state")
+
+        def timed(work: Callable[[], Catalog]) -> float:
+            started = time.perf_counter()
+            work()
+            return time.perf_counter() - started
+
+        without = statistics.median(timed(lambda: scan(source)) for _ in range(repeat))
+        first = timed(lambda: cached_scan(settings, source))
+        warm = statistics.median(timed(lambda: cached_scan(settings, source)) for _ in range(repeat))
+    print(f"a folder of {count:,} backups (hard links to {len(logs)} log backups of the corpus), page cache warm, "
+          f"median of {repeat}: without the cache {count / without:,.0f} files/s; the first scan with it (all read, "
+          f"the cache filled) {count / first:,.0f} files/s; warm {count / warm:,.0f} files/s ({without / warm:.1f}x)")
 
 
 def cached_scan(settings: Settings, source: LocalSource) -> Catalog:

@@ -23,6 +23,8 @@ class LocalSource:
             raise SourceError(f"source {self.root} does not exist")
         if not self.root.is_dir():
             raise SourceError(f"source {self.root} is not a folder")
+        self._root = str(self.root)
+        self._inside = self._root.rstrip(os.sep) + os.sep
 
     def describe(self) -> str:
         return str(self.root)
@@ -58,11 +60,13 @@ class LocalSource:
                            f"ino={found.st_ino};dev={found.st_dev}", reliable=False)
 
     def _path(self, path: str) -> Path:
-        resolved = (self.root / path).resolve()
+        # os.path and a prefix test rather than pathlib's resolve() and `in parents`: the same answer
+        # in a third of the time, and this runs several times per file a scan reads.
+        resolved = os.path.realpath(os.path.join(self._root, path))
         # Names come from repository files; never let one point outside the source.
-        if resolved != self.root and self.root not in resolved.parents:
+        if resolved != self._root and not resolved.startswith(self._inside):
             raise SourceError(f"path {path!r} leaves the source {self.root}")
-        return resolved
+        return Path(resolved)
 
     def exists(self, path: str) -> bool:
         return self._path(path).exists()

@@ -69,7 +69,8 @@ CREATE TABLE IF NOT EXISTS entries (
 
 @dataclass(frozen=True)
 class _Stored:
-    """An entry's payload: what read_file found, less what belongs to that one read (bytes read)."""
+    """An entry's payload: what read_file found, less what belongs to that one read (FileRead's count
+    of bytes read and its flags)."""
 
     header: BackupHeader | None
     unreadable: Unreadable | None
@@ -125,7 +126,6 @@ class HeaderCache:
         self.file = file
         self.identity = source.identity()
         self.mode = mode
-        self.hits = 0
         self._db: sqlite3.Connection | None = None
         self._known: dict[str, tuple[str, str, str]] | None = None  # path -> fingerprint, parser, payload
         self._new: dict[str, tuple[str, str]] = {}  # path -> fingerprint, payload
@@ -159,8 +159,6 @@ class HeaderCache:
                             self.file, path, self.identity)
         if found is None:
             self._missed.add(path)
-        else:
-            self.hits += 1
         return found
 
     def lookup(self, path: str, fingerprint: Fingerprint | None) -> FileRead | None:
