@@ -733,6 +733,14 @@ def test_from_a_real_bucket_the_restore_reads_each_planned_object_by_its_url(s3,
     assert [s.split(" WITH ")[0].split(" FROM ")[1] for s in provider.server.sent if s.startswith("RESTORE LOG")] == [
         f"URL = N'{base}RestoreTimeClean2_1.trn'", f"URL = N'{base}RestoreTimeClean2_2.trn'"]
     assert result.target == {"repository": base.rstrip("/")}
+    # The keys the source signs with (here the AWS chain's), given to SQL Server and shown nowhere.
+    from verification.demo.s3_endpoint import DEMO_ACCESS_KEY, DEMO_SECRET_KEY
+
+    assert provider.server.sent[0].endswith(f"SECRET = N'{DEMO_ACCESS_KEY}:{DEMO_SECRET_KEY}';")
+    written = "".join(p.read_text() for p in (tmp_path / "ev").rglob("*") if p.is_file())
+    assert "sqlcmd-transcript.txt" in result.evidence and "backup-files.sha256" in result.evidence
+    for output in (written, " ".join(result.reasons), repr(result)):
+        assert DEMO_SECRET_KEY not in output and f"{DEMO_ACCESS_KEY}:" not in output
 
 
 def test_an_object_rewritten_before_the_restore_starts_no_target(s3, from_s3, tmp_path):
