@@ -81,10 +81,11 @@ T = TypeVar("T", bound="DockerTarget")
 def start_disposable(client: docker.DockerClient, image: str, name: str, tags: dict[str, str], *,
                      limits: DockerSettings | MssqlSettings, repo: tuple[str, str] | None, data_path: str,
                      make_target: Callable[[Container, Volume], T], wait_ready: Callable[[T], None],
-                     environment: dict[str, str] | None = None, exchange: ExchangeFolder | None = None) -> T:
+                     environment: dict[str, str] | None = None, exchange: ExchangeFolder | None = None,
+                     read_only: dict[str, str] | None = None) -> T:
     """Create a labelled data volume and container (no network, limits, repository read-only unless
-    `repo` is None), start it and wait until it is ready; on any failure or interrupt, remove both
-    and re-raise."""
+    `repo` is None, and each folder of `read_only`, host path -> container path, read-only), start it
+    and wait until it is ready; on any failure or interrupt, remove both and re-raise."""
     memory = limits.memory_bytes
     started = time.monotonic()
     volume: Volume | None = None
@@ -97,7 +98,8 @@ def start_disposable(client: docker.DockerClient, image: str, name: str, tags: d
             mem_limit=memory, memswap_limit=memory, nano_cpus=int(limits.cpus * 1e9), pids_limit=limits.pids_limit,
             volumes={**({repo[0]: {"bind": repo[1], "mode": "ro"}} if repo else {}),
                      volume.name: {"bind": data_path, "mode": "rw"},
-                     **({str(exchange.shared): {"bind": EXCHANGE_PATH, "mode": "rw"}} if exchange else {})},
+                     **({str(exchange.shared): {"bind": EXCHANGE_PATH, "mode": "rw"}} if exchange else {}),
+                     **{host: {"bind": inside, "mode": "ro"} for host, inside in (read_only or {}).items()}},
         )
         container.start()
         target = make_target(container, volume)

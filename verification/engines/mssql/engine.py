@@ -15,6 +15,10 @@ Restore order for a planned chain (all families of each set at once):
                                                 LastGoodCheckDbTime, full output kept
 
 File zeroing comes from the error log (trace flag 3004), per file.
+
+From S3 with s3.restore_mode: direct, SQL Server reads the objects itself: the same statements with
+FROM URL = 's3://...' (one URL per stripe), after a credential made in master from the configured keys
+(engines/mssql/s3_url.py); before any statement, every stripe of each set is checked to be in the plan.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any, Protocol
 
-from verification.config import Settings
+from verification.config import MSSQL_2022, Settings
 from verification.engines.base import (
     DataAccess,
     DataChecks,
@@ -35,7 +39,7 @@ from verification.engines.base import (
     data_checks_off,
     run_data_checks,
 )
-from verification.engines.mssql import chain, tsql, work
+from verification.engines.mssql import chain, s3_url, tsql, work
 from verification.engines.mssql.accounting import account
 from verification.engines.mssql.catalog import looks_like_backup, scan, walk
 from verification.engines.mssql.header_cache import HeaderCache
@@ -50,6 +54,7 @@ from verification.engines.mssql.outputs import (
 )
 from verification.engines.mssql.page_check import verify_pages
 from verification.engines.mssql.restore_proof import last_restore_query, point_not_reached, prove_point
+from verification.engines.mssql.url_target import S3UrlTarget
 from verification.errors import RestoreproofError, TargetError
 from verification.model import (
     BackupSet,
@@ -117,17 +122,18 @@ class MssqlEngine:
 
     def target_provider(self, kind: str, plans: list[RestorePlan], source: Source | None = None) -> TargetProvider:
         from verification.engines.mssql.target import MssqlTargetProvider
-        from verification.sources.s3_url import is_s3_url
 
-        if source is not None and is_s3_url(source.describe()) and self.settings.s3.restore_mode == "direct":
-            raise RestoreproofError("s3.restore_mode direct is not available for SQL Server backups (RESTORE FROM "
-                                    "URL is not implemented): use s3.restore_mode stage")
-
+        # Direct from S3: everything SQL Server's S3 connector cannot do is refused here, before any target.
+        location = s3_url.location_for(source, self.settings, kind) if source is not None else None
         if kind == "local":
             raise RestoreproofError("SQL Server backups restore only into a SQL Server container (--target docker)")
-        # The image follows the newest database version in the chains (a 2019 backup needs 2019 or newer).
+        # The image follows the newest database version in the chains (a 2019 backup needs 2019 or newer);
+        # reading S3 itself needs SQL Server 2022 at least.
         versions = [b.database_version or 0 for p in plans for b in p.chain.backups]
-        return MssqlTargetProvider(self.settings.mssql, max(versions, default=0))
+        if location is not None:
+            versions.append(MSSQL_2022)
+        return MssqlTargetProvider(self.settings.mssql, max(versions, default=0), state_dir=self.settings.state_dir,
+                                   s3=location)
 
     def check_target(self, kind: str) -> None:
         from verification.targets.docker import docker_client
@@ -227,15 +233,22 @@ class _Restore:
         self.database = plan.chain.backups[0].database if plan.chain.backups else plan.database
         self.options = tsql.RestoreOptions(self.ms.buffer_count, self.ms.max_transfer_size)
         self.terminal_messages: str | None = None  # what RESTORE LOG ... STOPAT printed: the point's only proof
+        # Where SQL Server reads the backups: the mounted files, or (direct from S3) the objects themselves.
+        self.location = target.location if isinstance(target, S3UrlTarget) else None
+        self.media: tsql.Media = s3_url.Urls(self.location) if self.location is not None else tsql.DISKS
+        if self.location is not None:
+            evidence.hide(self.location.secrets)   # whatever else writes evidence for this database, too
 
     def run(self, statement: str) -> ExecResult:
         result = self.target.sql(statement, timeout=self.ms.statement_timeout)
-        # Redact again here, whatever the target did: every text below comes from this result.
+        # Redact again here, whatever the target did: every text below comes from this result. The
+        # statement too: the S3 credential's carries the keys.
         result.stdout, result.stderr = self.target.redact(result.stdout), self.target.redact(result.stderr)
-        self.transcript.append(f"> {statement}\n{result.output}(exit {result.exit_code})\n")
+        self.transcript.append(f"> {self.target.redact(statement)}\n{result.output}(exit {result.exit_code})\n")
         return result
 
     def failed(self, statement: str, result: ExecResult) -> None:
+        statement = self.target.redact(statement)
         if result.timed_out:
             self.outcome.errors.append(f"did not finish within {self.ms.statement_timeout:.0f} s: {statement}")
             return
@@ -299,14 +312,37 @@ class _Restore:
                             max((b.finish for b in backups), default=None), tuple(self.target.secrets))
         run_data_checks(self.run_data_checks, access, self.evidence, self.outcome, started)
 
+    def ready(self, sets: list[list[BackupSet]]) -> bool:
+        """What must hold before any statement: every stripe of each set in the plan, and (from S3) every
+        object nameable as a URL, with options the S3 connector takes, and the credential made."""
+        problems = s3_url.stripe_problems(sets)
+        if self.location is not None:
+            problems += s3_url.url_problems(self.location, [b.path or "" for b in self.plan.chain.backups])
+            refused = s3_url.options_refused(self.ms)
+            problems += [refused] if refused is not None else []
+        if problems:
+            self.outcome.errors.extend(f"not restored: {problem}" for problem in problems)
+            return False
+        if self.location is None:
+            return True
+        made = self.run(s3_url.create_credential(self.location))
+        if made.ok:
+            return True
+        said = [e.plain for e in parse_sql_errors(made.output)] or [made.output.strip()[-300:] or "no output"]
+        self.outcome.errors.append(f"the S3 credential {self.location.credential_name} could not be made in the "
+                                   f"target (exit {made.exit_code}): " + "; ".join(said))
+        return False
+
     def restore_chain(self) -> bool:
+        sets = media_sets(self.plan.chain.backups)
+        if not self.ready(sets):
+            return False
         trace = self.run(tsql.TRACE_ON)
         if not trace.ok:
             self.failed(tsql.TRACE_ON, trace)
             return False
-        sets = media_sets(self.plan.chain.backups)
         full_paths = [b.path or "" for b in sets[0]]
-        listing = self.run(tsql.filelist(full_paths))
+        listing = self.run(tsql.filelist(full_paths, self.media))
         if not listing.ok:
             self.failed("RESTORE FILELISTONLY", listing)
             return False
@@ -323,9 +359,9 @@ class _Restore:
             terminal = index == len(sets) - 1 and self.plan.stop_at is not None and group[0].type == "log"
             if group[0].type == "log":
                 statement = tsql.restore_log(self.database, paths, self.options, checksum,
-                                             self.plan.stop_at if terminal else None)
+                                             self.plan.stop_at if terminal else None, self.media)
             else:
-                statement = tsql.restore_database(self.database, paths, moves, self.options, checksum)
+                statement = tsql.restore_database(self.database, paths, moves, self.options, checksum, self.media)
             result = self.run(statement)
             if not result.ok:
                 self.failed(statement, result)

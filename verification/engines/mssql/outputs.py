@@ -214,7 +214,7 @@ class SqlError:
     @property
     def plain(self) -> str:
         """What it means for the backups, in plain words, with SQL Server's own message beside it."""
-        meaning = ERROR_MEANINGS.get(self.number, "SQL Server reported an error")
+        meaning = url_meaning(self) or ERROR_MEANINGS.get(self.number, "SQL Server reported an error")
         return f"{meaning} (SQL Server error {self.number}: {self.message})"
 
 
@@ -233,6 +233,8 @@ ERROR_MEANINGS = {
            "new (mssql.images)"),
     3279: "the backup media set is protected by a password that was not given or is wrong",
     3013: "the RESTORE statement terminated abnormally",
+    3132: ("restoreproof did not name every family of a striped media set: SQL Server needs all of them in one "
+           "RESTORE"),
     4322: "the point in time is not in this log backup: its records all precede the point, so the restore cannot "
           "stop there",
     4327: "the log backup holds bulk-logged changes: SQL Server cannot stop inside it at a point in time and rolled "
@@ -255,6 +257,44 @@ ERROR_MEANINGS = {
 # backup restored whole already went beyond the point, which is restoreproof's choice of logs (a
 # log that held records past its start time), not a defect of the backups.
 BACKUP_FAULTS = {4305, 4326, 4312, 3241, 3183, 824, 3279, 4322, 4327, 4341}
+
+
+# -- RESTORE FROM URL = 's3://...' ----------------------------------------------------------------
+# SQL Server's S3 connector says every failure to reach an object as message 3201 (or 3203 while
+# reading) with an operating-system error: a Windows error, or a WinHTTP one (12xxx). None of them is
+# about the backup's content: they stay restoreproof's or the object store's ("error"). What each
+# means is in docs/sqlserver-s3-direct.md, with its sources.
+
+URL_OPEN_RE = re.compile(r"^Cannot open backup device '(?P<device>s3://.*)'\. Operating system error (?P<os>\d+)\b")
+URL_READ_RE = re.compile(r'^Read on "(?P<device>s3://.*)" failed: (?P<os>\d+)\b')
+S3_OS_ERRORS = {
+    50: ("SQL Server's S3 connector refused to open the object: no credential matches its URL, the URL is "
+         "malformed, or the bucket does not exist"),
+    5: ("the object store denied access to the object: the keys lack read permission (s3:ListBucket, "
+        "s3:GetObject), the secret key does not match the access key, or the clocks differ by more than 15 minutes"),
+    2: "the backup object is not in the bucket (deleted or renamed since it was listed)",
+    3: "the backup object's path is not in the bucket (deleted or renamed since it was listed)",
+    12002: "the S3 endpoint did not answer in time",
+    12007: "the S3 endpoint's host name does not resolve inside the target",
+    12029: "SQL Server could not connect to the S3 endpoint (the target's way out to it, or the endpoint, is down)",
+    12030: "the connection to the S3 endpoint broke off",
+    12175: ("SQL Server does not trust the S3 endpoint's TLS certificate: its CA is not in "
+            "/var/opt/mssql/security/ca-certificates when SQL Server starts, or it does not name the host"),
+}
+
+
+def url_meaning(error: SqlError) -> str | None:
+    """What a 3201 or 3203 on an s3:// device means, by its operating-system error; None for any other error."""
+    pattern = {3201: URL_OPEN_RE, 3203: URL_READ_RE}.get(error.number)
+    match = pattern.match(error.message) if pattern is not None else None
+    if match is None:
+        return None
+    code = int(match["os"])
+    known = S3_OS_ERRORS.get(code)
+    if known is not None:
+        return f"{known}: {match['device']}"
+    verb = "open" if error.number == 3201 else "read"
+    return f"SQL Server could not {verb} the backup object {match['device']} (operating system error {code})"
 
 
 def parse_sql_errors(text: str) -> list[SqlError]:

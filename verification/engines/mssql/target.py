@@ -13,13 +13,19 @@ SQL Server speaks TCP only (no Unix socket to mount out, as PostgreSQL's targets
 service bound to 0.0.0.0 reachable from the container through the bridge's gateway address, a way out.
 The URL carries the password: str() and repr() of a SQLAlchemy URL mask it, and redact() masks it in
 its plain and URL-escaped forms.
+
+With s3.restore_mode direct, SQL Server reads the backups from S3 itself: no backup mount, one way out
+to the S3 endpoint, the endpoint's CA trusted (engines/mssql/url_target.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import string
 import threading
+import time
+from pathlib import Path
 from urllib.parse import quote
 
 import docker.errors
@@ -30,10 +36,13 @@ from sqlalchemy.engine import URL
 import docker
 from verification.config import MssqlSettings
 from verification.engines.mssql.outputs import SEPARATOR
+from verification.engines.mssql.s3_url import S3Location
 from verification.engines.mssql.tsql import BACKUP_MOUNT
+from verification.engines.mssql.url_target import S3UrlTarget, trust_ca
 from verification.errors import ImageMissingError, TargetError
 from verification.targets.base import ExecResult
 from verification.targets.docker import DockerTarget, docker_client, run_in_container, start_disposable
+from verification.targets.exchange import EXCHANGE_PATH, ExchangeFolder, make_exchange
 from verification.targets.labels import labels, slug
 from verification.targets.polling import poll_until
 from verification.targets.relay import Relay
@@ -79,8 +88,8 @@ class MssqlTarget(DockerTarget):
     work_dir = DATA_ROOT
 
     def __init__(self, client: docker.DockerClient, container: Container, volume: Volume, image: str,
-                 password: str) -> None:
-        super().__init__(client, container, volume, image, 0.0)
+                 password: str, exchange: ExchangeFolder | None = None) -> None:
+        super().__init__(client, container, volume, image, 0.0, exchange)
         self._password = password
         self._relay: Relay | None = None
         self._relay_lock = threading.Lock()
@@ -153,10 +162,18 @@ class MssqlTarget(DockerTarget):
 
 
 class MssqlTargetProvider:
+    """SQL Server containers; with `s3`, each reads the backups from S3 itself (needs `state_dir`, where
+    its exchange folder is recorded for the reaper)."""
+
     kind = "docker-mssql"
 
-    def __init__(self, settings: MssqlSettings, database_version: int) -> None:
+    def __init__(self, settings: MssqlSettings, database_version: int, *, state_dir: Path | None = None,
+                 s3: S3Location | None = None) -> None:
         self.settings = settings
+        self.state_dir = state_dir
+        self.s3 = s3
+        if s3 is not None and state_dir is None:
+            raise TargetError("a SQL Server target reading S3 needs a state folder for its exchange folder")
         self.image = image_for(settings, database_version)
         self._client = docker_client()
         try:
@@ -168,7 +185,9 @@ class MssqlTargetProvider:
                 raise ImageMissingError(f"SQL Server image {self.image} is not present and cannot be pulled "
                                         f"({exc.explanation or exc})") from exc
 
-    def provision(self, run_id: str, database: str, repo_host_path: str) -> MssqlTarget:
+    def provision(self, run_id: str, database: str, repo_host_path: str) -> MssqlTarget | S3UrlTarget:
+        if self.s3 is not None:
+            return self._provision_reading_s3(run_id, database, self.s3)
         password = random_password()
         return start_disposable(
             self._client, self.image, f"restoreproof-{run_id}-{slug(database)}".lower(),
@@ -176,6 +195,39 @@ class MssqlTargetProvider:
             data_path=DATA_ROOT, wait_ready=self._wait_for_logins,
             environment={"ACCEPT_EULA": "Y", "MSSQL_SA_PASSWORD": password, "MSSQL_PID": self.settings.edition},
             make_target=lambda container, volume: MssqlTarget(self._client, container, volume, self.image, password))
+
+    def _provision_reading_s3(self, run_id: str, database: str, location: S3Location) -> S3UrlTarget:
+        """No backup mount; the endpoint's CA where SQL Server trusts it from its start; then the one way
+        out, to the endpoint (its forwarder needs socat in the image)."""
+        from verification.targets.egress import EgressLink
+
+        if self.state_dir is None:
+            raise TargetError("a SQL Server target reading S3 needs a state folder for its exchange folder")
+        exchange = make_exchange(self.state_dir, run_id, database)
+        try:
+            mounts = trust_ca(location, exchange.root)
+        except OSError as exc:
+            with contextlib.suppress(TargetError):
+                exchange.remove()
+            raise TargetError(f"cannot read the S3 endpoint's CA file {location.ca_file}: {exc}") from exc
+        password = random_password()
+        target = start_disposable(
+            self._client, self.image, f"restoreproof-{run_id}-{slug(database)}".lower(),
+            labels(run_id, "target", database), limits=self.settings, repo=None, data_path=DATA_ROOT,
+            wait_ready=self._wait_for_logins, exchange=exchange, read_only=mounts,
+            environment={"ACCEPT_EULA": "Y", "MSSQL_SA_PASSWORD": password, "MSSQL_PID": self.settings.edition},
+            make_target=lambda container, volume: MssqlTarget(self._client, container, volume, self.image, password,
+                                                              exchange))
+        started = time.monotonic()
+        try:
+            target.egress = EgressLink(self._client, target.container, location.endpoint,
+                                       (EXCHANGE_PATH, str(exchange.shared))).start()
+        except BaseException:
+            with contextlib.suppress(TargetError):
+                target.close()
+            raise
+        target.provision_seconds += time.monotonic() - started
+        return S3UrlTarget(target, location)
 
     def _wait_for_logins(self, target: MssqlTarget) -> None:
         def accepts_logins() -> bool:

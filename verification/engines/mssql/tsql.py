@@ -2,6 +2,9 @@
 
 Backups come from Windows paths; on Linux every file needs WITH MOVE into the container's data
 folder. Names and paths are quoted as T-SQL identifiers and Unicode literals, never pasted raw.
+
+Where the backups are read from is the statement's media: files mounted in the container (`FROM DISK`,
+the default) or objects SQL Server reads from S3 itself (`FROM URL`, engines/mssql/s3_url.py).
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import PurePosixPath, PureWindowsPath
+from typing import Protocol
 
 BACKUP_MOUNT = "/backups"
 DATA_DIR = "/var/opt/mssql/data"
@@ -30,6 +34,29 @@ def disks(relative_paths: list[str]) -> str:
     return ", ".join(f"DISK = {literal(container_path(p))}" for p in relative_paths)
 
 
+class Media(Protocol):
+    """Where RESTORE reads a backup set's files from: its FROM clause, and what it adds to WITH."""
+
+    def devices(self, relative_paths: list[str]) -> str: ...
+
+    @property
+    def options(self) -> list[str]: ...
+
+
+class Disks:
+    """The backup files mounted read-only at /backups."""
+
+    def devices(self, relative_paths: list[str]) -> str:
+        return disks(relative_paths)
+
+    @property
+    def options(self) -> list[str]:
+        return []
+
+
+DISKS = Disks()
+
+
 @dataclass(frozen=True)
 class FileMove:
     logical_name: str
@@ -43,12 +70,12 @@ class RestoreOptions:
     stats: int = 10
 
 
-def filelist(relative_paths: list[str]) -> str:
-    return f"RESTORE FILELISTONLY FROM {disks(relative_paths)};"
+def filelist(relative_paths: list[str], media: Media = DISKS) -> str:
+    return f"RESTORE FILELISTONLY FROM {media.devices(relative_paths)}" + _with(media.options) + ";"
 
 
-def headeronly(relative_paths: list[str]) -> str:
-    return f"RESTORE HEADERONLY FROM {disks(relative_paths)};"
+def headeronly(relative_paths: list[str], media: Media = DISKS) -> str:
+    return f"RESTORE HEADERONLY FROM {media.devices(relative_paths)}" + _with(media.options) + ";"
 
 
 def moves_for(database: str, files: list[dict[str, str | None]]) -> list[FileMove]:
@@ -70,11 +97,11 @@ def moves_for(database: str, files: list[dict[str, str | None]]) -> list[FileMov
 
 
 def _with(parts: list[str]) -> str:
-    return " WITH " + ", ".join(parts)
+    return " WITH " + ", ".join(parts) if parts else ""
 
 
 def restore_database(database: str, relative_paths: list[str], moves: list[FileMove], options: RestoreOptions,
-                     checksum: bool) -> str:
+                     checksum: bool, media: Media = DISKS) -> str:
     parts = ["NORECOVERY", f"STATS = {options.stats}"]
     if checksum:
         # Only for backups written WITH CHECKSUM: SQL Server refuses it otherwise (error 3187).
@@ -84,11 +111,12 @@ def restore_database(database: str, relative_paths: list[str], moves: list[FileM
         parts.append(f"BUFFERCOUNT = {int(options.buffer_count)}")
     if options.max_transfer_size:
         parts.append(f"MAXTRANSFERSIZE = {int(options.max_transfer_size)}")
-    return f"RESTORE DATABASE {ident(database)} FROM {disks(relative_paths)}" + _with(parts) + ";"
+    return (f"RESTORE DATABASE {ident(database)} FROM {media.devices(relative_paths)}" + _with(parts + media.options)
+            + ";")
 
 
 def restore_log(database: str, relative_paths: list[str], options: RestoreOptions, checksum: bool,
-                stop_at: datetime | None = None) -> str:
+                stop_at: datetime | None = None, media: Media = DISKS) -> str:
     parts = ["NORECOVERY", f"STATS = {options.stats}"]
     if checksum:
         parts.append("CHECKSUM")
@@ -98,7 +126,7 @@ def restore_log(database: str, relative_paths: list[str], options: RestoreOption
         parts.append(f"BUFFERCOUNT = {int(options.buffer_count)}")
     if options.max_transfer_size:
         parts.append(f"MAXTRANSFERSIZE = {int(options.max_transfer_size)}")
-    return f"RESTORE LOG {ident(database)} FROM {disks(relative_paths)}" + _with(parts) + ";"
+    return f"RESTORE LOG {ident(database)} FROM {media.devices(relative_paths)}" + _with(parts + media.options) + ";"
 
 
 def recover(database: str) -> str:

@@ -22,8 +22,9 @@ from typing import Any, Literal
 from pydantic import SecretStr
 
 from verification.config import S3Settings, Settings
-from verification.errors import SourceError, TargetError
+from verification.errors import TargetError
 from verification.sources.base import Source
+from verification.sources.s3_keys import addressing_style, signing_keys
 from verification.targets.base import ExecResult, Target
 from verification.targets.docker import DockerTargetProvider
 from verification.targets.egress import Endpoint
@@ -112,33 +113,16 @@ def direct_repository(source: Source, settings: Settings) -> S3Repository | None
 
 
 def uri_style(settings: S3Settings) -> Literal["path", "host"]:
-    """pgBackRest's repo1-s3-uri-style for the source's addressing style; for auto, as botocore chooses:
-    virtual-host style at AWS itself, path style at any other endpoint."""
-    style = settings.addressing_style
-    if style == "auto":
-        custom = settings.endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
-        style = "path" if custom else "virtual"
-    return "host" if style == "virtual" else "path"
+    """pgBackRest's repo1-s3-uri-style for the source's addressing style (sources/s3_keys.py)."""
+    return "host" if addressing_style(settings) == "virtual" else "path"
 
 
 def _credentials(settings: S3Settings, where: str) -> tuple[str, str, str | None]:
     """The keys boto3 signs with for these settings (the settings' own, else the AWS chain's): pgBackRest
     in a target without a network cannot ask an instance's metadata service for them itself."""
-    import boto3
-
-    session = boto3.session.Session(
-        profile_name=settings.profile, region_name=settings.region,
-        aws_access_key_id=settings.access_key_id.get_secret_value() if settings.access_key_id else None,
-        aws_secret_access_key=settings.secret_access_key.get_secret_value() if settings.secret_access_key else None)
-    try:
-        credentials = session.get_credentials()
-        frozen = credentials.get_frozen_credentials() if credentials is not None else None
-    except Exception as exc:  # botocore's many credential errors: the message names the provider, no key
-        raise SourceError(f"no S3 keys for pgBackRest to read {where} with: {type(exc).__name__}") from None
-    if frozen is None or not frozen.access_key or not frozen.secret_key:
-        raise SourceError(f"s3.restore_mode direct needs S3 keys to give pgBackRest for {where}: none in "
-                          "s3.access_key_id/s3.secret_access_key nor in the AWS credential chain")
-    return frozen.access_key, frozen.secret_key, frozen.token or None
+    keys = signing_keys(settings, where, "pgBackRest")
+    return (keys.access_key_id.get_secret_value(), keys.secret_access_key.get_secret_value(),
+            keys.session_token.get_secret_value() if keys.session_token else None)
 
 
 def masked(text: str, secrets: tuple[str, ...]) -> str:

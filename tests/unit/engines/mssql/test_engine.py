@@ -12,6 +12,7 @@ import pytest
 from tests.conftest import MSSQL_CORPUS
 from tests.unit.engines.mssql.test_chain import _finish_two_minutes_later
 from tests.unit.engines.mssql.test_outputs import ERRORLOG_2013
+from tests.unit.sources.conftest import s3, s3_endpoint
 from verification.config import load_settings
 from verification.engines.base import Evidence, RestoreOutcome
 from verification.engines.mssql.catalog import scan
@@ -23,6 +24,8 @@ from verification.model import CheckKind, CheckResult, CheckStatus, PhaseStatus,
 from verification.sources import LocalSource
 from verification.targets.base import ExecResult
 from verification.verdict import decide
+
+__all__ = ["s3", "s3_endpoint"]  # fixtures, used here by name
 
 S = SEPARATOR
 PASSWORD = "Xy9#secret-sa-password"
@@ -64,6 +67,7 @@ class StandInServer:
         self.answers = {
             "DBCC TRACEON": (0, "DBCC execution completed. If DBCC printed error messages, contact your system "
                                 "administrator.\n"),
+            "USE master; CREATE CREDENTIAL": (0, ""),   # sqlcmd prints nothing for it
             "RESTORE FILELISTONLY": (0, FILELIST),
             "RESTORE DATABASE [RestoreTimeClean] WITH RECOVERY": (
                 0, "RESTORE DATABASE successfully processed 0 pages in 0.490 seconds (0.000 MB/sec).\n"),
@@ -491,15 +495,314 @@ def test_the_data_checks_reach_sql_server_with_checks_timeout_as_pymssqls_query_
     assert (kwargs["timeout"], kwargs["login_timeout"]) == ("8", "8")
 
 
-def test_direct_mode_from_s3_is_refused_with_the_way_that_works() -> None:
-    from verification.config import S3Settings, Settings
-    from verification.errors import RestoreproofError
+# ---- direct from S3: RESTORE ... FROM URL, through the stand-in fed SQL Server's documented messages ----------
+# (docs/sqlserver-s3-direct.md: Msg 3201 with the operating-system error the S3 connector gives)
 
-    class InS3:
-        def describe(self) -> str:
-            return "s3://backups/sql"
+S3_KEY, S3_SECRET = "AKIAURLTESTKEY0001", "url/Secret+Key'0001xyz"
+BASE = "s3://s3.example.com:9000/backups/sql/RestoreTimeClean/"
+REGION = "N'{\"s3\": {\"region\": \"eu-west-1\"}}'"
 
-    engine = MssqlEngine(Settings(s3=S3Settings(restore_mode="direct")))
-    with pytest.raises(RestoreproofError, match=r"direct is not available for SQL Server backups .* use s3\.restore_mode "
-                                                r"stage"):
-        engine.target_provider("docker", [], InS3())  # type: ignore[arg-type]
+
+def s3_location(region: str | None = "eu-west-1"):  # type: ignore[no-untyped-def]
+    from pydantic import SecretStr
+
+    from verification.engines.mssql.s3_url import S3Location
+
+    return S3Location("s3.example.com", 9000, "backups", "sql/RestoreTimeClean/", SecretStr(S3_KEY),
+                      SecretStr(S3_SECRET), region=region)
+
+
+def verify_from_s3(plan_, server: StandInServer, tmp_path: Path, corpus: Path | None = None):  # type: ignore[no-untyped-def]
+    from verification.engines.mssql.url_target import S3UrlTarget
+
+    engine = MssqlEngine(load_settings())
+    evidence = Evidence(tmp_path / "RestoreTimeClean")
+    source = LocalSource(corpus or MSSQL_CORPUS / "RestoreTimeClean")
+    outcome = RestoreOutcome(checks=engine.check_backup_files(plan_, source, evidence))
+    target = S3UrlTarget(server, s3_location())
+    outcome = engine.restore_and_check(plan_, target, evidence, outcome)  # type: ignore[arg-type]
+    return outcome, decide(plan_, outcome)
+
+
+def cannot_open(name: str, os_error: str, what: str = "RESTORE DATABASE") -> str:
+    return (f"Msg 3201, Level 16, State 2, Server restoreproof, Line 1\nCannot open backup device '{BASE}{name}'. "
+            f"Operating system error {os_error}.\nMsg 3013, Level 16, State 1, Server restoreproof, Line 1\n"
+            f"{what} is terminating abnormally.\n")
+
+
+@pytest.fixture
+def pitr_plan(mssql_corpus):  # type: ignore[no-untyped-def]
+    catalog = scan(LocalSource(mssql_corpus / "RestoreTimeClean"))
+    return plan(catalog.databases[0], "RestoreTimeClean", datetime(2017, 6, 1, 13, 22, 0, tzinfo=UTC))
+
+
+def pitr_server(answers: dict[str, tuple[int, str]] | None = None) -> StandInServer:
+    return StandInServer({"SET NOCOUNT ON; SELECT TOP (1) rh.restore_history_id": (
+        0, restore_history(last_lsn="25000000021000001", stop_at="2017-06-01T13:22:00", finish="2017-06-01T13:24:13")),
+        **(answers or {})})
+
+
+def test_a_chain_restored_from_urls_to_the_planned_point_passes(pitr_plan, tmp_path):
+    server = pitr_server()
+    outcome, (verdict, reasons) = verify_from_s3(pitr_plan, server, tmp_path)
+    assert verdict is Verdict.PASSED, reasons
+    # The credential first, in master, named by the source's folder; then the chain, every file by its URL.
+    assert server.sent[0] == ("USE master; CREATE CREDENTIAL [s3://s3.example.com:9000/backups/sql/RestoreTimeClean] "
+                              f"WITH IDENTITY = N'S3 Access Key', SECRET = N'{S3_KEY}:url/Secret+Key''0001xyz';")
+    assert server.sent[1] == "DBCC TRACEON (3004, 3605, -1);"
+    assert server.sent[2] == f"RESTORE FILELISTONLY FROM URL = N'{BASE}RestoreTimeClean.bak' WITH RESTORE_OPTIONS = {REGION};"
+    assert server.sent[3] == (
+        f"RESTORE DATABASE [RestoreTimeClean] FROM URL = N'{BASE}RestoreTimeClean.bak' WITH NORECOVERY, STATS = 10, "
+        "MOVE N'RestoreTimeClean' TO N'/var/opt/mssql/data/RestoreTimeClean_1_RestoreTimeClean.mdf', MOVE "
+        "N'RestoreTimeClean_log' TO N'/var/opt/mssql/data/RestoreTimeClean_2_RestoreTimeClean_log.LDF', "
+        f"RESTORE_OPTIONS = {REGION};")
+    assert server.sent[4].startswith(f"RESTORE DATABASE [RestoreTimeClean] FROM URL = N'{BASE}RestoreTimeClean2.bak' "
+                                     "WITH NORECOVERY")
+    assert server.sent[5:7] == [
+        f"RESTORE LOG [RestoreTimeClean] FROM URL = N'{BASE}RestoreTimeClean2_1.trn' WITH NORECOVERY, STATS = 10, "
+        f"RESTORE_OPTIONS = {REGION};",
+        f"RESTORE LOG [RestoreTimeClean] FROM URL = N'{BASE}RestoreTimeClean2_2.trn' WITH NORECOVERY, STATS = 10, "
+        f"STOPAT = N'2017-06-01T13:22:00.000', RESTORE_OPTIONS = {REGION};"]
+    assert server.sent[7] == "RESTORE DATABASE [RestoreTimeClean] WITH RECOVERY;"
+    assert not any("DISK =" in s for s in server.sent)
+    assert outcome.achieved == datetime(2017, 6, 1, 13, 22, 0, tzinfo=UTC)
+    transcript = (tmp_path / "RestoreTimeClean" / "sqlcmd-transcript.txt").read_text()
+    assert "SECRET = N'********:********'" in transcript and f"URL = N'{BASE}RestoreTimeClean2_2.trn'" in transcript
+
+
+def test_a_striped_set_is_restored_from_one_url_per_stripe(mssql_corpus, tmp_path):
+    catalog = scan(LocalSource(mssql_corpus / "history/sql2016-stripe"))
+    striped = plan(catalog.databases[0], "RestoreTimeStripe", None)
+    server = StandInServer({})
+    verify_from_s3(striped, server, tmp_path, mssql_corpus / "history/sql2016-stripe")
+    full = next(s for s in server.sent if s.startswith("RESTORE DATABASE [RestoreTimeStripe] FROM"))
+    assert full.startswith(f"RESTORE DATABASE [RestoreTimeStripe] FROM URL = N'{BASE}Stripe1/restoretime2.bak', "
+                           f"URL = N'{BASE}Stripe2/restoretime2a.bak' WITH NORECOVERY")
+    logs = [s for s in server.sent if s.startswith("RESTORE LOG")]
+    assert [s.split(" WITH ")[0] for s in logs] == [
+        f"RESTORE LOG [RestoreTimeStripe] FROM URL = N'{BASE}Stripe1/restoretime_2{n}.trn', "
+        f"URL = N'{BASE}Stripe2/restoretime_2{n}a.trn'" for n in (1, 2, 3)]
+
+
+def test_a_missing_stripe_is_an_error_before_any_statement(mssql_corpus, tmp_path):
+    catalog = scan(LocalSource(mssql_corpus / "history/sql2016-stripe"))
+    striped = plan(catalog.databases[0], "RestoreTimeStripe", None)
+    dropped = striped.chain.backups.pop(1)   # the full's second stripe: no RESTORE can take the set without it
+    assert dropped.family == "2/2"
+    server = StandInServer({})
+    outcome, (verdict, reasons) = verify_from_s3(striped, server, tmp_path, mssql_corpus / "history/sql2016-stripe")
+    assert verdict is Verdict.ERROR and outcome.failures == []
+    assert server.sent == []   # not even the credential
+    assert reasons[0] == (f"not restored: the backup set of {striped.chain.backups[0].path} is striped over 2 files "
+                          f"(media set {dropped.media_set_guid}) but the plan has 1: family 2 missing; SQL Server "
+                          "restores a striped set only from all of its stripes at once")
+
+
+@pytest.mark.parametrize(("os_error", "meaning"), [
+    ("50(The request is not supported.)",
+     "SQL Server's S3 connector refused to open the object: no credential matches its URL, the URL is malformed, or "
+     "the bucket does not exist"),
+    ("5(Access is denied.)", "the object store denied access to the object: the keys lack read permission"),
+    ("2(The system cannot find the file specified.)", "the backup object is not in the bucket"),
+    ("12029(A connection with the server could not be established)",
+     "SQL Server could not connect to the S3 endpoint"),
+    ("12175(failed to retrieve text for this error. Reason: 15105)",
+     "SQL Server does not trust the S3 endpoint's TLS certificate"),
+])
+def test_what_stops_sql_server_reading_s3_is_an_error_not_a_failed_backup(pitr_plan, tmp_path, os_error, meaning):
+    server = pitr_server({"RESTORE DATABASE [RestoreTimeClean] FROM URL": (1, cannot_open("RestoreTimeClean.bak",
+                                                                                            os_error))})
+    outcome, (verdict, reasons) = verify_from_s3(pitr_plan, server, tmp_path)
+    assert verdict is Verdict.ERROR and outcome.failures == []
+    assert reasons[0].startswith(meaning)
+    assert (f"{BASE}RestoreTimeClean.bak (SQL Server error 3201: Cannot open backup device '{BASE}RestoreTimeClean.bak'. "
+            f"Operating system error {os_error}.)") in reasons[0]
+    assert not any(s.startswith("RESTORE LOG") for s in server.sent)
+
+
+def test_a_credential_sql_server_would_not_make_is_an_error_naming_it(pitr_plan, tmp_path):
+    # A server that echoes what it was sent (as a syntax error quotes the text near it): masked all the same.
+    echo = (f"Msg 102, Level 15, State 1, Server restoreproof, Line 1\nIncorrect syntax near "
+            f"'{S3_KEY}:url/Secret+Key''0001xyz'.\n")
+    server = pitr_server({"USE master; CREATE CREDENTIAL": (1, echo)})
+    outcome, (verdict, reasons) = verify_from_s3(pitr_plan, server, tmp_path)
+    assert verdict is Verdict.ERROR and len(server.sent) == 1
+    assert reasons[0] == ("the S3 credential s3://s3.example.com:9000/backups/sql/RestoreTimeClean could not be made in "
+                          "the target (exit 1): SQL Server reported an error (SQL Server error 102: Incorrect syntax "
+                          "near '********:********'.)")
+    written = "".join(p.read_text() for p in (tmp_path / "RestoreTimeClean").iterdir())
+    assert S3_SECRET not in written + repr(outcome) and S3_KEY not in written + repr(outcome)
+
+
+def test_a_damaged_backup_read_from_s3_fails(pitr_plan, tmp_path):
+    damaged = (f"Msg 3241, Level 16, State 0, Server restoreproof, Line 1\nThe media family on device "
+               f"'{BASE}RestoreTimeClean2.bak' is incorrectly formed. SQL Server cannot process this media family.\n"
+               "Msg 3013, Level 16, State 1, Server restoreproof, Line 1\nRESTORE DATABASE is terminating abnormally.\n")
+    server = pitr_server({f"RESTORE DATABASE [RestoreTimeClean] FROM URL = N'{BASE}RestoreTimeClean2.bak'": (1, damaged)})
+    outcome, (verdict, reasons) = verify_from_s3(pitr_plan, server, tmp_path)
+    assert verdict is Verdict.FAILED and outcome.errors == []
+    assert reasons[0].startswith("the backup media is damaged or incomplete (a family of the media set may be missing) "
+                                 f"(SQL Server error 3241: The media family on device '{BASE}RestoreTimeClean2.bak'")
+
+
+def test_options_the_s3_connector_does_not_take_stop_the_restore_before_any_statement(pitr_plan, tmp_path):
+    from verification.engines.mssql.url_target import S3UrlTarget
+
+    server = pitr_server()
+    engine = MssqlEngine(load_settings(mssql={"buffer_count": 32}))
+    outcome = engine.restore_and_check(pitr_plan, S3UrlTarget(server, s3_location()),  # type: ignore[arg-type]
+                                       Evidence(tmp_path / "e"))
+    assert server.sent == [] and outcome.errors[0].startswith("not restored: mssql.buffer_count: ")
+
+
+def test_the_s3_keys_are_in_no_output_of_a_run(pitr_plan, tmp_path, caplog, capsys):
+    import logging
+
+    caplog.set_level(logging.DEBUG)
+    # SQL Server's error log and every reply quote the keys (as a tool echoing its input would).
+    leaky = f"2017-06-01 13:30:00.00 spid51 credential {S3_KEY}:{S3_SECRET} used\n"
+
+    class Leaky(StandInServer):
+        def errorlog(self) -> str:
+            return super().errorlog() + leaky
+
+        def sql(self, statement: str, timeout: float) -> ExecResult:
+            result = super().sql(statement, timeout)
+            result.stdout += f"-- {S3_KEY} {S3_SECRET} {S3_SECRET.replace(chr(39), chr(39) * 2)}\n"
+            return result
+
+    server = Leaky({"SET NOCOUNT ON; SELECT TOP (1) rh.restore_history_id": (
+        0, restore_history(last_lsn="25000000021000001", stop_at="2017-06-01T13:22:00", finish="2017-06-01T13:24:13")),
+        "RESTORE LOG [RestoreTimeClean] FROM URL = N's3://s3.example.com:9000/backups/sql/RestoreTimeClean/"
+        "RestoreTimeClean2_2.trn'": (1, cannot_open("RestoreTimeClean2_2.trn", "5(Access is denied.)", "RESTORE LOG")
+                                     + f"{S3_SECRET}\n")})
+    outcome, (verdict, reasons) = verify_from_s3(pitr_plan, server, tmp_path)
+    assert verdict is Verdict.ERROR
+    assert any(S3_SECRET.replace("'", "''") in s for s in server.sent)   # the server was given the keys ...
+    evidence = tmp_path / "RestoreTimeClean"
+    everything = ["".join(p.read_text() for p in evidence.iterdir()), " ".join(reasons), repr(outcome), caplog.text,
+                  *capsys.readouterr()]
+    assert "********:********" in (evidence / "errorlog.txt").read_text()
+    for output in everything:   # ... and nothing restoreproof wrote or said has them
+        assert S3_SECRET not in output and S3_KEY not in output and "url/Secret+Key" not in output
+
+
+# ---- direct from S3, from a real endpoint: the objects held to the listing before and after the restore -----
+
+class UrlProvider:
+    """Provisions the stand-in behind the S3 wrapper, as MssqlTargetProvider does a container."""
+
+    kind = "docker-mssql"
+
+    def __init__(self, location, server: StandInServer) -> None:  # type: ignore[no-untyped-def]
+        self.location, self.server, self.provisioned = location, server, 0
+
+    def provision(self, run_id: str, database: str, repo_host_path: str):  # type: ignore[no-untyped-def]
+        from verification.engines.mssql.url_target import S3UrlTarget
+
+        self.provisioned += 1
+        return S3UrlTarget(self.server, self.location)
+
+
+@pytest.fixture
+def from_s3(s3, mssql_corpus, tmp_path):  # type: ignore[no-untyped-def]
+    """The RestoreTimeClean corpus in a real bucket, planned from there in direct mode."""
+    from verification.engines.mssql.s3_url import location_for
+    from verification.sources.s3 import S3Source
+
+    s3.upload(mssql_corpus / "RestoreTimeClean", "sql/RestoreTimeClean")
+    settings = load_settings(None, state_dir=tmp_path / "state", s3={"restore_mode": "direct"})
+    source = S3Source(s3.url("sql/RestoreTimeClean"), settings.s3)
+    engine = MssqlEngine(settings)
+    (planned,) = engine.plan(source, datetime(2017, 6, 1, 13, 22, 0, tzinfo=UTC)).plans
+    where = location_for(source, settings, "docker")
+    yield engine, planned, source, where
+    source.close()
+
+
+def test_from_a_real_bucket_the_restore_reads_each_planned_object_by_its_url(s3, from_s3, tmp_path):
+    from verification.pipeline import verify_database
+
+    engine, planned, source, where = from_s3
+    provider = UrlProvider(where, pitr_server())
+    result = verify_database(engine, planned, provider, "r1", source.describe(), Evidence(tmp_path / "ev"),  # type: ignore[arg-type]
+                             source=source, watch=source.check_unchanged)
+    assert result.verdict is Verdict.PASSED, result.reasons
+    base = f"s3://127.0.0.1:{s3.endpoint.port}/{s3.name}/sql/RestoreTimeClean/"
+    assert provider.server.sent[0].startswith(f"USE master; CREATE CREDENTIAL [{base.rstrip('/')}] WITH IDENTITY")
+    assert [s.split(" WITH ")[0].split(" FROM ")[1] for s in provider.server.sent if s.startswith("RESTORE LOG")] == [
+        f"URL = N'{base}RestoreTimeClean2_1.trn'", f"URL = N'{base}RestoreTimeClean2_2.trn'"]
+    assert result.target == {"repository": base.rstrip("/")}
+    # The keys the source signs with (here the AWS chain's), given to SQL Server and shown nowhere.
+    from verification.demo.s3_endpoint import DEMO_ACCESS_KEY, DEMO_SECRET_KEY
+
+    assert provider.server.sent[0].endswith(f"SECRET = N'{DEMO_ACCESS_KEY}:{DEMO_SECRET_KEY}';")
+    written = "".join(p.read_text() for p in (tmp_path / "ev").rglob("*") if p.is_file())
+    assert "sqlcmd-transcript.txt" in result.evidence and "backup-files.sha256" in result.evidence
+    for output in (written, " ".join(result.reasons), repr(result)):
+        assert DEMO_SECRET_KEY not in output and f"{DEMO_ACCESS_KEY}:" not in output
+
+
+def test_an_object_rewritten_before_the_restore_starts_no_target(s3, from_s3, tmp_path):
+    from verification.pipeline import verify_database
+
+    engine, planned, source, where = from_s3
+    s3.put("sql/RestoreTimeClean/RestoreTimeClean2_1.trn", b"rewritten since the plan")
+    provider = UrlProvider(where, pitr_server())
+    result = verify_database(engine, planned, provider, "r1", source.describe(), Evidence(tmp_path / "ev"),  # type: ignore[arg-type]
+                             source=source, watch=source.check_unchanged)
+    assert result.verdict is Verdict.ERROR and provider.provisioned == 0 and provider.server.sent == []
+    assert result.reasons[0].startswith(f"not restored: 1 object(s) of {s3.url('sql/RestoreTimeClean')} changed since "
+                                        f"the source was listed: {s3.url('sql/RestoreTimeClean')}/RestoreTimeClean2_1.trn")
+
+
+def test_an_object_rewritten_while_sql_server_read_it_is_no_verdict(s3, from_s3, tmp_path):
+    from verification.pipeline import verify_database
+
+    engine, planned, source, where = from_s3
+
+    class Rewriting(StandInServer):
+        def sql(self, statement: str, timeout: float) -> ExecResult:
+            if statement.startswith("RESTORE LOG"):   # a backup job wrote the object again meanwhile
+                s3.put("sql/RestoreTimeClean/RestoreTimeClean2_2.trn", b"rewritten while read")
+            return super().sql(statement, timeout)
+
+    server = Rewriting({"SET NOCOUNT ON; SELECT TOP (1) rh.restore_history_id": (
+        0, restore_history(last_lsn="25000000021000001", stop_at="2017-06-01T13:22:00", finish="2017-06-01T13:24:13"))})
+    provider = UrlProvider(where, server)
+    result = verify_database(engine, planned, provider, "r1", source.describe(), Evidence(tmp_path / "ev"),  # type: ignore[arg-type]
+                             source=source, watch=source.check_unchanged)
+    assert result.verdict is Verdict.ERROR and provider.provisioned == 1
+    assert result.reasons[0].startswith(f"during the restore, 1 object(s) of {s3.url('sql/RestoreTimeClean')} changed "
+                                        f"since the source was listed: {s3.url('sql/RestoreTimeClean')}/"
+                                        "RestoreTimeClean2_2.trn")
+    assert result.reasons[1].startswith("not taken as a verdict (passed): ")
+
+
+def test_direct_mode_is_refused_before_anything_starts_naming_the_setting(from_s3):
+    from verification.errors import ConfigError
+
+    engine, planned, source, _ = from_s3
+    with pytest.raises(ConfigError, match=r"^s3.restore_mode direct restores into a SQL Server container only"):
+        engine.target_provider("local", [planned], source)
+    refusing = MssqlEngine(load_settings(None, s3={"restore_mode": "direct"}, mssql={"buffer_count": 8}))
+    with pytest.raises(ConfigError, match=r"^mssql.buffer_count: "):
+        refusing.target_provider("docker", [planned], source)
+
+
+def test_direct_mode_gives_a_2022_target_reading_the_sources_location(from_s3, monkeypatch, tmp_path):
+    from types import SimpleNamespace
+
+    from verification.engines.mssql import target as target_module
+
+    _, planned, source, where = from_s3
+    monkeypatch.setattr(target_module, "docker_client", lambda: SimpleNamespace(images=SimpleNamespace(get=str)))
+    images = {869: "mssql:2017", 957: "mssql:2022"}
+    engine = MssqlEngine(load_settings(None, state_dir=tmp_path / "state", s3={"restore_mode": "direct"},
+                                       mssql={"images": images}))
+    assert planned.chain.backups[0].database_version == 661   # a 2008 R2 backup, which the 2017 image restores ...
+    assert MssqlEngine(load_settings(None, mssql={"images": images})).target_provider(  # type: ignore[attr-defined]
+        "docker", [planned]).image == "mssql:2017"
+    provider = engine.target_provider("docker", [planned], source)
+    assert provider.image == "mssql:2022"  # type: ignore[attr-defined]   # ... but only 2022 reads S3
+    assert provider.s3 == where and provider.state_dir == tmp_path / "state"  # type: ignore[attr-defined]

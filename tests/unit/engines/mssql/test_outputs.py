@@ -228,3 +228,43 @@ def test_point_in_time_messages_split_between_the_backups_and_restoreproof():
                                     "a backup that goes beyond it")
     assert ERROR_MEANINGS[4343] == ("the restore went past the point in time to the end of this backup set: "
                                     "restoreproof applied a backup that goes beyond it")
+
+
+# -- RESTORE FROM URL = 's3://...': the S3 connector's messages (docs/sqlserver-s3-direct.md) ----------------
+
+URL = "s3://s3.example.com:9000/backups/sql/db.bak"
+
+
+@pytest.mark.parametrize(("os_error", "meaning"), [
+    ("50(The request is not supported.)", "SQL Server's S3 connector refused to open the object: no credential "
+                                          "matches its URL, the URL is malformed, or the bucket does not exist"),
+    ("5(Access is denied.)", "the object store denied access to the object: the keys lack read permission "
+                             "(s3:ListBucket, s3:GetObject), the secret key does not match the access key, or the "
+                             "clocks differ by more than 15 minutes"),
+    ("12007(The server name or address could not be resolved)",
+     "the S3 endpoint's host name does not resolve inside the target"),
+    ("12175(failed to retrieve text for this error. Reason: 15105)",
+     "SQL Server does not trust the S3 endpoint's TLS certificate: its CA is not in "
+     "/var/opt/mssql/security/ca-certificates when SQL Server starts, or it does not name the host"),
+    ("87(The parameter is incorrect.)", "SQL Server could not open the backup object s3://s3.example.com:9000/backups/"
+                                        "sql/db.bak (operating system error 87)"),
+])
+def test_an_s3_device_that_cannot_be_opened_says_why_and_is_never_the_backups_fault(os_error: str, meaning: str):
+    text = (f"Msg 3201, Level 16, State 1, Server restoreproof, Line 1\nCannot open backup device '{URL}'. "
+            f"Operating system error {os_error}.\nMsg 3013, Level 16, State 1, Server restoreproof, Line 1\n"
+            "RESTORE DATABASE is terminating abnormally.\n")
+    opened, terminated = parse_sql_errors(text)
+    assert opened.plain.startswith(meaning)
+    assert opened.plain.endswith(f"(SQL Server error 3201: Cannot open backup device '{URL}'. Operating system error "
+                                 f"{os_error}.)")
+    assert {opened.number, terminated.number} & BACKUP_FAULTS == set()
+
+
+def test_a_read_broken_off_and_a_disk_device_keep_their_own_meanings():
+    broke = SqlError(3203, 16, f'Read on "{URL}" failed: 12030(The connection with the server was terminated '
+                               "abnormally)")
+    assert broke.plain.startswith(f"the connection to the S3 endpoint broke off: {URL} (SQL Server error 3203")
+    disk = SqlError(3201, 16, "Cannot open backup device '/backups/db.bak'. Operating system error 5(Access is denied.).")
+    assert disk.plain.startswith(ERROR_MEANINGS[3201])
+    assert SqlError(3132, 16, "The media set has 2 media families but only 1 are provided. All members must be "
+                              "provided.").plain.startswith("restoreproof did not name every family")
