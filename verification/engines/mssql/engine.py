@@ -50,7 +50,7 @@ from verification.engines.mssql.outputs import (
 )
 from verification.engines.mssql.page_check import verify_pages
 from verification.engines.mssql.restore_proof import last_restore_query, point_not_reached, prove_point
-from verification.errors import RestoreproofError, TargetError
+from verification.errors import ArchivedObjectError, RestoreproofError, TargetError
 from verification.model import (
     BackupSet,
     CheckKind,
@@ -161,7 +161,10 @@ class MssqlEngine:
                 if known is not None and (known.header is not None or (
                         known.unreadable is not None and known.unreadable.kind == "needs-server")):
                     return True
-                magic = source.read_bytes(path, 0, 8)
+                try:
+                    magic = source.read_bytes(path, 0, 8)
+                except ArchivedObjectError:
+                    continue  # archived, not restored: planning names it; the next file may tell
                 # A folder of damaged .bak/.trn files is still SQL Server's: planning then names each one.
                 if magic.startswith(b"TAPE") or magic == COMPRESSED_MAGIC or looks_like_backup(path):
                     return True
