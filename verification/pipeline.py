@@ -110,11 +110,16 @@ def select_engine(settings: Settings, source: Source, requested: str) -> Engine:
 
 
 def plan_source(settings: Settings, source_path: str | Path, engine_name: str = "auto",
-                at: datetime | None = None, point: PointChoice | None = None) -> tuple[Engine, Source, SourcePlan]:
+                at: datetime | None = None, point: PointChoice | None = None,
+                target: str | None = None) -> tuple[Engine, Source, SourcePlan]:
     """The source opened, its engine chosen, and every database planned; the plan's unread files include
-    the objects of object storage no engine could read (see objects_not_read)."""
+    the objects of object storage no engine could read (see objects_not_read). With the `target` a run
+    will restore into, what the configuration asks that the engine cannot do is refused first (a
+    ConfigError naming the setting), before anything is planned, recorded or started."""
     source = open_source(source_path, settings)
     engine = select_engine(settings, source, engine_name)
+    if target is not None:
+        engine.check_settings(source, target)
     planned = engine.plan(source, at, point)
     planned.unreadable += objects_not_read(source, planned)
     return engine, source, planned
@@ -503,7 +508,8 @@ def discover(settings: Settings, request: RunRequest, run_id: str, started: date
     """Read and plan the source once, and start the run in the store with its plans, the databases
     due and every file not read."""
     progress = _redacting(progress, Redactor(settings))
-    engine, source, planned = plan_source(settings, request.source, request.engine, request.at, request.point)
+    engine, source, planned = plan_source(settings, request.source, request.engine, request.at, request.point,
+                                          request.target)
     plans, unreadable = list(planned.plans), list(planned.unreadable)
     if request.databases:
         unknown = sorted(set(request.databases) - {p.database for p in plans})

@@ -166,6 +166,12 @@ class Engine(Protocol):
         """Does the source look like this engine's backups?"""
         ...
 
+    def check_settings(self, source: Source, target: str) -> None:
+        """Refuse what the configuration asks that this engine cannot do with this source and this kind
+        of target (auto, docker, local, offline): raise ConfigError naming the setting. Called before a
+        run is recorded or anything started, so a refusal leaves no trace (exit 2)."""
+        ...
+
     def plan(self, source: Source, at: datetime | None, point: PointChoice | None = None) -> SourcePlan:
         """One plan per database found in the source; raises SourceError when it is not readable.
 

@@ -50,7 +50,7 @@ from verification.engines.mssql.outputs import (
 )
 from verification.engines.mssql.page_check import verify_pages
 from verification.engines.mssql.restore_proof import last_restore_query, point_not_reached, prove_point
-from verification.errors import ArchivedObjectError, RestoreproofError, TargetError
+from verification.errors import ArchivedObjectError, ConfigError, RestoreproofError, TargetError
 from verification.model import (
     BackupSet,
     CheckKind,
@@ -128,6 +128,12 @@ class MssqlEngine:
         # The image follows the newest database version in the chains (a 2019 backup needs 2019 or newer).
         versions = [b.database_version or 0 for p in plans for b in p.chain.backups]
         return MssqlTargetProvider(self.settings.mssql, max(versions, default=0))
+
+    def check_settings(self, source: Source, target: str) -> None:
+        """Before a run is recorded: a local target cannot restore SQL Server backups."""
+        if target == "local":
+            raise ConfigError("SQL Server backups restore only into a SQL Server container, not --target local "
+                              "(the setting target: local): use --target docker, auto or offline")
 
     def check_target(self, kind: str) -> None:
         from verification.targets.docker import docker_client

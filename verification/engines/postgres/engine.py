@@ -32,7 +32,7 @@ from verification.engines.base import (
 )
 from verification.engines.postgres import chain as chain_rules
 from verification.engines.postgres import work
-from verification.engines.postgres.direct import DirectTarget, direct_repository
+from verification.engines.postgres.direct import DirectTarget, direct_repository, is_direct
 from verification.engines.postgres.footprint import backup_history, chain_files
 from verification.engines.postgres.integrity import parse_pg_amcheck, parse_pg_checksums
 from verification.engines.postgres.pgbackrest_errors import (
@@ -54,7 +54,7 @@ from verification.engines.postgres.repository import (
 )
 from verification.engines.postgres.serverlog import CONFIG_ERRORS, RecoveryLog, parse_server_log
 from verification.engines.postgres.verify_output import parse_pgbackrest_verify
-from verification.errors import RestoreproofError, SourceError, TargetError
+from verification.errors import ConfigError, SourceError, TargetError
 from verification.model import (
     Chain,
     ChainStatus,
@@ -114,6 +114,9 @@ def unreadable_stanza(name: str, exc: RepositoryFileError) -> RestorePlan:
     return RestorePlan("postgres", name, chain)
 
 
+DIRECT_NEEDS_DOCKER = ("s3.restore_mode direct restores into a Docker target only (pgBackRest in it reads S3 "
+                       "through its one way out), not --target local: use --target docker or auto, or "
+                       "s3.restore_mode stage")
 PORT = 5432  # the restored server's; on a socket private to its target
 TOOL_VERSION_COMMANDS = [["pgbackrest", "version"], ["postgres", "--version"], ["pg_amcheck", "--version"]]
 
@@ -135,11 +138,10 @@ class PostgresEngine:
 
         repository = direct_repository(source, self.settings) if source is not None else None
         if repository is not None:
-            # Direct mode: pgBackRest in a container reads the repository in S3 itself.
+            # Direct mode: pgBackRest in a container reads the repository in S3 itself (check_settings
+            # refused a local target before the run started; said again for a caller that did not ask).
             if kind == "local":
-                raise RestoreproofError("s3.restore_mode direct restores into a Docker target only (pgBackRest "
-                                        "in it reads S3 through its one way out): use --target docker or auto, "
-                                        "or s3.restore_mode stage")
+                raise ConfigError(DIRECT_NEEDS_DOCKER)
             from verification.engines.postgres.direct import DirectTargetProvider
             from verification.images import ensure_image
 
@@ -159,6 +161,19 @@ class PostgresEngine:
 
     def check_target(self, kind: str) -> None:
         self.target_provider(kind, [])
+
+    def check_settings(self, source: Source, target: str) -> None:
+        """s3.restore_mode direct: a Docker target (its pgBackRest reads S3 itself), keys to give it, and
+        an endpoint its certificate check can pass; all known before anything is recorded or started."""
+        if target == "offline" or not is_direct(source):
+            return
+        if target == "local":
+            raise ConfigError(DIRECT_NEEDS_DOCKER)
+        try:
+            direct_repository(source, self.settings)
+        except TargetError as exc:  # the endpoint's name
+            raise ConfigError(f"s3.restore_mode direct with the S3 endpoint of s3.endpoint_url (or "
+                              f"AWS_ENDPOINT_URL): {exc}") from None
 
     def phase_work(self, plan: RestorePlan) -> list[PhaseWork]:
         return work.phase_work(plan, self.settings)
