@@ -348,6 +348,9 @@ def _verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider
     # Before any target: what the backup files show without a server fails a database that cannot be
     # restored here (a broken chain, no image) all the same, and is kept beside the restore's own checks.
     offline = check_backup_files(engine, plan, source, evidence, progress)
+    if staging is not None and staging.copy is not None:
+        copy = staging.copy
+        offline.staged_copy = f"{len(copy.files)} objects staged from {copy.source_url}"
     outcome: RestoreOutcome | None = None
     if plan.chain.status is not ChainStatus.COMPLETE:
         progress(f"{plan.database}: chain broken, not restoring")

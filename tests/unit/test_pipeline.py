@@ -645,6 +645,7 @@ class ReadingEngine(OnlineEngine):
         root = Path(self.provider.repo)
         self.saw = {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
         self.gets_then = self.source.stats.requests["GetObject"]
+        self.staged_copy = outcome.staged_copy if outcome is not None else "no outcome given"
         return super().restore_and_check(plan, target, evidence, outcome, data_checks)
 
 
@@ -665,8 +666,10 @@ def test_a_plan_in_object_storage_is_staged_restored_from_the_staged_copy_and_re
     result = verify_database(engine, plan, provider, "run-s3", source.describe(), Evidence(tmp_path / "ev"),
                              said.append, context=context, source=source, stager=stager)
     assert result.verdict is Verdict.PASSED, result.reasons
-    # The target read a folder holding exactly the plan's files, as the source lays them out.
+    # The target read a folder holding exactly the plan's files, as the source lays them out, and the
+    # engine was told so (its checks of "the repository" covered that copy).
     assert engine.saw == STAGED
+    assert engine.staged_copy == f"5 objects staged from {s3.url('repo')}"
     assert Path(provider.repo).parent == tmp_path / "state" / "staging" and not Path(provider.repo).exists()
     download = result.phases[0]
     assert (download.name, download.status, download.bytes) == (

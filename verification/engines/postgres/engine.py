@@ -9,7 +9,8 @@ targets share this code. The order of a verification:
     data checks (Great Expectations, run by
     restoreproof's process over the socket)  -> phase "data_checks"
     pg_amcheck; clean stop; pg_checksums    -> phase "integrity_check"
-    pgbackrest verify (whole repository)    -> phase "repository_verify"
+    pgbackrest verify (whole repository;    -> phase "repository_verify"
+      a staged copy: the planned chain)
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ from verification.engines.postgres.repository import (
     unrecognised_files,
 )
 from verification.engines.postgres.serverlog import CONFIG_ERRORS, RecoveryLog, parse_server_log
-from verification.engines.postgres.verify_output import parse_pgbackrest_verify
+from verification.engines.postgres.verify_output import parse_pgbackrest_verify, scoped_to_staged_chain
 from verification.errors import ConfigError, SourceError, TargetError
 from verification.model import (
     Chain,
@@ -569,6 +570,10 @@ class _Verification:
         result = self.target.run(self.pgbackrest("verify", "--log-level-console=info", "--output=text",
                                                  "--verbose"), timeout=self.pg.check_timeout, env=self.env)
         check = parse_pgbackrest_verify(result.output, result.exit_code, self.plan.database)
+        if self.outcome.staged_copy is not None:  # the target saw the planned chain, nothing else
+            wal = self.plan.chain.wal
+            check = scoped_to_staged_chain(check, [b.label for b in self.plan.chain.backups],
+                                           (wal.first, wal.last) if wal is not None else None, self.outcome.staged_copy)
         check.evidence = self.evidence.write("pgbackrest-verify.out", result.output)
         self.outcome.checks.append(check)
         self.outcome.phases.append(PhaseTiming(PhaseName.REPOSITORY_VERIFY, PhaseStatus.MEASURED,
