@@ -154,3 +154,17 @@ def test_sql_server_backups_into_a_local_target_are_refused_before_the_run_start
                            "restoreproof: SQL Server backups restore only into a SQL Server container, not --target "
                            "local (the setting target: local): use --target docker, auto or offline")
 
+
+
+def test_demo_in_s3_without_motos_server_names_the_extra_and_starts_nothing(tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "moto", None)  # as where moto is not installed
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    result = runner.invoke(app, ["demo", "--s3", "--workdir", str(tmp_path / "demo"), "--clusters", "1"])
+    assert result.exit_code == 2, result.output
+    assert " ".join(result.output.split()) == (
+        "restoreproof: the local S3 endpoint needs moto's server mode, not installed here (missing: moto): install "
+        "restoreproof with its extra s3-demo, pip install 'restoreproof[s3-demo]'")
+    assert list((tmp_path / "tmp").iterdir()) == [] and not (tmp_path / "demo").exists()
