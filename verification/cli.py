@@ -80,7 +80,8 @@ def exit_code(verdict: Verdict) -> int:
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
-    err.print(f"[bold red]restoreproof:[/] {message}", highlight=False, markup=True)
+    # Escaped: a message quoting brackets ("restoreproof[s3-demo]", "[backrest]") is not markup.
+    err.print(f"[bold red]restoreproof:[/] {escape(message)}", highlight=False, markup=True)
     raise typer.Exit(code)
 
 

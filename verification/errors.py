@@ -30,3 +30,14 @@ class StoreVersionError(RestoreproofError):
 class StaleDiscoveryError(RestoreproofError):
     """A step of a run whose discovery has since been made again (a scheduler's task cleared): what it
     did belongs to plans that are no longer the run's, so it records nothing."""
+
+
+class ArchivedObjectError(SourceError):
+    """An object in an archive storage class (S3 Glacier Flexible Retrieval, Glacier Deep Archive, an
+    Intelligent-Tiering archive tier) that is not restored, or whose restore is still in progress:
+    nothing can read it until it is restored. Never "access denied", never a damaged backup: the
+    run cannot pass, and cannot fail on it either."""
+
+    def __init__(self, message: str, storage_class: str | None) -> None:
+        super().__init__(message)
+        self.storage_class = storage_class

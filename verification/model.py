@@ -249,10 +249,17 @@ class UnreadableKind(StrEnum):
     # An object whose key is no path (object storage: an empty, '.' or '..' segment): never read, so
     # it may be a backup nobody checked; the run cannot pass.
     UNADDRESSABLE = "unaddressable"
+    # An object in an archive storage class (GLACIER, DEEP_ARCHIVE) not restored, or still being
+    # restored: it exists, and nothing can read it now. Never read, so the run cannot pass; never
+    # "corrupt" either: a database whose plan needs it is "error", naming it and its class.
+    ARCHIVED = "archived"
 
 
 # Kinds that keep a run from passing: a backup file that went unread or is damaged.
-BLOCKING_UNREADABLE = (UnreadableKind.CORRUPT, UnreadableKind.NEEDS_SERVER)
+BLOCKING_UNREADABLE = (UnreadableKind.CORRUPT, UnreadableKind.NEEDS_SERVER, UnreadableKind.UNADDRESSABLE,
+                       UnreadableKind.ARCHIVED)
+# Of those, the ones that make a run "error" (a file nobody read), not "failed" (a file proven bad).
+UNREAD_KINDS = (UnreadableKind.NEEDS_SERVER, UnreadableKind.UNADDRESSABLE, UnreadableKind.ARCHIVED)
 
 
 @dataclass(frozen=True)
@@ -404,8 +411,7 @@ def overall_verdict(verdicts: list[str], unreadable_kinds: list[str], unverified
     verified, or a backup file went unread), else passed."""
     if Verdict.FAILED in verdicts or UnreadableKind.CORRUPT in unreadable_kinds:
         return Verdict.FAILED
-    if not verdicts or Verdict.ERROR in verdicts or unverified or UnreadableKind.NEEDS_SERVER in unreadable_kinds \
-            or UnreadableKind.UNADDRESSABLE in unreadable_kinds:
+    if not verdicts or Verdict.ERROR in verdicts or unverified or any(k in UNREAD_KINDS for k in unreadable_kinds):
         return Verdict.ERROR
     if any(kind not in set(UnreadableKind) for kind in unreadable_kinds):
         return Verdict.ERROR  # a kind this version does not know is not a pass

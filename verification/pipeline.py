@@ -110,10 +110,58 @@ def select_engine(settings: Settings, source: Source, requested: str) -> Engine:
 
 
 def plan_source(settings: Settings, source_path: str | Path, engine_name: str = "auto",
-                at: datetime | None = None, point: PointChoice | None = None) -> tuple[Engine, Source, SourcePlan]:
+                at: datetime | None = None, point: PointChoice | None = None,
+                target: str | None = None) -> tuple[Engine, Source, SourcePlan]:
+    """The source opened, its engine chosen, and every database planned; the plan's unread files include
+    the objects of object storage no engine could read (see objects_not_read). With the `target` a run
+    will restore into, what the configuration asks that the engine cannot do is refused first (a
+    ConfigError naming the setting), before anything is planned, recorded or started."""
     source = open_source(source_path, settings)
     engine = select_engine(settings, source, engine_name)
-    return engine, source, engine.plan(source, at, point)
+    if target is not None:
+        engine.check_settings(source, target)
+    planned = engine.plan(source, at, point)
+    planned.unreadable += objects_not_read(source, planned)
+    return engine, source, planned
+
+
+def objects_not_read(source: Source, planned: SourcePlan) -> list[UnreadableFile]:
+    """The objects of object storage that cannot be read as files, each named with why, beside what the
+    engine named itself: keys that are no path (an empty, '.' or '..' segment), and objects in an
+    archive storage class with no restored copy. Either may be a backup nobody read: the run cannot
+    pass. An archived object goes with the database whose plan needs it (that database is "error");
+    one no plan needs is the run's."""
+    prefix = str(getattr(source, "prefix", ""))
+    found = [UnreadableFile(key.removeprefix(prefix), UnreadableKind.UNADDRESSABLE,
+                            f"{source.describe().rstrip('/')}/{key.removeprefix(prefix)}: an object whose key is not "
+                            "a path (an empty, '.' or '..' segment) cannot be read as a backup file; rename it to "
+                            "have it verified")
+             for key in getattr(source, "skipped", [])]
+    archived: dict[str, str] = getattr(source, "archived", {})
+    named = {unread.path for unread in planned.unreadable}
+    owners: dict[str, str] = {}
+    for plan in planned.plans:
+        for path in plan.files:
+            owners.setdefault(path, plan.database)
+    found += [UnreadableFile(path, UnreadableKind.ARCHIVED, why, owners.get(path))
+              for path, why in sorted(archived.items()) if path not in named]
+    return found
+
+
+# How many of a plan's archived objects its reason names one by one (all are in the run's unread files).
+ARCHIVED_NAMED = 5
+
+
+def archived_in_plan(source: Source, plan: RestorePlan) -> str | None:
+    """Why the plan cannot be restored now: the objects it needs that are archived and not restored
+    (each named with its storage class), or None."""
+    archived: dict[str, str] = getattr(source, "archived", {})
+    needed = [archived[path] for path in plan.files if path in archived]
+    if not needed:
+        return None
+    more = f"; and {len(needed) - ARCHIVED_NAMED} more" if len(needed) > ARCHIVED_NAMED else ""
+    return (f"not restored: {len(needed)} object(s) the plan needs cannot be read now, being in an archive storage "
+            f"class: " + "; ".join(needed[:ARCHIVED_NAMED]) + more)
 
 
 
@@ -258,10 +306,11 @@ def verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider 
     the checks of the backup files and the evidence's hashes read too; it is removed at the end,
     whatever happened.
 
-    `changed`: why the plan no longer holds (its objects changed since discovery): "error", and nothing
-    staged or started. `watch`: where the target reads object storage itself (direct mode), the check
-    that the plan's objects are still as listed (a SourceError naming each that is not), run before the
-    target is provisioned and again after the restore."""
+    `changed`: why the plan cannot be restored now (its objects changed since discovery, or some are
+    archived and not restored): "error", and nothing staged or started. `watch`: where the target reads
+    object storage itself (direct mode), the check that the plan's objects are still as listed (a
+    SourceError naming each that is not), run before the target is provisioned and again after the
+    restore."""
     if changed is not None:
         progress(f"{plan.database}: {changed}")
         point = RestorePoint(target=plan.stop_at.isoformat() if plan.stop_at else "latest")
@@ -299,6 +348,9 @@ def _verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider
     # Before any target: what the backup files show without a server fails a database that cannot be
     # restored here (a broken chain, no image) all the same, and is kept beside the restore's own checks.
     offline = check_backup_files(engine, plan, source, evidence, progress)
+    if staging is not None and staging.copy is not None:
+        copy = staging.copy
+        offline.staged_copy = f"{len(copy.files)} objects staged from {copy.source_url}"
     outcome: RestoreOutcome | None = None
     if plan.chain.status is not ChainStatus.COMPLETE:
         progress(f"{plan.database}: chain broken, not restoring")
@@ -459,16 +511,9 @@ def discover(settings: Settings, request: RunRequest, run_id: str, started: date
     """Read and plan the source once, and start the run in the store with its plans, the databases
     due and every file not read."""
     progress = _redacting(progress, Redactor(settings))
-    engine, source, planned = plan_source(settings, request.source, request.engine, request.at, request.point)
+    engine, source, planned = plan_source(settings, request.source, request.engine, request.at, request.point,
+                                          request.target)
     plans, unreadable = list(planned.plans), list(planned.unreadable)
-    # Objects whose keys are no path (an empty, '.' or '..' segment) cannot be read as files: each is
-    # named, and the run cannot pass while one may be a backup nobody read.
-    prefix = str(getattr(source, "prefix", ""))
-    unreadable += [UnreadableFile(key.removeprefix(prefix), UnreadableKind.UNADDRESSABLE,
-                                  f"{source.describe().rstrip('/')}/{key.removeprefix(prefix)}: an object whose key "
-                                  "is not a path (an empty, '.' or '..' segment) cannot be read as a backup file; "
-                                  "rename it to have it verified")
-                   for key in getattr(source, "skipped", [])]
     if request.databases:
         unknown = sorted(set(request.databases) - {p.database for p in plans})
         if unknown:  # a misspelt name is never a database quietly not verified
@@ -665,9 +710,10 @@ def verify_one(settings: Settings, discovery: Discovery, plan: RestorePlan, *,
         evidence = RedactingEvidence(discovery.run_dir / "evidence" / slug(plan.database), redact)
         checks = data_checks_for(settings, store, plan.database)
         stager = stager_for(settings, discovery.source, provider)
+        unrestorable = discovery.changed.get(plan.database) or archived_in_plan(discovery.source, plan)
         result = verify_database(engine, plan, provider, discovery.run_id, discovery.source.describe(), evidence,
                                  progress, context=context, source=discovery.source, no_target=no_target,
-                                 data_checks=checks, stager=stager, changed=discovery.changed.get(plan.database),
+                                 data_checks=checks, stager=stager, changed=unrestorable,
                                  watch=direct_watch(discovery.source, provider, stager))
         redact_result(result, redact)
         entry = database_entry(result)

@@ -133,6 +133,14 @@ def test_a_repository_in_s3_is_staged_restored_and_passes_as_the_folder_does(dem
         # pgBackRest's own verify read the staged copy: every backup of the chain, its WAL.
         verify = next(c for c in entry["checks"] if c["name"] == "pgbackrest_verify")
         assert verify["status"] == "passed", verify["summary"]
+        # ... and says it covered that chain only, never the whole repository.
+        labels = [b["label"] for b in entry["chain"]["backups"]]
+        wal = entry["chain"]["wal"]
+        assert verify["summary"].endswith(
+            f"; in the staged chain only (backup set{'s' if len(labels) > 1 else ''} {', '.join(labels)}, WAL "
+            f"{wal['first']} to {wal['last']}: {len(plan.files)} objects staged from {url}), not the whole "
+            "repository: its other backups and WAL were not staged, so not verified"), verify["summary"]
+        assert verify["details"]["scope"]["backups"] == labels
         # The evidence hashes the bytes the restore read: the staged copy, the folder's own bytes.
         evidence = reports / report["run_id"] / "evidence" / slug(entry["database"]) / "backup-files.sha256"
         hashes = parse_sha256sums(evidence.read_text())

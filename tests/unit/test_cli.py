@@ -4,9 +4,12 @@ import json
 
 from typer.testing import CliRunner
 
+from tests.unit.sources import conftest as s3_fixtures
 from verification.cli import app
 
 runner = CliRunner()
+# A real S3 endpoint (moto's server mode, its own process) for the sources in S3 below.
+s3_endpoint, s3 = s3_fixtures.s3_endpoint, s3_fixtures.s3
 
 
 def test_plan_json_complete_exit_0(captured_repo):
@@ -98,3 +101,70 @@ def test_pages_is_the_setting_unless_the_option_says_otherwise_and_an_unknown_ch
     assert result.exit_code == 2
     said = " ".join(result.stderr.replace("│", " ").split())
     assert "Invalid value for '--pages': Value error, 'some' is not one of 'chain', 'all'." in said
+
+
+# ---- what the configuration asks that cannot be done: refused before a run is recorded -----------------
+
+def refused_before_the_run(args: list[str], tmp_path, monkeypatch, *said: str) -> None:
+    """`verify` exits 2 naming the setting, and the results store holds no run, no report was written."""
+    from verification.results import ResultStore
+
+    store_url = f"sqlite:///{tmp_path / 'results.db'}"
+    monkeypatch.setenv("RESTOREPROOF_RESULTS_URL", store_url)
+    result = runner.invoke(app, ["verify", *args, "--report-dir", str(tmp_path / "reports")])
+    assert result.exit_code == 2, result.output
+    message = " ".join(result.output.split())  # the console wraps long lines
+    for words in said:
+        assert words in message
+    store = ResultStore(store_url)
+    try:
+        assert store.recent_runs() == []
+    finally:
+        store.close()
+    assert not (tmp_path / "reports").exists()
+
+
+def test_direct_mode_into_a_local_target_is_refused_before_the_run_starts(s3, captured_repo, tmp_path, monkeypatch):
+    from tests.unit.sources.s3_helpers import upload_tree
+
+    upload_tree(s3.client, s3.name, "repo", captured_repo)
+    monkeypatch.setenv("RESTOREPROOF_S3__RESTORE_MODE", "direct")
+    refused_before_the_run([s3.url("repo"), "--target", "local"], tmp_path, monkeypatch,
+                           "restoreproof: s3.restore_mode direct restores into a Docker target only (pgBackRest in "
+                           "it reads S3 through its one way out), not --target local: use --target docker or auto, "
+                           "or s3.restore_mode stage")
+
+
+def test_direct_mode_from_an_endpoint_named_by_its_address_is_refused_before_the_run_starts(s3, captured_repo,
+                                                                                             tmp_path, monkeypatch):
+    from tests.unit.sources.s3_helpers import upload_tree
+
+    upload_tree(s3.client, s3.name, "repo", captured_repo)
+    monkeypatch.setenv("RESTOREPROOF_S3__RESTORE_MODE", "direct")  # AWS_ENDPOINT_URL is https://127.0.0.1:PORT
+    refused_before_the_run([s3.url("repo"), "--target", "docker"], tmp_path, monkeypatch,
+                           "restoreproof: s3.restore_mode direct with the S3 endpoint of s3.endpoint_url (or "
+                           "AWS_ENDPOINT_URL): pgBackRest checks an S3 endpoint's certificate by DNS name only: name "
+                           f"the endpoint {s3.endpoint.url} by a name its certificate holds")
+
+
+def test_sql_server_backups_into_a_local_target_are_refused_before_the_run_starts(mssql_copy, tmp_path,
+                                                                                   monkeypatch):
+    folder = mssql_copy("RestoreTimeClean")
+    refused_before_the_run([str(folder), "--target", "local"], tmp_path, monkeypatch,
+                           "restoreproof: SQL Server backups restore only into a SQL Server container, not --target "
+                           "local (the setting target: local): use --target docker, auto or offline")
+
+
+
+def test_demo_in_s3_without_motos_server_names_the_extra_and_starts_nothing(tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "moto", None)  # as where moto is not installed
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    result = runner.invoke(app, ["demo", "--s3", "--workdir", str(tmp_path / "demo"), "--clusters", "1"])
+    assert result.exit_code == 2, result.output
+    assert " ".join(result.output.split()) == (
+        "restoreproof: the local S3 endpoint needs moto's server mode, not installed here (missing: moto): install "
+        "restoreproof with its extra s3-demo, pip install 'restoreproof[s3-demo]'")
+    assert list((tmp_path / "tmp").iterdir()) == [] and not (tmp_path / "demo").exists()

@@ -645,6 +645,7 @@ class ReadingEngine(OnlineEngine):
         root = Path(self.provider.repo)
         self.saw = {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
         self.gets_then = self.source.stats.requests["GetObject"]
+        self.staged_copy = outcome.staged_copy if outcome is not None else "no outcome given"
         return super().restore_and_check(plan, target, evidence, outcome, data_checks)
 
 
@@ -665,8 +666,10 @@ def test_a_plan_in_object_storage_is_staged_restored_from_the_staged_copy_and_re
     result = verify_database(engine, plan, provider, "run-s3", source.describe(), Evidence(tmp_path / "ev"),
                              said.append, context=context, source=source, stager=stager)
     assert result.verdict is Verdict.PASSED, result.reasons
-    # The target read a folder holding exactly the plan's files, as the source lays them out.
+    # The target read a folder holding exactly the plan's files, as the source lays them out, and the
+    # engine was told so (its checks of "the repository" covered that copy).
     assert engine.saw == STAGED
+    assert engine.staged_copy == f"5 objects staged from {s3.url('repo')}"
     assert Path(provider.repo).parent == tmp_path / "state" / "staging" and not Path(provider.repo).exists()
     download = result.phases[0]
     assert (download.name, download.status, download.bytes) == (
@@ -866,6 +869,77 @@ def test_objects_unchanged_since_discovery_and_a_folder_change_nothing(s3, captu
         store.close()
     assert run is not None and PLANNED_OBJECTS not in run.host
     assert pipeline.resume(local, "r2").changed == {}
+
+
+def archive(s3: Any, key: str, storage_class: str = "GLACIER") -> None:
+    """What a lifecycle rule does: the same object, moved to another storage class."""
+    s3.client.copy_object(Bucket=s3.name, Key=key, CopySource={"Bucket": s3.name, "Key": key},
+                          StorageClass=storage_class, MetadataDirective="REPLACE")
+
+
+def test_a_plan_needing_archived_objects_is_that_databases_error_naming_each(s3, captured_repo, tmp_path):
+    from tests.unit.sources.s3_helpers import upload_tree
+    from verification import pipeline
+
+    upload_tree(s3.client, s3.name, "repo", captured_repo)
+    full = "backup/demo1/20261122-195034F/backup.manifest"
+    wal = "archive/demo1/15-1/0000000100000000/00000001000000000000000A-c4b65d719ef729e2c4c3666bec099d54cee8997d.gz"
+    older = "archive/demo1/15-1/0000000100000000/000000010000000000000001-e204611d182094ef4e50f4969e30e979ca1e5cc2.gz"
+    instant = "archive/demo1/15-1/0000000100000000/000000010000000000000009-820a2a53285fc5cf7a978d4c92550ffc01d46fd3.gz"
+    archive(s3, f"repo/{full}")
+    archive(s3, f"repo/{wal}", "DEEP_ARCHIVE")
+    archive(s3, f"repo/{older}")  # no plan needs it
+    archive(s3, f"repo/{instant}", "GLACIER_IR")  # read as any object
+    settings = settings_for(tmp_path)
+    said: list[str] = []
+    discovery = pipeline.discover(settings, pipeline.RunRequest(s3.url("repo"), "postgres"), "r1", START,
+                                  progress=said.append)
+    (plan,) = discovery.plans
+    assert plan.chain.status == "complete" and {full, wal, instant} <= set(plan.files) and older not in plan.files
+
+    def why(path: str, storage_class: str) -> str:
+        return (f"{s3.url('repo')}/{path} is in the archive storage class {storage_class} and has not been restored: "
+                "it cannot be read until it is restored (S3 RestoreObject, e.g. `aws s3api restore-object`) and the "
+                "restore has completed")
+
+    # Each named once with its class, as the run's unread files: with the database whose plan needs it.
+    assert [(u.path, u.kind, u.database, u.reason) for u in discovery.unreadable] == [
+        (older, "archived", None, why(older, "GLACIER")), (wal, "archived", "demo1", why(wal, "DEEP_ARCHIVE")),
+        (full, "archived", "demo1", why(full, "GLACIER"))]
+    assert f"archived: {full}: {why(full, 'GLACIER')}" in said
+    reason = (f"not restored: 2 object(s) the plan needs cannot be read now, being in an archive storage class: "
+              f"{why(full, 'GLACIER')}; {why(wal, 'DEEP_ARCHIVE')}")
+    provider = MemoryProvider()
+    verified = pipeline.verify_one(settings, discovery, plan, target=(provider, None))
+    # "error", never "failed" (nothing says the backups are bad) nor "passed"; nothing started.
+    assert (verified.result.verdict, verified.result.reasons) == (Verdict.ERROR, [reason])
+    assert provider.targets == []
+    # A later step in another process lists the source again and finds the same.
+    resumed = pipeline.resume(settings, "r1")
+    again = pipeline.verify_one(settings, resumed, resumed.plan("demo1"), target=(MemoryProvider(), None))
+    assert (again.result.verdict, again.result.reasons) == (Verdict.ERROR, [reason])
+    report = pipeline.publish(settings, "r1").report
+    assert report.verdict == "error" and [d.verdict for d in report.databases] == ["error"]
+    assert [(u.path, str(u.kind)) for u in report.unreadable] == [(older, "archived"), (wal, "archived"),
+                                                                   (full, "archived")]
+
+
+def test_a_plan_named_with_its_first_archived_objects_and_a_count(s3, tmp_path):
+    from verification import pipeline
+    from verification.sources.s3 import S3Source
+
+    for index in range(7):
+        s3.put(f"repo/wal/{index}", b"w", StorageClass="GLACIER")
+    s3.put("repo/wal/readable", b"w")
+    source = S3Source(s3.url("repo"))
+    plan = complete_plan()
+    plan.files = ["wal/readable", *(f"wal/{index}" for index in range(7))]
+    reason = pipeline.archived_in_plan(source, plan)
+    assert reason is not None and reason.startswith("not restored: 7 object(s) the plan needs cannot be read now")
+    assert [f"{s3.url('repo')}/wal/{index} is in" in reason for index in range(7)] == [True] * 5 + [False] * 2
+    assert reason.endswith("; and 2 more")
+    plan.files = ["wal/readable"]
+    assert pipeline.archived_in_plan(source, plan) is None
 
 
 class RewritingEngine(OnlineEngine):

@@ -135,6 +135,10 @@ def test_run_verdict_counts_unread_and_corrupt_files():
     assert overall_verdict(["passed"], [UnreadableKind.NEEDS_SERVER]) is Verdict.ERROR
     assert overall_verdict(["passed"], [UnreadableKind.UNADDRESSABLE]) is Verdict.ERROR  # maybe a backup, unread
     assert overall_verdict(["passed"], ["not-a-backup", "unaddressable"]) is Verdict.ERROR
+    # Archived and not restored: unread, never "failed" (nothing says the backup is bad), never passed.
+    assert overall_verdict(["passed"], [UnreadableKind.ARCHIVED]) is Verdict.ERROR
+    assert overall_verdict(["passed"], ["excluded", "archived"]) is Verdict.ERROR
+    assert overall_verdict(["failed"], ["archived"]) is Verdict.FAILED  # a proven bad backup still outranks it
     assert overall_verdict(["passed"], ["corrupt"]) is Verdict.FAILED
     assert overall_verdict(["passed"], ["something-new"]) is Verdict.ERROR
     assert overall_verdict([], []) is Verdict.ERROR

@@ -15,6 +15,7 @@ endpoint does.
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 import ipaddress
 import shutil
 import signal
@@ -28,9 +29,34 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 
-from verification.errors import SourceError
+from verification.errors import ConfigError, SourceError
 
 HOST = "127.0.0.1"
+# The extra that brings the endpoint's server (moto's server mode: moto, werkzeug, flask, flask-cors),
+# and what its process and its clients import; boto3 is a dependency of restoreproof itself.
+EXTRA = "s3-demo"
+SERVER_MODULES = ("moto", "werkzeug", "flask", "flask_cors", "boto3")
+
+
+def missing_modules(names: tuple[str, ...] = SERVER_MODULES) -> list[str]:
+    """The modules of `names` this Python cannot import (found without importing them)."""
+    missing = []
+    for name in names:
+        try:
+            found = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            found = None
+        if found is None:
+            missing.append(name)
+    return missing
+
+
+def require_server() -> None:
+    """ConfigError naming the extra to install when the endpoint's server cannot run here."""
+    if missing := missing_modules():
+        raise ConfigError(f"the local S3 endpoint needs moto's server mode, not installed here (missing: "
+                          f"{', '.join(missing)}): install restoreproof with its extra {EXTRA}, "
+                          f"pip install 'restoreproof[{EXTRA}]'")
 # Any key works against moto; these are what the demo's and the tests' clients send.
 DEMO_ACCESS_KEY = "restoreproof-demo"
 DEMO_SECRET_KEY = "restoreproof-demo-secret"
@@ -113,6 +139,7 @@ class LocalS3Endpoint:
             raise
 
     def _start(self, timeout: float) -> LocalS3Endpoint:
+        require_server()  # before anything is made: a process that cannot start says why, not a timeout
         if self.folder is None:
             self.folder = Path(tempfile.mkdtemp(prefix="restoreproof-s3-"))
         self.folder.mkdir(parents=True, exist_ok=True)

@@ -42,6 +42,10 @@ class RestoreOutcome:
     # What the server's own words proved about the restore (the end of redo, the segments replayed,
     # the stop point it reported), quoted in a "passed" verdict's reasons.
     proofs: list[str] = field(default_factory=list)
+    # Set by the pipeline where the target reads a staged copy of object storage holding only the
+    # plan's files (what it is, e.g. "1,028 objects staged from s3://bucket/prefix"): a check that
+    # covers "the repository" then covered that copy, and says so.
+    staged_copy: str | None = None
 
 
 __all__ = ["DataAccess", "DataChecks", "Engine", "Evidence", "RestoreOutcome", "SourcePlan", "UnreadableFile"]
@@ -164,6 +168,12 @@ class Engine(Protocol):
 
     def detect(self, source: Source) -> bool:
         """Does the source look like this engine's backups?"""
+        ...
+
+    def check_settings(self, source: Source, target: str) -> None:
+        """Refuse what the configuration asks that this engine cannot do with this source and this kind
+        of target (auto, docker, local, offline): raise ConfigError naming the setting. Called before a
+        run is recorded or anything started, so a refusal leaves no trace (exit 2)."""
         ...
 
     def plan(self, source: Source, at: datetime | None, point: PointChoice | None = None) -> SourcePlan:

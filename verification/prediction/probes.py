@@ -1,7 +1,10 @@
 """Probes for a cold start: rates measured in the same run, before the restore.
 
-- source read: a sequential read of the chain's own backup files, as the restore will read them;
-- decompression: the first compressed backup files decompressed on this host (one process);
+- source read: a read of the chain's own backup files, as the restore will read them: one after the
+  other from a folder, `parallel_reads` at once from a source that serves reads better in parallel
+  (object storage: s3.threads), where each request's latency would otherwise be the measure;
+- decompression: the first compressed backup files decompressed on this host (one process; from
+  object storage, the files are fetched ahead in parallel and only the decompression is timed);
 - target write: a sequential write, flushed to disk, in the target's data folder;
 - container start: a second target of the same image started and removed.
 Each is reported as a probe, never as a measurement of the restore itself.
@@ -13,7 +16,8 @@ import bz2
 import re
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Generator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from verification.prediction.phase_model import MB, Probe
@@ -27,8 +31,37 @@ CHUNK = 4 * MB
 DD_SECONDS_RE = re.compile(r"(?P<bytes>\d+) bytes .* copied, (?P<seconds>[\d.]+) s")
 
 
+# At most this much of object storage fetched ahead of the decompression probe (besides one file).
+AHEAD_BYTES = 256 * MB
+
+
+def parallel_reads(source: Source) -> int:
+    """How many reads the source serves at once to advantage (object storage's s3.threads; 1 for a folder)."""
+    return max(1, int(getattr(source, "parallel_reads", 1) or 1))
+
+
+def _chunks(source: Source, files: list[str], limit: int) -> list[tuple[str, int, int]]:
+    """(path, offset, length) of the first `limit` bytes of `files`, in order, in 4 MiB chunks: the sizes
+    are the source's own (a listing's, for object storage), so nothing is read to know them."""
+    chunks: list[tuple[str, int, int]] = []
+    planned = 0
+    for path in files:
+        size, offset = source.size(path), 0
+        while offset < size and planned < limit:
+            length = min(CHUNK, size - offset, limit - planned)
+            chunks.append((path, offset, length))
+            offset += length
+            planned += length
+        if planned >= limit:
+            break
+    return chunks
+
+
 def source_read_probe(source: Source, files: list[str], limit: int) -> Probe | None:
-    """Read up to `limit` bytes of `files` in order, in 4 MiB chunks."""
+    """Read up to `limit` bytes of `files` in order, in 4 MiB chunks; `parallel_reads` chunks at once."""
+    threads = parallel_reads(source)
+    if threads > 1:
+        return _parallel_source_read(source, files, limit, threads)
     read, started = 0, time.perf_counter()
     names = []
     for path in files:
@@ -47,9 +80,53 @@ def source_read_probe(source: Source, files: list[str], limit: int) -> Probe | N
     seconds = time.perf_counter() - started
     if read == 0:
         return None
-    shown = ", ".join(names[:2]) + (f" and {len(names) - 2} more" if len(names) > 2 else "")
-    return Probe("source read", read, seconds, f"sequential read of {read / MB:.1f} MB of {shown} in "
+    return Probe("source read", read, seconds, f"sequential read of {read / MB:.1f} MB of {_shown(names)} in "
                                                f"{source.describe()}")
+
+
+def _parallel_source_read(source: Source, files: list[str], limit: int, threads: int) -> Probe | None:
+    chunks = _chunks(source, files, limit)
+    if not chunks:
+        return None
+    workers = min(threads, len(chunks))
+    started = time.perf_counter()
+    with ThreadPoolExecutor(workers, thread_name_prefix="restoreproof-probe") as pool:
+        read = sum(pool.map(lambda chunk: len(source.read_bytes(*chunk)), chunks))
+    seconds = time.perf_counter() - started
+    if read == 0:
+        return None
+    names = list(dict.fromkeys(path for path, _, _ in chunks))
+    return Probe("source read", read, seconds, f"parallel read ({workers} at once) of {read / MB:.1f} MB of "
+                                               f"{_shown(names)} in {source.describe()}")
+
+
+def _shown(names: list[str]) -> str:
+    return ", ".join(names[:2]) + (f" and {len(names) - 2} more" if len(names) > 2 else "")
+
+
+def _read_ahead(source: Source, paths: list[str], threads: int) -> Generator[bytes, None, None]:
+    """The first 64 MiB of each file, in order; with several threads, fetched ahead (at most `threads`
+    files and AHEAD_BYTES in flight). Stopping early cancels what has not started."""
+    def fetch(path: str) -> bytes:
+        return source.read_bytes(path, 0, min(source.size(path), 64 * MB))
+
+    if threads <= 1:
+        yield from (fetch(path) for path in paths)
+        return
+    pool = ThreadPoolExecutor(threads, thread_name_prefix="restoreproof-probe")
+    pending: list[tuple[Future[bytes], int]] = []
+    queued, ahead = 0, 0
+    try:
+        for _ in paths:
+            while queued < len(paths) and len(pending) < threads and (not pending or ahead < AHEAD_BYTES):
+                size = min(source.size(paths[queued]), 64 * MB)
+                pending.append((pool.submit(fetch, paths[queued]), size))
+                queued, ahead = queued + 1, ahead + size
+            future, size = pending.pop(0)
+            ahead -= size
+            yield future.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _decompressor(path: str) -> tuple[str, Callable[[], zlib._Decompress | bz2.BZ2Decompressor]] | None:
@@ -65,22 +142,22 @@ def decompression_probe(source: Source, files: list[str], limit: int) -> Probe |
     format this host can decompress (lz4, zst: the documented default is used)."""
     produced, started, kind = 0, 0.0, ""
     elapsed = 0.0
-    for path in files:
-        found = _decompressor(path)
-        if found is None:
-            continue
-        kind, make = found
-        data = source.read_bytes(path, 0, min(source.size(path), 64 * MB))
-        started = time.perf_counter()
-        try:
-            # Bounded output: empty pages compress a thousandfold, and the probe needs only `limit`.
-            produced += len(make().decompress(data, max_length=limit - produced))
-        except (zlib.error, OSError, EOFError, ValueError):
-            continue  # a damaged file is the restore's and the verify check's to report
-        finally:
-            elapsed += time.perf_counter() - started
-        if produced >= limit:
-            break
+    compressed = [(path, found) for path in files if (found := _decompressor(path)) is not None]
+    fetched = _read_ahead(source, [path for path, _ in compressed], parallel_reads(source))
+    try:
+        for (_path, (name, make)), data in zip(compressed, fetched, strict=False):
+            kind, started = name, time.perf_counter()
+            try:
+                # Bounded output: empty pages compress a thousandfold, and the probe needs only `limit`.
+                produced += len(make().decompress(data, max_length=limit - produced))
+            except (zlib.error, OSError, EOFError, ValueError):
+                continue  # a damaged file is the restore's and the verify check's to report
+            finally:
+                elapsed += time.perf_counter() - started
+            if produced >= limit:
+                break
+    finally:
+        fetched.close()  # what was fetched ahead and is not needed: cancelled, its threads ended
     if produced == 0 or elapsed <= 0:
         return None
     return Probe("decompression", produced, elapsed, f"{kind} decompression of {produced / MB:.1f} MB of output "

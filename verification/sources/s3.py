@@ -14,6 +14,14 @@ at its start (a SQL Server header is read as 8, 16, then 16 KiB from offset 0), 
 cost two GETs, its head and its trailer; an object of at most 64 KiB is fetched whole, once.
 
 Unfinished multipart uploads under the prefix (what a failed backup leaves) are listed too.
+
+Objects in an archive storage class (GLACIER, DEEP_ARCHIVE, as the listing names each object's class)
+cannot be read until they are restored: each is asked once, by a HEAD, whether a restored copy is there
+(`x-amz-restore: ongoing-request="false"`); one not restored, or still being restored, is kept in
+`archived` with why, and a read of it is an ArchivedObjectError naming it and its class, never a GET
+answered "access denied". GLACIER_IR (Instant Retrieval) is read like any other class. An object in an
+Intelligent-Tiering archive tier (listed as INTELLIGENT_TIERING) is known as such only when a GET is
+refused with InvalidObjectState: that read is an ArchivedObjectError too.
 """
 
 from __future__ import annotations
@@ -46,7 +54,7 @@ from urllib3.exceptions import ProtocolError
 
 from verification import __version__
 from verification.config import S3Settings
-from verification.errors import SourceError
+from verification.errors import ArchivedObjectError, SourceError
 from verification.model import IncompleteUpload
 from verification.redaction import MIN_SECRET_LENGTH, Redactor
 from verification.sources.base import Fingerprint
@@ -66,6 +74,9 @@ HEADS_KEPT = 256  # at most 16 MiB of them in memory
 # early: enough folders to keep every thread busy.
 DISCOVERY_DEPTH = 4
 FOLDERS_PER_THREAD = 4
+# Storage classes whose objects S3 serves only once restored (GLACIER_IR, Instant Retrieval, is read
+# as it is): an object listed in one is asked whether a restored copy is there.
+ARCHIVE_CLASSES = frozenset({"GLACIER", "DEEP_ARCHIVE"})
 # Errors of reading a response body: botocore retries a request, not the stream after it.
 BODY_ERRORS = (IncompleteReadError, ReadTimeoutError, ResponseStreamingError, ProtocolError)
 
@@ -97,6 +108,28 @@ class ObjectInfo:
     checksum_algorithm: str | None = None
     checksum: str | None = None
     checksum_type: str | None = None
+    # As the listing names it (STANDARD, GLACIER, ...); None where a store lists none.
+    storage_class: str | None = None
+
+
+def restore_state(header: str | None) -> str | None:
+    """What an archived object's `x-amz-restore` header (a HEAD's `Restore`) says: None when a restored
+    copy can be read now, else why not."""
+    if header is None:
+        return "has not been restored"
+    said = header.replace(" ", "").lower()
+    if 'ongoing-request="true"' in said:
+        return "is being restored (the restore is still in progress)"
+    if 'ongoing-request="false"' in said:
+        return None
+    return f"gives a restore status restoreproof does not know ({header!r})"
+
+
+def archived_reason(url: str, storage_class: str | None, state: str) -> str:
+    """Why an archived object cannot be read, naming it and its storage class."""
+    kind = f"the archive storage class {storage_class}" if storage_class else "an archive storage class"
+    return (f"{url} is in {kind} and {state}: it cannot be read until it is restored (S3 RestoreObject, "
+            "e.g. `aws s3api restore-object`) and the restore has completed")
 
 
 @dataclass
@@ -204,6 +237,10 @@ class S3Source:
         self._uploads: list[IncompleteUpload] = []
         # Why the unfinished multipart uploads could not be listed (None: they were).
         self.uploads_unlisted: str | None = None
+        # Objects in an archive storage class with no restored copy to read now: path -> why (naming
+        # the object and its class). Listed as files all the same: a backup that exists but cannot be
+        # read now is neither missing nor damaged.
+        self.archived: dict[str, str] = {}
         self._scrub = Redactor(secrets=[])
         try:
             self.client, secrets = _client(self.settings)
@@ -262,6 +299,8 @@ class S3Source:
 
     def read_bytes(self, path: str, offset: int = 0, length: int | None = None) -> bytes:
         entry = self._entry(path)
+        if (why := self.archived.get(self._path(path))) is not None:
+            raise ArchivedObjectError(why, entry.storage_class)  # a GET would be refused: none is made
         if offset < 0 or (length is not None and length < 0):
             raise ValueError(f"a negative offset or length reading {entry.url}")
         end = entry.size if length is None else min(entry.size, offset + length)
@@ -376,6 +415,7 @@ class S3Source:
                     frontier, depth = found, depth + 1
                 for objects, _ in self._parallel(lambda p: self._list(p, False), frontier, pool):
                     self._add(objects)
+                self.archived = self._archive_states(pool)
                 self._uploads = uploads.result()
             except BaseException:
                 uploads.cancel()
@@ -386,6 +426,22 @@ class S3Source:
         if not self._objects:
             pending = f" ({len(self._uploads)} unfinished multipart uploads are under it)" if self._uploads else ""
             raise SourceError(f"{self.describe()} holds no objects: the prefix does not exist or is empty{pending}")
+
+    def _archive_states(self, pool: ThreadPoolExecutor) -> dict[str, str]:
+        """The objects listed in an archive storage class that cannot be read now, with why: one HEAD
+        each (in parallel), since a listing does not say whether a restored copy is there."""
+        listed = sorted(path for path, info in self._objects.items() if info.storage_class in ARCHIVE_CLASSES)
+
+        def state(path: str) -> str | None:
+            entry = self._objects[path]
+            try:
+                found = self.client.head_object(Bucket=self.bucket, Key=entry.key)
+            except (ClientError, BotoCoreError) as exc:
+                raise self._error(exc, "HeadObject", entry.url) from None
+            return restore_state(found.get("Restore"))
+
+        return {path: archived_reason(self._objects[path].url, self._objects[path].storage_class, why)
+                for path, why in zip(listed, self._parallel(state, listed, pool), strict=True) if why is not None}
 
     def _list(self, prefix: str, delimited: bool) -> tuple[list[dict[str, Any]], list[str]]:
         arguments: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
@@ -444,7 +500,7 @@ class S3Source:
                 url=self.location.of(path), key=key, size=int(item["Size"]), etag=str(item["ETag"]),
                 last_modified=item["LastModified"].astimezone(UTC),
                 checksum_algorithm=str(algorithms[0]) if algorithms else None,
-                checksum_type=item.get("ChecksumType"))
+                checksum_type=item.get("ChecksumType"), storage_class=item.get("StorageClass"))
             folder, _, name = path.rpartition("/")
             self._add_folders(folder)
             self._children[folder].add(name)
@@ -511,7 +567,13 @@ class S3Source:
                     except BODY_ERRORS as exc:
                         raise _BodyCut() from exc
         except (ClientError, BotoCoreError) as exc:
-            raise self._error(exc, "GetObject", entry.url) from None
+            error = self._error(exc, "GetObject", entry.url)
+            if error.code == "InvalidObjectState":  # archived since the listing, or an archive tier
+                said = exc.response.get("Error", {}).get("StorageClass") if isinstance(exc, ClientError) else None
+                storage_class = str(said or entry.storage_class or "") or None
+                raise ArchivedObjectError(archived_reason(entry.url, storage_class, "is not restored (GetObject: "
+                                                          "InvalidObjectState, HTTP 403)"), storage_class) from None
+            raise error from None
         except _BodyCut as cut:
             raise self._error(cut.__cause__ or cut, "GetObject (reading the body)", entry.url) from None
         if len(data) != end - start:
@@ -535,7 +597,8 @@ class S3Source:
                           last_modified=found["LastModified"].astimezone(UTC),
                           checksum_algorithm=algorithm or entry.checksum_algorithm,
                           checksum=str(found[f"Checksum{algorithm}"]) if algorithm else None,
-                          checksum_type=found.get("ChecksumType"))
+                          checksum_type=found.get("ChecksumType"),
+                          storage_class=found.get("StorageClass") or entry.storage_class)
 
     @staticmethod
     def _differences(listed: ObjectInfo, now: ObjectInfo) -> str:

@@ -59,6 +59,12 @@ def translate(exc: BaseException, *, url: str, operation: str, endpoint: str, sc
             bucket = url.removeprefix("s3://").split("/", 1)[0]
             return S3Error(f"{url}: the bucket {bucket!r} does not exist at {endpoint} ({operation}: NoSuchBucket, "
                            f"{http})", code)
+        if code == "InvalidObjectState":
+            # A 403 too, but nothing to do with the keys: the object is archived and not restored.
+            storage_class = exc.response.get("Error", {}).get("StorageClass")
+            held = f"the archive storage class {storage_class}" if storage_class else "an archive storage class"
+            return S3Error(f"{url} is in {held} and is not restored ({operation}: {code}, {http}): it cannot be "
+                           "read until it is restored (S3 RestoreObject) and the restore has completed", code)
         if code in ACCESS_DENIED or status == 403:
             because = DENIED_BECAUSE.get(code, "the credentials used are not allowed to do this")
             return S3Error(f"access denied to {url} ({operation}: {code}, {http}): {because}; check the keys "

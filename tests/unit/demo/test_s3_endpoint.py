@@ -101,3 +101,47 @@ def test_a_start_that_fails_leaves_nothing(tmp_path: Path) -> None:
         endpoint.start(timeout=0.0)  # no time to answer: said as not started
     assert not (tmp_path / "endpoint").exists()
     assert endpoint.process is None
+
+
+def test_a_python_without_motos_server_is_told_which_extra_to_install(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from verification.errors import ConfigError
+
+    # None in sys.modules: `import moto` fails here as where moto is not installed.
+    monkeypatch.setitem(sys.modules, "moto", None)
+    monkeypatch.setitem(sys.modules, "flask_cors", None)
+    endpoint = LocalS3Endpoint(folder=tmp_path / "endpoint")
+    with pytest.raises(ConfigError) as raised:
+        endpoint.start()
+    assert str(raised.value) == ("the local S3 endpoint needs moto's server mode, not installed here (missing: moto, "
+                                 "flask_cors): install restoreproof with its extra s3-demo, "
+                                 "pip install 'restoreproof[s3-demo]'")
+    assert endpoint.process is None and not (tmp_path / "endpoint").exists()  # nothing made
+
+
+def test_the_extra_named_brings_what_the_endpoint_imports_and_boto3_is_a_dependency() -> None:
+    import ast
+    import tomllib
+
+    from verification.demo import moto_tls
+    from verification.demo.s3_endpoint import EXTRA, SERVER_MODULES
+
+    root = Path(__file__).resolve().parents[3]
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    assert project["optional-dependencies"][EXTRA] == ["moto[server]>=5.0"]
+    needed = {requirement.split(">")[0].split("[")[0] for requirement in project["dependencies"]}
+    # What the S3 source, staging and direct mode import: dependencies of the package itself.
+    assert {"boto3", "botocore", "s3transfer", "tenacity", "requests"} <= needed
+    # Every module the endpoint's process imports is one the check looks for (or the standard library's).
+    tree = ast.parse(Path(moto_tls.__file__).read_text())
+    imported = {(node.module or "").split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    imported |= {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                 for alias in node.names}
+    assert imported - set(sys.stdlib_module_names) - {"__future__"} <= set(SERVER_MODULES)
+    # moto's server application needs flask and flask-cors, which only its extra `server` brings.
+    import importlib.util
+
+    moto = importlib.util.find_spec("moto")
+    assert moto is not None and moto.origin is not None
+    werkzeug_app = Path(moto.origin).parent / "moto_server" / "werkzeug_app.py"
+    assert "flask_cors" in werkzeug_app.read_text() and "flask_cors" in SERVER_MODULES

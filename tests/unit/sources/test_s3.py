@@ -287,6 +287,115 @@ def test_a_key_that_is_no_path_is_set_aside_by_name(s3: Bucket) -> None:
     assert source.skipped == ["sql/db/./c.bak", "sql/db//b.bak"]
 
 
+# -- archive storage classes -----------------------------------------------------------------------
+
+def moto_restores(s3: Bucket, transition: dict[str, Any] | None) -> None:
+    """How moto's server moves an object's restore along (None: at once, its default): its state manager."""
+    import ssl
+    import urllib.request
+
+    assert s3.endpoint.ca_file is not None
+    path, body = (("set-transition", {"model_name": "s3::keyrestore", "transition": transition}) if transition
+                  else ("unset-transition", {"model_name": "s3::keyrestore"}))
+    request = urllib.request.Request(f"{s3.endpoint.url}/moto-api/state-manager/{path}", method="POST",
+                                     data=json.dumps(body).encode())
+    urllib.request.urlopen(request, context=ssl.create_default_context(cafile=str(s3.endpoint.ca_file))).read()
+
+
+def archived_message(url: str, storage_class: str, state: str) -> str:
+    return (f"{url} is in the archive storage class {storage_class} and {state}: it cannot be read until it is "
+            "restored (S3 RestoreObject, e.g. `aws s3api restore-object`) and the restore has completed")
+
+
+def test_objects_in_archive_storage_classes_are_named_with_their_class_and_never_read(s3: Bucket) -> None:
+    from verification.errors import ArchivedObjectError
+
+    body = b"backup bytes " * 100
+    for storage_class in ("STANDARD", "GLACIER", "DEEP_ARCHIVE", "GLACIER_IR", "INTELLIGENT_TIERING"):
+        s3.put(f"sql/{storage_class}.bak", body, StorageClass=storage_class)
+    s3.put("sql/restored.bak", body, StorageClass="DEEP_ARCHIVE")
+    s3.client.restore_object(Bucket=s3.name, Key="sql/restored.bak", RestoreRequest={"Days": 2})
+    # The listing names each object's class: what the source goes by.
+    listed = {o["Key"]: o["StorageClass"] for o in s3.client.list_objects_v2(Bucket=s3.name)["Contents"]}
+    assert listed["sql/GLACIER.bak"] == "GLACIER" and listed["sql/GLACIER_IR.bak"] == "GLACIER_IR"
+    source = S3Source(s3.url("sql"))
+    assert {path: source.listed(path).storage_class for path in source.paths()} == {
+        "STANDARD.bak": "STANDARD", "GLACIER.bak": "GLACIER", "DEEP_ARCHIVE.bak": "DEEP_ARCHIVE",
+        "GLACIER_IR.bak": "GLACIER_IR", "INTELLIGENT_TIERING.bak": "INTELLIGENT_TIERING",
+        "restored.bak": "DEEP_ARCHIVE"}
+    url = f"s3://{s3.name}/sql"
+    assert source.archived == {
+        "DEEP_ARCHIVE.bak": archived_message(f"{url}/DEEP_ARCHIVE.bak", "DEEP_ARCHIVE", "has not been restored"),
+        "GLACIER.bak": archived_message(f"{url}/GLACIER.bak", "GLACIER", "has not been restored")}
+    # One HEAD per object in an archive class (is a restored copy there?), none for the others.
+    assert source.stats.requests["HeadObject"] == 3
+    for path, storage_class in (("GLACIER.bak", "GLACIER"), ("DEEP_ARCHIVE.bak", "DEEP_ARCHIVE")):
+        with pytest.raises(ArchivedObjectError) as raised:
+            source.read_bytes(path, 0, 8)
+        assert (str(raised.value), raised.value.storage_class) == (source.archived[path], storage_class)
+        assert "access denied" not in str(raised.value)
+    assert "GetObject" not in source.stats.requests  # refused here, not asked of S3
+    # Instant Retrieval, the other classes and a restored copy read as any object does.
+    assert [source.read_bytes(p) for p in ("GLACIER_IR.bak", "INTELLIGENT_TIERING.bak", "restored.bak",
+                                           "STANDARD.bak")] == [body] * 4
+    # Still files of the tree: a backup that exists and cannot be read now is not a missing one.
+    assert source.exists("GLACIER.bak") and source.size("GLACIER.bak") == len(body)
+    assert source.list_dir("") == sorted(listed_key.removeprefix("sql/") for listed_key in listed)
+
+
+def test_an_object_archived_after_the_listing_says_so_when_read(s3: Bucket) -> None:
+    from verification.errors import ArchivedObjectError
+
+    s3.put("sql/a.bak", b"TAPE" * 10)
+    source = S3Source(s3.url("sql"))
+    # A lifecycle rule moved it after the listing: same bytes, same ETag, another class.
+    s3.client.copy_object(Bucket=s3.name, Key="sql/a.bak", CopySource={"Bucket": s3.name, "Key": "sql/a.bak"},
+                          StorageClass="GLACIER", MetadataDirective="REPLACE")
+    url = f"s3://{s3.name}/sql/a.bak"
+    with pytest.raises(ArchivedObjectError) as raised:
+        source.read_bytes("a.bak")
+    assert str(raised.value) == archived_message(url, "GLACIER", "is not restored (GetObject: InvalidObjectState, "
+                                                                  "HTTP 403)")
+    assert raised.value.storage_class == "GLACIER"
+
+
+def test_an_object_whose_restore_is_in_progress_is_not_read_until_it_completes(s3: Bucket) -> None:
+    from verification.errors import ArchivedObjectError
+
+    seconds = 3.0  # how long moto's restore stays in progress, from the first time it is asked
+    put = time.monotonic()
+    s3.put("pg/archive/000000010000000000000001", b"W" * 64, StorageClass="GLACIER")
+    s3.client.restore_object(Bucket=s3.name, Key="pg/archive/000000010000000000000001", RestoreRequest={"Days": 1})
+    moto_restores(s3, {"progression": "time", "seconds": seconds})
+    try:
+        time.sleep(max(0.0, put + seconds + 0.1 - time.monotonic()))
+        source = S3Source(s3.url("pg"))
+        url = f"s3://{s3.name}/pg/archive/000000010000000000000001"
+        why = archived_message(url, "GLACIER", "is being restored (the restore is still in progress)")
+        assert source.archived == {"archive/000000010000000000000001": why}
+        with pytest.raises(ArchivedObjectError, match=r"restore is still in progress"):
+            source.read_bytes("archive/000000010000000000000001")
+        time.sleep(seconds + 0.2)
+        # The restore completed: a new listing reads the restored copy.
+        again = S3Source(s3.url("pg"))
+        assert again.archived == {} and again.read_bytes("archive/000000010000000000000001") == b"W" * 64
+    finally:
+        moto_restores(s3, None)
+
+
+@pytest.mark.parametrize(("header", "said"), [
+    (None, "has not been restored"),
+    ('ongoing-request="true"', "is being restored (the restore is still in progress)"),
+    ('ongoing-request="false", expiry-date="Fri, 27 Nov 2026 00:00:00 GMT"', None),
+    ('ongoing-request = "false"', None),
+    ("something else", "gives a restore status restoreproof does not know ('something else')"),
+])
+def test_what_a_restore_header_says(header: str | None, said: str | None) -> None:
+    from verification.sources.s3 import restore_state
+
+    assert restore_state(header) == said
+
+
 # -- planning from S3 equals planning from a folder ------------------------------------------------
 
 def plans_of(settings: Settings, where: str) -> tuple[str, Any, dict[str, Any]]:
@@ -328,6 +437,41 @@ def test_the_sql_server_corpus_in_olas_layout_plans_the_same_from_s3(s3: Bucket,
     small = len(stats.whole_reads)
     assert 20 < small < len(sizes) - 20  # the corpus has both kinds
     assert stats.requests["GetObject"] == small + 2 * (len(sizes) - small) and "HeadObject" not in stats.requests
+
+
+def test_archived_sql_server_backups_are_named_unread_and_keep_the_run_from_passing(
+        s3: Bucket, mssql_corpus: Path, tmp_path: Path) -> None:
+    """The differential (the first file found, so detection reads past it) and the newest log of the
+    chain in GLACIER: each named with its class, never read, never "corrupt"; the rest is planned."""
+    from typer.testing import CliRunner
+
+    from verification.cli import app
+    from verification.config import load_settings
+    from verification.pipeline import run_verification
+
+    layout = {k: v for k, v in ola_layout(mssql_corpus).items() if k.startswith("SQL2008/RestoreTimeClean/")}
+    archived = ["SQL2008/RestoreTimeClean/DIFF/SQL2008_RestoreTimeClean_DIFF_20261124_002600.bak",
+                "SQL2008/RestoreTimeClean/LOG/SQL2008_RestoreTimeClean_LOG_20261124_002900.trn"]
+    for key, file in layout.items():
+        s3.put(f"rtc/{key}", file.read_bytes(), StorageClass="GLACIER" if key in archived else "STANDARD")
+    engine, source, planned = plans_of(Settings(), s3.url("rtc"))
+    assert engine == "mssql"
+    assert [(u["path"], u["kind"], u["database"], u["reason"]) for u in planned["unreadable"]] == [
+        (path, "archived", None, archived_message(f"{s3.url('rtc')}/{path}", "GLACIER", "has not been restored"))
+        for path in archived]
+    assert not set(archived) & set(source.stats.bytes_by_path)  # never read
+    (plan,) = planned["plans"]
+    assert plan["chain"]["status"] == "complete" and not set(archived) & set(plan["files"])
+    # `plan` says so too: a complete chain, and files nobody could read (exit 2, not 0).
+    said = CliRunner().invoke(app, ["plan", s3.url("rtc")])
+    assert said.exit_code == 2, said.output
+    assert (f"archived: {archived[1]}: {s3.url('rtc')}/{archived[1]} is in the archive storage class GLACIER and "
+            "has not been restored") in said.output
+    settings = load_settings(None, state_dir=tmp_path / "state", report_dir=tmp_path / "reports",
+                             results_url=f"sqlite:///{tmp_path / 'r.db'}")
+    report = run_verification(settings, s3.url("rtc"), target_kind="offline").report
+    assert report.verdict == "error"
+    assert [(u.path, str(u.kind)) for u in report.unreadable] == [(path, "archived") for path in archived]
 
 
 def test_a_pgbackrest_repository_plans_the_same_from_s3(s3: Bucket, captured_repo: Path) -> None:

@@ -181,6 +181,20 @@ def test_an_object_deleted_since_the_plan_is_an_error_naming_it(s3: Bucket, repo
     nothing_left(tmp_path)
 
 
+def test_an_object_archived_since_the_plan_is_an_error_naming_it_and_its_class(s3: Bucket, repo: dict[str, bytes],
+                                                                               tmp_path: Path) -> None:
+    staging, _ = stager(s3, tmp_path)
+    key = "repo/archive/db/15-1/seg-2"  # a lifecycle rule moved it: same bytes, same ETag
+    s3.client.copy_object(Bucket=s3.name, Key=key, CopySource={"Bucket": s3.name, "Key": key},
+                          StorageClass="DEEP_ARCHIVE", MetadataDirective="REPLACE")
+    with pytest.raises(SourceError) as raised:
+        staging.stage(list(repo), "run-1", "db")
+    assert str(raised.value) == (f"{s3.url('repo')}/archive/db/15-1/seg-2 is in the archive storage class "
+                                 "DEEP_ARCHIVE and is not restored (GetObject: InvalidObjectState, HTTP 403): it "
+                                 "cannot be read until it is restored (S3 RestoreObject) and the restore has completed")
+    nothing_left(tmp_path)
+
+
 @pytest.mark.parametrize("size", [5000, PART_BYTES + MiB], ids=["whole: botocore's check", "in parts: ours"])
 def test_bytes_that_do_not_match_the_checksum_s3_keeps_are_an_error(s3: Bucket, tmp_path: Path, size: int) -> None:
     """moto keeps the checksum it is given without checking it against the body (S3 itself refuses it

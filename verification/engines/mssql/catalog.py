@@ -24,6 +24,7 @@ from verification.engines.mssql.mtf import (
     read_backup_header,
     read_trailer_identity,
 )
+from verification.errors import ArchivedObjectError
 from verification.sources.base import Fingerprint, Source, SourceFile, excluded
 
 if TYPE_CHECKING:
@@ -122,6 +123,7 @@ class Unreadable:
     # "needs-server": natively compressed, readable only by RESTORE HEADERONLY in a target.
     # "corrupt": a backup (by its first bytes, extension or folder) that is truncated or damaged.
     # "not-a-backup": any other file, named with its first bytes; "excluded": matched a pattern.
+    # "archived": an object in an archive storage class, not restored: never read.
     kind: str
     # Whose backup it was, when the trailer of a damaged file could still be read.
     identity: TrailerIdentity | None = None
@@ -178,7 +180,10 @@ def read_file(source: Source, path: str) -> FileRead:
     """What one file's header says (its head and trailer read; the trailer alone where the head is
     not a backup's, to tell a damaged backup from a stray file)."""
     reader = SourceFile(source, path)
-    magic = reader.read(0, FIRST_BYTES)
+    try:
+        magic = reader.read(0, FIRST_BYTES)
+    except ArchivedObjectError as exc:  # exists, and nothing can read it until it is restored
+        return FileRead(unreadable=Unreadable(path, str(exc), "archived"), read=False)
     if not (magic.startswith(b"TAPE") or magic.startswith(COMPRESSED_MAGIC)):
         found = describe_bytes(magic)
         # Names are not trusted: a file whose trailer still holds a backup set's closing copy is a

@@ -55,7 +55,7 @@ from verification.engines.mssql.outputs import (
 from verification.engines.mssql.page_check import verify_pages
 from verification.engines.mssql.restore_proof import last_restore_query, point_not_reached, prove_point
 from verification.engines.mssql.url_target import S3UrlTarget
-from verification.errors import RestoreproofError, TargetError
+from verification.errors import ArchivedObjectError, ConfigError, RestoreproofError, TargetError
 from verification.model import (
     BackupSet,
     CheckKind,
@@ -135,6 +135,14 @@ class MssqlEngine:
         return MssqlTargetProvider(self.settings.mssql, max(versions, default=0), state_dir=self.settings.state_dir,
                                    s3=location)
 
+    def check_settings(self, source: Source, target: str) -> None:
+        """Before a run is recorded: a local target cannot restore SQL Server backups, and direct mode's
+        refusals (what SQL Server's S3 connector cannot do) come here too, not after the run started."""
+        if target == "local":
+            raise ConfigError("SQL Server backups restore only into a SQL Server container, not --target local "
+                              "(the setting target: local): use --target docker, auto or offline")
+        s3_url.location_for(source, self.settings, target)
+
     def check_target(self, kind: str) -> None:
         from verification.targets.docker import docker_client
 
@@ -167,7 +175,10 @@ class MssqlEngine:
                 if known is not None and (known.header is not None or (
                         known.unreadable is not None and known.unreadable.kind == "needs-server")):
                     return True
-                magic = source.read_bytes(path, 0, 8)
+                try:
+                    magic = source.read_bytes(path, 0, 8)
+                except ArchivedObjectError:
+                    continue  # archived, not restored: planning names it; the next file may tell
                 # A folder of damaged .bak/.trn files is still SQL Server's: planning then names each one.
                 if magic.startswith(b"TAPE") or magic == COMPRESSED_MAGIC or looks_like_backup(path):
                     return True

@@ -95,6 +95,13 @@ class S3Repository:
                             key=len, reverse=True))
 
 
+def is_direct(source: Source) -> bool:
+    """Whether pgBackRest in the target reads `source` itself: it is in S3, and s3.restore_mode is direct."""
+    from verification.sources.s3 import S3Source
+
+    return isinstance(source, S3Source) and source.settings.restore_mode == "direct"
+
+
 def direct_repository(source: Source, settings: Settings) -> S3Repository | None:
     """The repository in S3 that pgBackRest in the target reads itself, when `source` is in S3 and
     s3.restore_mode is direct; None otherwise. Everything comes from the source: its bucket and prefix,
@@ -102,7 +109,7 @@ def direct_repository(source: Source, settings: Settings) -> S3Repository | None
     signs with (the settings' or the AWS chain's)."""
     from verification.sources.s3 import S3Source
 
-    if not isinstance(source, S3Source) or source.settings.restore_mode != "direct":
+    if not is_direct(source) or not isinstance(source, S3Source):
         return None
     s3 = source.settings
     key, secret, token = _credentials(s3, source.describe())

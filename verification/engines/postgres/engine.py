@@ -9,7 +9,8 @@ targets share this code. The order of a verification:
     data checks (Great Expectations, run by
     restoreproof's process over the socket)  -> phase "data_checks"
     pg_amcheck; clean stop; pg_checksums    -> phase "integrity_check"
-    pgbackrest verify (whole repository)    -> phase "repository_verify"
+    pgbackrest verify (whole repository;    -> phase "repository_verify"
+      a staged copy: the planned chain)
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from verification.engines.base import (
 )
 from verification.engines.postgres import chain as chain_rules
 from verification.engines.postgres import work
-from verification.engines.postgres.direct import DirectTarget, direct_repository
+from verification.engines.postgres.direct import DirectTarget, direct_repository, is_direct
 from verification.engines.postgres.footprint import backup_history, chain_files
 from verification.engines.postgres.integrity import parse_pg_amcheck, parse_pg_checksums
 from verification.engines.postgres.pgbackrest_errors import (
@@ -53,8 +54,8 @@ from verification.engines.postgres.repository import (
     unrecognised_files,
 )
 from verification.engines.postgres.serverlog import CONFIG_ERRORS, RecoveryLog, parse_server_log
-from verification.engines.postgres.verify_output import parse_pgbackrest_verify
-from verification.errors import RestoreproofError, SourceError, TargetError
+from verification.engines.postgres.verify_output import parse_pgbackrest_verify, scoped_to_staged_chain
+from verification.errors import ConfigError, SourceError, TargetError
 from verification.model import (
     Chain,
     ChainStatus,
@@ -114,6 +115,9 @@ def unreadable_stanza(name: str, exc: RepositoryFileError) -> RestorePlan:
     return RestorePlan("postgres", name, chain)
 
 
+DIRECT_NEEDS_DOCKER = ("s3.restore_mode direct restores into a Docker target only (pgBackRest in it reads S3 "
+                       "through its one way out), not --target local: use --target docker or auto, or "
+                       "s3.restore_mode stage")
 PORT = 5432  # the restored server's; on a socket private to its target
 TOOL_VERSION_COMMANDS = [["pgbackrest", "version"], ["postgres", "--version"], ["pg_amcheck", "--version"]]
 
@@ -135,11 +139,10 @@ class PostgresEngine:
 
         repository = direct_repository(source, self.settings) if source is not None else None
         if repository is not None:
-            # Direct mode: pgBackRest in a container reads the repository in S3 itself.
+            # Direct mode: pgBackRest in a container reads the repository in S3 itself (check_settings
+            # refused a local target before the run started; said again for a caller that did not ask).
             if kind == "local":
-                raise RestoreproofError("s3.restore_mode direct restores into a Docker target only (pgBackRest "
-                                        "in it reads S3 through its one way out): use --target docker or auto, "
-                                        "or s3.restore_mode stage")
+                raise ConfigError(DIRECT_NEEDS_DOCKER)
             from verification.engines.postgres.direct import DirectTargetProvider
             from verification.images import ensure_image
 
@@ -159,6 +162,19 @@ class PostgresEngine:
 
     def check_target(self, kind: str) -> None:
         self.target_provider(kind, [])
+
+    def check_settings(self, source: Source, target: str) -> None:
+        """s3.restore_mode direct: a Docker target (its pgBackRest reads S3 itself), keys to give it, and
+        an endpoint its certificate check can pass; all known before anything is recorded or started."""
+        if target == "offline" or not is_direct(source):
+            return
+        if target == "local":
+            raise ConfigError(DIRECT_NEEDS_DOCKER)
+        try:
+            direct_repository(source, self.settings)
+        except TargetError as exc:  # the endpoint's name
+            raise ConfigError(f"s3.restore_mode direct with the S3 endpoint of s3.endpoint_url (or "
+                              f"AWS_ENDPOINT_URL): {exc}") from None
 
     def phase_work(self, plan: RestorePlan) -> list[PhaseWork]:
         return work.phase_work(plan, self.settings)
@@ -554,6 +570,10 @@ class _Verification:
         result = self.target.run(self.pgbackrest("verify", "--log-level-console=info", "--output=text",
                                                  "--verbose"), timeout=self.pg.check_timeout, env=self.env)
         check = parse_pgbackrest_verify(result.output, result.exit_code, self.plan.database)
+        if self.outcome.staged_copy is not None:  # the target saw the planned chain, nothing else
+            wal = self.plan.chain.wal
+            check = scoped_to_staged_chain(check, [b.label for b in self.plan.chain.backups],
+                                           (wal.first, wal.last) if wal is not None else None, self.outcome.staged_copy)
         check.evidence = self.evidence.write("pgbackrest-verify.out", result.output)
         self.outcome.checks.append(check)
         self.outcome.phases.append(PhaseTiming(PhaseName.REPOSITORY_VERIFY, PhaseStatus.MEASURED,

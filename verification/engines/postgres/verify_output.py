@@ -434,6 +434,21 @@ def parse_pgbackrest_verify(output: str, exit_code: int, stanza: str) -> CheckRe
                        details=details, kind=KIND)
 
 
+def scoped_to_staged_chain(check: CheckResult, backups: list[str], wal: tuple[str, str] | None,
+                           staged: str) -> CheckResult:
+    """The check as run on a staged copy holding only the planned chain (object storage, stage mode):
+    pgBackRest 2.45's verify checks the backups and WAL it finds in the repository's folders, so it saw
+    only the chain's backup sets and its WAL range. Its summary says so, whatever it found, and its
+    details keep the scope: never read as a verdict on the whole repository."""
+    covered = f"backup set{'s' if len(backups) > 1 else ''} {', '.join(backups) or '(none)'}"
+    covered += f", WAL {wal[0]} to {wal[1]}" if wal is not None else ", no WAL"
+    check.summary = (f"{check.summary}; in the staged chain only ({covered}: {staged}), not the whole repository: "
+                     "its other backups and WAL were not staged, so not verified")
+    check.details["scope"] = {"staged_chain": True, "backups": backups,
+                              "wal": list(wal) if wal is not None else None, "staged": staged}
+    return check
+
+
 def _not_taken(reading: _Reading, exit_code: int, statuses: list[str]) -> str | None:
     """Why an output with no failure in it cannot be taken (the first reason), or None."""
     if exit_code != 0 or reading.tool_errors:

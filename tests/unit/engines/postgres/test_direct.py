@@ -144,6 +144,26 @@ def test_an_endpoint_by_address_and_no_keys_are_clear_errors(s3: Bucket, monkeyp
         _credentials(S3Settings(), "s3://b")
 
 
+def test_what_direct_mode_needs_is_checked_before_a_run(s3: Bucket, tmp_path: Path) -> None:
+    from verification.engines.postgres.engine import PostgresEngine
+    from verification.errors import ConfigError
+
+    s3.put("pg/backup/demo1/backup.info", b"[backrest]\n")
+    by_name = f"https://localhost:{s3.endpoint.port}"
+    for mode, target, refused in [("stage", "local", None), ("direct", "offline", None), ("direct", "docker", None),
+                                  ("direct", "auto", None), ("direct", "local", "not --target local")]:
+        settings = S3Settings(endpoint_url=by_name, restore_mode=mode)  # type: ignore[arg-type]
+        with S3Source(s3.url("pg"), settings) as source:
+            engine = PostgresEngine(Settings(s3=settings))
+            if refused is None:
+                engine.check_settings(source, target)
+            else:
+                with pytest.raises(ConfigError, match=refused):
+                    engine.check_settings(source, target)
+    # A folder is read in place whatever s3.restore_mode says.
+    PostgresEngine(Settings(s3=S3Settings(restore_mode="direct"))).check_settings(LocalSource(tmp_path), "local")
+
+
 @pytest.mark.parametrize(("style", "endpoint", "expected"), [
     ("path", None, "path"), ("virtual", "https://minio:9000", "host"), ("auto", "https://minio:9000", "path"),
     ("auto", None, "host")])

@@ -123,6 +123,24 @@ def verify(demo_plan: RestorePlan, tmp_path: Path, target: RecordedTarget,
     return outcome, decide(demo_plan, outcome)
 
 
+def test_a_verify_of_a_staged_copy_is_said_to_cover_the_planned_chain_only(demo_plan: RestorePlan,
+                                                                           tmp_path: Path) -> None:
+    wal = demo_plan.chain.wal
+    assert wal is not None and len(demo_plan.chain.backups) == 3
+    staged = "11 objects staged from s3://backups/pg"
+    outcome = PostgresEngine(Settings()).restore_and_check(demo_plan, RecordedTarget(), Evidence(tmp_path / "ev"),
+                                                           RestoreOutcome(staged_copy=staged))
+    (check,) = [c for c in outcome.checks if c.name == "pgbackrest_verify"]
+    labels = ", ".join(b.label for b in demo_plan.chain.backups)
+    assert check.summary == (f"3 backups and 1 WAL archive(s) valid; in the staged chain only (backup sets {labels}, "
+                             f"WAL {wal.first} to {wal.last}: {staged}), not the whole repository: its other backups "
+                             "and WAL were not staged, so not verified")
+    assert decide(demo_plan, outcome)[1][-1] == f"pgbackrest_verify: {check.summary}"
+    # Read in place (a folder, or S3 read by the target itself): the whole repository, said as before.
+    outcome, (_, reasons) = verify(demo_plan, tmp_path, RecordedTarget())
+    assert reasons[-1] == "pgbackrest_verify: 3 backups and 1 WAL archive(s) valid"
+
+
 def test_the_recorded_run_passes_for_the_reasons_it_passed(demo_plan: RestorePlan, tmp_path: Path) -> None:
     target = RecordedTarget()
     outcome, (verdict, reasons) = verify(demo_plan, tmp_path, target)

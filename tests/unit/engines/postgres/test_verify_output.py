@@ -598,3 +598,24 @@ def test_verify_a_file_the_storage_would_not_serve_is_an_error_not_a_bad_file():
     # A file really bad beside it still fails the repository.
     text = text.replace("total valid files: 977\n", "total valid files: 976\n")
     assert parse_pgbackrest_verify(text, 0, "demo1").status is CheckStatus.FAILED
+
+
+def test_a_verify_of_a_staged_copy_says_it_covered_the_staged_chain_only():
+    from verification.engines.postgres.verify_output import scoped_to_staged_chain
+
+    staged = "1028 objects staged from s3://backups/pg"
+    check = scoped_to_staged_chain(verify("baseline"), [FULL, DIFF, INCR],
+                                   ("000000010000000000000005", "000000010000000000000008"), staged)
+    assert check.status is CheckStatus.PASSED
+    assert check.summary == (f"3 backups and 1 WAL archive(s) valid; in the staged chain only (backup sets {FULL}, "
+                             f"{DIFF}, {INCR}, WAL 000000010000000000000005 to 000000010000000000000008: {staged}), "
+                             "not the whole repository: its other backups and WAL were not staged, so not verified")
+    assert check.details["scope"] == {"staged_chain": True, "backups": [FULL, DIFF, INCR],
+                                      "wal": ["000000010000000000000005", "000000010000000000000008"],
+                                      "staged": staged}
+    # What it found is kept as it is: a failure on the staged copy is still a failure, scoped.
+    failed = scoped_to_staged_chain(verify("backup-byte-flipped"), [FULL], None, staged)
+    assert failed.status is CheckStatus.FAILED
+    assert failed.summary.startswith("the repository has ")
+    assert failed.summary.endswith(f"; in the staged chain only (backup set {FULL}, no WAL: {staged}), not the whole "
+                                   "repository: its other backups and WAL were not staged, so not verified")
