@@ -185,8 +185,8 @@ def plan(
 
 
 def plan_exit_code(plans: list[RestorePlan], unreadable_kinds: list[str]) -> int:
-    chains = [Verdict.FAILED if p.chain.status is not ChainStatus.COMPLETE or p.chain.defects else Verdict.PASSED
-              for p in plans]
+    chains = [Verdict.FAILED if p.chain.defects or (p.chain.status is not ChainStatus.COMPLETE and not p.chain.unread)
+              else Verdict.ERROR if p.chain.unread else Verdict.PASSED for p in plans]
     return exit_code(overall_verdict([str(v) for v in chains], unreadable_kinds))
 
 

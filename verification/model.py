@@ -213,6 +213,11 @@ class Chain:
     # read. The older chain is still restored (it proves what can be recovered), but the database
     # cannot pass while its newest backups are known bad: that would hide the lost recovery point.
     defects: list[Problem] = field(default_factory=list)
+    # Backups of this database that exist but could not be read here (an archived object, a natively
+    # compressed file offline) and that may hold what the chain lacks: the gap a broken chain shows, or
+    # a point newer than the chain's end. Nothing then proves the backups wrong or right, so without a
+    # known-bad backup or a failed check the database is "error", never "failed" and never "passed".
+    unread: list[Problem] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

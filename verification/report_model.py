@@ -154,6 +154,8 @@ class ChainEntry(ReportModel):
     rules: list[RuleCheck] = Field(default_factory=list)
     # Known-bad newer backups that fail the database while the older chain still restores (1.4).
     defects: list[Problem] = Field(default_factory=list)
+    # Backups of the database that could not be read and may hold what the chain lacks (1.7).
+    unread: list[Problem] = Field(default_factory=list)
 
 
 # ---- prediction (1.3) ------------------------------------------------------------------------------------

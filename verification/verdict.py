@@ -31,8 +31,14 @@ def _decide(plan: RestorePlan, outcome: RestoreOutcome | None) -> tuple[Verdict,
     chain = plan.chain
     # Known-bad backups lead the reasons: they are what the reader must see first.
     defects = [f"{p.message}" for p in chain.defects]
+    unread = [f"not judged: {p.message}" for p in chain.unread]
     if chain.status is not ChainStatus.COMPLETE:
         reasons = [f"chain broken: {p.message}" for p in chain.problems] or ["chain broken (no detail)"]
+        failed = [] if outcome is None else outcome.failures + _check_reasons(outcome, CheckStatus.FAILED)
+        if unread and not defects and not failed:
+            # What is missing may be in a backup nobody could read: that stops restoreproof, it does not
+            # prove the backups wrong.
+            return Verdict.ERROR, unread + reasons
         if outcome is not None:
             # Whatever else the restore met is kept, after the failure: failed outranks error.
             reasons += (outcome.failures + _check_reasons(outcome, CheckStatus.FAILED) + outcome.errors
@@ -49,6 +55,9 @@ def _decide(plan: RestorePlan, outcome: RestoreOutcome | None) -> tuple[Verdict,
     if failures or defects:
         proven = [] if failures or errors else outcome.proofs + _passed(outcome)
         return Verdict.FAILED, defects + failures + errors + proven + notes
+    if unread:
+        # The chain restored, but a newer backup that could not be read may hold a later point.
+        return Verdict.ERROR, unread + errors + notes
     if errors:
         # What the backup files showed without a server is said too: an error is not a verdict on them.
         return Verdict.ERROR, errors + notes + [f"{c.name} (backup files, not a verdict on the data): {c.summary}"

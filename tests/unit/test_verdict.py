@@ -2,7 +2,7 @@
 
 from tests.unit.factories import broken_plan, complete_plan, online_outcome, passed_check
 from verification.engines.base import RestoreOutcome
-from verification.model import CheckResult, CheckStatus, Verdict
+from verification.model import CheckResult, CheckStatus, Problem, Verdict
 from verification.verdict import decide
 
 
@@ -361,3 +361,37 @@ def test_a_data_check_that_errored_is_an_error_even_beside_a_passed_integrity_ch
     assert verdict is Verdict.PASSED
     assert reasons[-1] == ("(optional) data:nice error: not run: it names database x, which the restored server does "
                            "not hold (it holds shop)")
+
+
+# -- backups that exist but could not be read ---------------------------------------------------------
+
+UNREAD = Problem("unread-backup", "LOG/db_LOG_2.trn could not be read (archived: in GLACIER) and may hold the "
+                                  "backups its chain lacks", ("LOG/db_LOG_2.trn",))
+
+
+def test_a_gap_an_unread_backup_may_fill_is_an_error_not_a_failure():
+    plan = broken_plan()
+    plan.chain.unread.append(UNREAD)
+    assert decide(plan, None) == (Verdict.ERROR, [
+        "not judged: LOG/db_LOG_2.trn could not be read (archived: in GLACIER) and may hold the backups its chain "
+        "lacks", "chain broken: missing 000000010000000000000003"])
+
+
+def test_a_known_bad_backup_or_a_failed_check_still_fails_a_chain_with_unread_backups():
+    plan = broken_plan()
+    plan.chain.unread.append(UNREAD)
+    plan.chain.defects.append(Problem("unreadable-backup", "full backup F.bak is damaged", ("F.bak",)))
+    assert decide(plan, None)[0] is Verdict.FAILED
+    plan.chain.defects.clear()
+    outcome = RestoreOutcome(checks=[CheckResult("page_verify", CheckStatus.FAILED, "2 pages damaged")])
+    verdict, reasons = decide(plan, outcome)
+    assert verdict is Verdict.FAILED and "page_verify failed: 2 pages damaged" in reasons
+
+
+def test_a_complete_chain_that_restored_and_passed_is_not_passed_beside_a_newer_unread_backup():
+    plan = complete_plan()
+    plan.chain.unread.append(UNREAD)
+    verdict, reasons = decide(plan, online_outcome(passed_check(), passed_check("pg_checksums")))
+    assert verdict is Verdict.ERROR
+    assert reasons[0].startswith("not judged: LOG/db_LOG_2.trn could not be read")
+    assert not any(r.startswith("chain complete") for r in reasons)

@@ -44,7 +44,7 @@ SCHEMA_DESCRIPTION = (
     "One verification run. Version 1.7 (1.0 plus the optional unreadable and not_verified lists in 1.1/1.2, "
     "per-phase predictions, prediction, objectives and drift in 1.3, chain defects and unread-file kinds "
     "not-a-backup/excluded in 1.4, a schema generated from the typed report model in 1.5, check kinds and "
-    "SQL Server header facts in 1.6, the configuration's warnings and incomplete_uploads in 1.7); see "
+    "SQL Server header facts in 1.6, the configuration's warnings, incomplete_uploads and chain unread in 1.7); see "
     "docs/report-schema.md for the meaning of every field and the versioning rules.")
 
 
@@ -75,7 +75,8 @@ def check_entry(check: CheckResult) -> CheckEntry:
 
 def chain_entry(chain: Chain) -> ChainEntry:
     return ChainEntry(status=chain.status, backups=[backup_entry(b) for b in chain.backups], wal=chain.wal,
-                      problems=chain.problems, rules=chain.rules, defects=chain.defects)
+                      problems=chain.problems, rules=chain.rules, defects=chain.defects,
+                      unread=chain.unread)
 
 
 def database_entry(result: DatabaseResult) -> DatabaseEntry:

@@ -469,9 +469,41 @@ def test_archived_sql_server_backups_are_named_unread_and_keep_the_run_from_pass
             "has not been restored") in said.output
     settings = load_settings(None, state_dir=tmp_path / "state", report_dir=tmp_path / "reports",
                              results_url=f"sqlite:///{tmp_path / 'r.db'}")
+    # Uploaded now, both are newer than the chain's end (2016): the latest point may be in them.
+    assert [u["files"] for u in plan["chain"]["unread"]] == [[path] for path in archived]
+    assert all("may be newer than the chain's last backup" in u["message"] for u in plan["chain"]["unread"])
     report = run_verification(settings, s3.url("rtc"), target_kind="offline").report
     assert report.verdict == "error"
     assert [(u.path, str(u.kind)) for u in report.unreadable] == [(path, "archived") for path in archived]
+    (database,) = report.databases
+    assert database.verdict == "error" and database.reasons[0].startswith(f"not judged: {archived[0]} could not")
+
+
+def test_a_log_archived_mid_chain_leaves_the_database_in_error_never_failed(
+        s3: Bucket, mssql_corpus: Path, tmp_path: Path) -> None:
+    """A real gap: the middle log of a real chain in GLACIER. The chain is broken, but the missing log is
+    in a file nobody could read, so nothing proves the backups wrong: error, naming it, not failed."""
+    from verification.config import load_settings
+    from verification.pipeline import run_verification
+
+    layout = {k: v for k, v in ola_layout(mssql_corpus).items() if k.startswith("SQL2008/RestoreTimeClean/")}
+    middle = "SQL2008/RestoreTimeClean/LOG/SQL2008_RestoreTimeClean_LOG_20261124_002800.trn"  # 2nd after the diff
+    assert layout[middle].name == "RestoreTimeClean2_2.trn"
+    for key, file in layout.items():
+        s3.put(f"gap/{key}", file.read_bytes(), StorageClass="GLACIER" if key == middle else "STANDARD")
+    _, _, planned = plans_of(Settings(), s3.url("gap"))
+    (plan,) = planned["plans"]
+    assert plan["chain"]["status"] == "broken"
+    assert [u["files"] for u in plan["chain"]["unread"]] == [[middle]]
+    settings = load_settings(None, state_dir=tmp_path / "state", report_dir=tmp_path / "reports",
+                             results_url=f"sqlite:///{tmp_path / 'r.db'}")
+    (database,) = run_verification(settings, s3.url("gap"), target_kind="offline").report.databases
+    assert database.verdict == "error"
+    first = database.reasons[0]
+    assert first.startswith(f"not judged: {middle} could not be read (archived: {s3.url('gap')}/{middle} is in the "
+                            "archive storage class GLACIER and has not been restored")
+    assert first.endswith(") and may hold the backups its chain lacks")
+    assert any(r.startswith("chain broken:") for r in database.reasons)
 
 
 def test_a_pgbackrest_repository_plans_the_same_from_s3(s3: Bucket, captured_repo: Path) -> None:

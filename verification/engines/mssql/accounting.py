@@ -15,6 +15,8 @@ corrupt file is attached to the database it belongs to, as a defect that fails t
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Callable
+from datetime import datetime
 
 from verification.engines.mssql.catalog import BACKUP_FOLDERS, Catalog, DatabaseCatalog, Unreadable
 from verification.model import (
@@ -105,3 +107,46 @@ def account(catalog: Catalog, plans: dict[int, RestorePlan]) -> tuple[list[Resto
         files.append(UnreadableFile(unread.path, UnreadableKind(unread.kind), unread.reason, database))
     extra = [_orphan_plan(name, unread, derived) for (name, derived), unread in orphans.items()]
     return extra, files
+
+
+# Unread kinds that may be a backup of the database beside them: read by nobody here, so what they
+# hold is unknown (a corrupt file is a defect instead; not-a-backup and excluded are no backups).
+MAY_HOLD_A_BACKUP = ("needs-server", "archived")
+
+
+def _beside(plans: list[RestorePlan], path: str) -> list[RestorePlan]:
+    """The databases a file lies with: the one its folder names, else every one with a backup in its folder."""
+    named = [p for p in plans if p.database == folder_database(path)]
+    if named:
+        return named
+    folder = posixpath.dirname(path)
+    return [p for p in plans if any(posixpath.dirname(f) == folder for f in p.files)]
+
+
+def _may_matter(plan: RestorePlan, written: datetime | None) -> bool:
+    """Whether an unread file could change this plan: fill a broken chain's gap, or hold a point newer than
+    the chain's end when the latest point is asked for. A file with no known time may be either."""
+    if plan.chain.status is not ChainStatus.COMPLETE:
+        return True
+    if plan.stop_at is not None or not plan.chain.backups:
+        return plan.stop_at is None
+    newest = max(b.finish for b in plan.chain.backups)
+    return written is None or written > newest
+
+
+def attach_unread(catalog: Catalog, plans: list[RestorePlan], modified: Callable[[str], datetime | None]) -> None:
+    """Name, on each database it may belong to, every file that may hold one of its backups and could not
+    be read, where it could change the verdict (see Chain.unread): the database is then not judged."""
+    for unread in catalog.unreadable:
+        if unread.kind not in MAY_HOLD_A_BACKUP:
+            continue
+        written = modified(unread.path)
+        for plan in _beside(plans, unread.path):
+            if not _may_matter(plan, written):
+                continue
+            where = ("may hold the backups its chain lacks" if plan.chain.status is not ChainStatus.COMPLETE
+                     else "may be newer than the chain's last backup" + (
+                         f" (written {written:%Y-%m-%d %H:%M:%S})" if written is not None else " (no time known)"))
+            plan.chain.unread.append(Problem(
+                "unread-backup", f"{unread.path} could not be read ({unread.kind}: {unread.reason}) and {where}",
+                files=(unread.path,)))

@@ -40,7 +40,7 @@ from verification.engines.base import (
     run_data_checks,
 )
 from verification.engines.mssql import chain, s3_url, tsql, work
-from verification.engines.mssql.accounting import account
+from verification.engines.mssql.accounting import account, attach_unread
 from verification.engines.mssql.catalog import looks_like_backup, scan, walk
 from verification.engines.mssql.header_cache import HeaderCache
 from verification.engines.mssql.mtf import COMPRESSED_MAGIC
@@ -207,6 +207,7 @@ class MssqlEngine:
             plans.append(result)
             by_catalog[id(db)] = result
         orphans, unreadable = account(catalog, by_catalog)
+        attach_unread(catalog, plans, source.modified)
         plans += orphans
         compressed = [u.path for u in catalog.unreadable if u.kind == "needs-server"]
         if compressed:
