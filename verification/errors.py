@@ -30,3 +30,7 @@ class StoreVersionError(RestoreproofError):
 class StaleDiscoveryError(RestoreproofError):
     """A step of a run whose discovery has since been made again (a scheduler's task cleared): what it
     did belongs to plans that are no longer the run's, so it records nothing."""
+
+
+class ReportError(RestoreproofError):
+    """A report file (a page, the folder's shared plotly.js) could not be written."""

@@ -1,24 +1,24 @@
 """Plotly figures for report.html and index.html, and the unit-stating text the pages share with them.
 
-Every figure is built from the typed report alone (plotly.graph_objects, no pandas) and rendered as a
-fragment without plotly.js: the page embeds plotly.js once, so the file opens offline.
+Every figure is built from the typed report (across runs: the results store's daily aggregates) alone
+(plotly.graph_objects, no pandas) and rendered as a fragment without plotly.js: the page loads the report
+folder's one copy of plotly.js (verification.reports.assets), so it opens offline.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from functools import cache
 from html import escape
 from typing import Any, NamedTuple
 
 import plotly.graph_objects as go
-import plotly.offline
 from markupsafe import Markup
 from plotly.subplots import make_subplots
 
 from verification.model import PhaseStatus
-from verification.report_model import BackupEntry, DatabaseEntry, RunReport
+from verification.report_model import BackupEntry, DatabaseEntry
+from verification.results.summaries import DailyRecovery
 
 # The data-chart values tests and readers can rely on.
 CHART_KINDS = ("phases", "chain", "objectives", "history", "throughput")
@@ -34,6 +34,7 @@ PALETTE = ("#1f5fbf", "#2e9e5b", "#e07b39", "#8e5cc4", "#b3261e", "#17becf", "#8
 # A target more than this many times the largest value would flatten the data to a line at zero;
 # it is then named in a note instead of drawn (the text and the objectives chart still give it).
 TARGET_IN_VIEW = 4.0
+DAY_MS = 86_400_000  # a day on a plotly date axis
 # The modebar's PNG export is client-side; the logo would link to plotly.com.
 _CONFIG = {"displaylogo": False, "responsive": True}
 
@@ -104,12 +105,6 @@ def when_text(value: Any) -> str:
 
 
 # ---- page plumbing --------------------------------------------------------------------------------------------
-
-
-@cache
-def plotly_js() -> Markup:
-    """plotly.min.js from the installed package, for one inline <script> per page."""
-    return Markup(plotly.offline.get_plotlyjs())
 
 
 def chart_div(fig: go.Figure, kind: str, div_id: str) -> Markup:
@@ -402,39 +397,46 @@ def database_charts(database: DatabaseEntry, index: int) -> dict[str, Markup | N
 # ---- across runs ----------------------------------------------------------------------------------------------
 
 
-def runs_history_figure(reports: Sequence[RunReport]) -> go.Figure | None:
-    """Recovery seconds per database across the runs in the report folder, each with its RTO line."""
-    by_database: dict[str, list[tuple[datetime, float | None, float | None, str]]] = {}
-    for report in reports:
-        started = utc(report.started_at)
-        if started is None:
-            continue
-        for d in report.databases:
-            rto = d.objectives.rto.target_seconds if d.objectives else None
-            by_database.setdefault(_plain(d.database), []).append(
-                (started, d.recovery_seconds, rto, _plain(report.run_id)))
-    if not any(seconds is not None for rows in by_database.values() for _, seconds, _, _ in rows):
+def daily_history_figure(days: Sequence[DailyRecovery], targets: dict[str, float]) -> go.Figure | None:
+    """Recovery seconds per database per day across the folder's runs (the mean of the day's runs, the
+    store's aggregate), each with the RTO its newest run set (`targets`)."""
+    by_database: dict[str, list[DailyRecovery]] = {}
+    for day in days:
+        by_database.setdefault(day.database, []).append(day)
+    if not any(d.mean_seconds is not None for d in days):
         return None
-    fig = _figure(380, x_title="run started (UTC)", y_title="recovery (s)")
+    fig = _figure(380, x_title="day (UTC)", y_title="recovery (s)")
     notes = []
-    for index, (name, rows) in enumerate(sorted(by_database.items())):
-        rows.sort(key=lambda row: row[0])
-        color = PALETTE[index % len(PALETTE)]
-        fig.add_scatter(x=[r[0] for r in rows], y=[r[1] for r in rows], mode="lines+markers", name=name,
-                        line={"color": color}, customdata=[r[3] for r in rows],
-                        hovertemplate=f"{name}: %{{y:.2f}} s<br>%{{customdata}}<extra></extra>")
-        values = [r[1] for r in rows if r[1] is not None]
-        targets = [r[2] for r in rows if r[2] is not None]
-        if not targets:
+    for index, (database, rows) in enumerate(sorted(by_database.items())):
+        rows.sort(key=lambda row: row.day)
+        name, color = _plain(database), PALETTE[index % len(PALETTE)]
+        fig.add_scatter(x=[r.day for r in rows], y=[r.mean_seconds for r in rows], mode="lines+markers", name=name,
+                        line={"color": color}, text=[_day_text(r) for r in rows],
+                        hovertemplate=f"{name}: %{{y:.2f}} s<br>%{{text}}<extra></extra>")
+        target = targets.get(database)
+        if target is None:
             continue
-        target = targets[-1]  # the newest run's objective: what the database is held to now
+        values = [r.max_seconds for r in rows if r.max_seconds is not None]
         if values and target > TARGET_IN_VIEW * max(values):
             notes.append(f"{name} RTO {seconds_text(target)}")
             continue
-        fig.add_scatter(x=[rows[0][0], rows[-1][0]], y=[target, target], mode="lines", name=f"{name} RTO",
+        fig.add_scatter(x=[rows[0].day, rows[-1].day], y=[target, target], mode="lines", name=f"{name} RTO",
                         line={"color": color, "dash": "dash"}, hovertemplate=f"{name} RTO {seconds_text(target)}"
                         "<extra></extra>")
     if notes:
         _margin_note(fig, "far above the recoveries, not drawn: " + "; ".join(notes))
+    # Days, not times of day: over a couple of weeks a tick per day, beyond that plotly's own spacing.
+    span = max(d.day for d in days) - min(d.day for d in days)
+    fig.update_xaxes(type="date", tickformat="%Y-%m-%d", **({"dtick": DAY_MS} if span.days <= 14 else {}))
     fig.update_yaxes(rangemode="tozero")
     return fig
+
+
+def _day_text(day: DailyRecovery) -> str:
+    runs = f"{day.day:%Y-%m-%d}: {day.runs} run{'s' if day.runs != 1 else ''}"
+    if day.online == 0:
+        return f"{runs}, none came online"
+    online = "" if day.online == day.runs else f", {day.online} came online"
+    if day.online == 1:
+        return runs + online
+    return f"{runs}{online}, {seconds_text(day.min_seconds)} to {seconds_text(day.max_seconds)} (the mean drawn)"
