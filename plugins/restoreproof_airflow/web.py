@@ -69,8 +69,11 @@ def report_asset(name: str) -> FileResponse:
     with RestoreproofHook() as hook:
         folders = hook.get_conn().report_folders()
     for folder in folders:
-        assets = (Path(folder) / "assets").resolve()
-        path = (assets / name).resolve()
+        try:
+            assets = (Path(folder) / "assets").resolve()
+            path = (assets / name).resolve()
+        except (OSError, ValueError):  # a name no file can have (a NUL byte)
+            break
         if path.parent == assets and path.is_file():
             return FileResponse(path, media_type="text/javascript" if name.endswith(".js") else None)
     raise HTTPException(404, f"{name} is not in any report folder's assets")

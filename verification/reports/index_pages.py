@@ -17,7 +17,6 @@ run ids; their report.json is not read.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 from dataclasses import dataclass
@@ -57,15 +56,18 @@ def write_index(report_dir: Path, store: ResultStore, *, page_size: int = PAGE_S
     """(Re)write report_dir/index.html, and the pages whose runs changed, from the store; returns its path."""
     folders, written = scan(report_dir)
     listed = store.run_listing(report_dir)
-    published = [run for run in listed if run.finished_at is not None]
+    published = [run for run in listed if run.finished is not None]
     chunks = [published[start:start + page_size] for start in range(0, len(published), page_size)]
     if len(chunks) < 2:
         chunks = []  # index.html shows them all: no numbered pages
-    pages = [PageLink(n, page_file(n), chunk[0].started_at, chunk[-1].started_at)
-             for n, chunk in enumerate(chunks, start=1)]
+    # The dates of each page's first and last run, from the same listing: a run published meanwhile moves no page.
+    starts = store.run_starts([run.run_id for chunk in chunks for run in (chunk[0], chunk[-1])])
+    pages = [PageLink(n, page_file(n), starts[chunk[0].run_id], starts[chunk[-1].run_id])
+             for n, chunk in enumerate(chunks, start=1) if chunk[0].run_id in starts and chunk[-1].run_id in starts]
 
     newest = store.run_page(1, page_size, folder=report_dir, finished_only=True)
-    figure = daily_history_figure(store.daily_recovery(report_dir), store.newest_rto_targets(report_dir))
+    days = store.daily_recovery(report_dir)
+    figure = daily_history_figure(days, store.newest_rto_targets(report_dir, sorted({d.database for d in days})))
     chart = None if figure is None else chart_div(figure, "history", "rp-history-runs")
     plotly = None
     if chart is not None:
@@ -81,9 +83,9 @@ def write_index(report_dir: Path, store: ResultStore, *, page_size: int = PAGE_S
     target = report_dir / INDEX
     write_atomically(target, html.encode())
 
-    for link, chunk in zip(pages, chunks, strict=True):
-        _write_page(report_dir, store, link.number, chunk, folders, page_size, last=link.number == len(pages))
-    for stale in written - {link.number for link in pages}:
+    for number, chunk in enumerate(chunks, start=1):
+        _write_page(report_dir, store, number, chunk, folders, page_size, newest=number == len(chunks))
+    for stale in written - set(range(1, len(chunks) + 1)):
         (report_dir / page_file(stale)).unlink(missing_ok=True)
     return target
 
@@ -108,27 +110,26 @@ def _links(runs: list[RunSummary], folders: set[str]) -> dict[str, str | None]:
 
 
 def _write_page(report_dir: Path, store: ResultStore, number: int, chunk: list[ListedRun], folders: set[str],
-                page_size: int, *, last: bool) -> None:
+                page_size: int, *, newest: bool) -> None:
     target = report_dir / page_file(number)
-    signature = _signature(number, chunk, folders, last)
+    signature = _signature(number, chunk, folders, newest)
     if _signature_of(target) == signature:
         return
     runs = store.run_summaries([run.run_id for run in reversed(chunk)])  # newest first, as everywhere
     first = (number - 1) * page_size + 1
     html = env.get_template("runs_page.html.j2").render(
         runs=runs, links=_links(runs, folders), number=number, first=first, last=first + len(chunk) - 1,
-        older=page_file(number - 1), newer=None if last else page_file(number + 1), signature=signature,
+        older=page_file(number - 1), newer=None if newest else page_file(number + 1), signature=signature,
         plotly=None)
     write_atomically(target, html.encode())
 
 
-def _signature(number: int, chunk: list[ListedRun], folders: set[str], last: bool) -> str:
-    """What the page shows, as far as it can change: its runs (a run published again has a new finish),
-    whether their folders are there, its place, and the code that renders it."""
-    shown = [[run.run_id, run.started_at.isoformat(), run.finished_at.isoformat() if run.finished_at else None,
-              run.verdict, run.run_id in folders] for run in chunk]
-    data = json.dumps([_renderer(), number, last, shown], separators=(",", ":"))
-    return hashlib.sha256(data.encode()).hexdigest()
+def _signature(number: int, chunk: list[ListedRun], folders: set[str], newest: bool) -> str:
+    """What the page shows, as far as it can change: its runs (a run published again has a new finish; one
+    started again is a new row, finished anew), whether their folders are there, its place, and the code
+    that renders it."""
+    shown = "\n".join(f"{run.run_id}\t{run.finished}\t{run.verdict}\t{run.run_id in folders}" for run in chunk)
+    return hashlib.sha256(f"{_renderer()}\n{number}\n{newest}\n{shown}".encode()).hexdigest()
 
 
 @cache

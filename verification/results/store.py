@@ -35,7 +35,7 @@ from verification.report_model import DatabaseEntry
 from verification.results import migrations
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterable, Sequence
 
     from verification.results.summaries import DailyRecovery, ListedRun, RunPage, RunSummary
 
@@ -347,15 +347,20 @@ class ResultStore:
 
         return listing(self.engine, folder)
 
+    def run_starts(self, run_ids: Sequence[str]) -> dict[str, datetime]:
+        from verification.results.summaries import run_starts
+
+        return run_starts(self.engine, run_ids)
+
     def daily_recovery(self, folder: Path) -> list[DailyRecovery]:
         from verification.results.summaries import daily_recovery
 
         return daily_recovery(self.engine, folder)
 
-    def newest_rto_targets(self, folder: Path) -> dict[str, float]:
+    def newest_rto_targets(self, folder: Path, databases: Iterable[str]) -> dict[str, float]:
         from verification.results.summaries import newest_rto_targets
 
-        return newest_rto_targets(self.engine, folder)
+        return newest_rto_targets(self.engine, folder, databases)
 
     def report_folders(self) -> list[str]:
         from verification.results.summaries import report_folders

@@ -62,7 +62,7 @@ def test_lists_runs_and_serves_their_reports_only(airflow_env):
     from restoreproof_airflow.web import report_asset
 
     (settings.report_dir / "assets" / "link.js").symlink_to(airflow_env / "secret.txt")
-    for name in ("../../secret.txt", "..", "link.js"):
+    for name in ("../../secret.txt", "..", "link.js", "nul\0.js"):
         with pytest.raises(HTTPException) as refused:
             report_asset(name)
         assert refused.value.status_code == 404 and "is not in any report folder's assets" in refused.value.detail

@@ -201,6 +201,24 @@ def test_pages_of_runs_no_longer_recorded_are_removed(store, reports):
     assert bulk_ids == [f"r{n:05d}" for n in range(59, 49, -1)]
 
 
+def test_a_run_published_while_the_index_is_written_moves_no_page(store, reports, monkeypatch):
+    bulk(store, reports, 100)
+    listing = store.run_listing
+
+    def then_another_run(folder: Path) -> Any:
+        listed = listing(folder)
+        bulk(store, reports, 1, first=100)  # another worker's run, published meanwhile
+        return listed
+
+    monkeypatch.setattr(store, "run_listing", then_another_run)
+    html = write_index(reports, store, page_size=50).read_text()
+    assert page_numbers(reports) == [1, 2]  # from the listing it read; the next index adds page 3
+    assert len(re.findall(r'<a href="runs-\d+\.html"', html)) == 2
+    monkeypatch.undo()
+    write_index(reports, store, page_size=50)
+    assert page_numbers(reports) == [1, 2, 3] and run_links((reports / "runs-3.html").read_text()) == ["r00100"]
+
+
 def test_ten_thousand_runs_make_two_hundred_pages_every_run_once(store, reports):
     ids = bulk(store, reports, 10_000)
     html = write_index(reports, store).read_text()

@@ -196,7 +196,8 @@ def test_ten_thousand_runs_page_in_order_and_only_a_folders_own(tmp_path, new_st
     assert everything.total == 10_002 and everything.runs[0].run_id == "elsewhere"
     listed = store.run_listing(folder)
     assert len(listed) == 10_001 and listed[0].run_id == "r00000" and listed[-1].run_id == "running"
-    assert listed[-1].finished_at is None and listed[0].finished_at == T0 + timedelta(minutes=1)
+    assert listed[-1].finished is None and listed[0].finished is not None and listed[0].verdict == "passed"
+    assert store.run_starts(["r00000", "r09999", "nope"]) == {"r00000": T0, "r09999": T0 + timedelta(hours=9999)}
     assert store.report_folders() == [str(tmp_path / "other"), str(folder)]
     store.close()
 
@@ -226,21 +227,25 @@ def test_recovery_is_aggregated_per_database_and_utc_day(tmp_path, new_store):
     assert days == [("demo1", "2026-11-23", 2, 2, 5.0, 4.0, 6.0), ("demo1", "2026-11-24", 1, 1, 4.82, 4.82, 4.82),
                     ("demo1", "2026-11-25", 1, 0, None, None, None),
                     ("demo2", "2026-11-23", 2, 2, 5.0, 4.0, 6.0)]  # r5 is still running: not yet in
-    assert store.newest_rto_targets(folder) == {"demo1": 14400.0, "demo2": 10.0}
-    assert store.daily_recovery(tmp_path / "other") == [] and store.newest_rto_targets(tmp_path / "other") == {}
+    assert store.newest_rto_targets(folder, ["demo1", "demo2", "demo9"]) == {"demo1": 14400.0, "demo2": 10.0}
+    assert store.daily_recovery(tmp_path / "other") == []
+    assert store.newest_rto_targets(tmp_path / "other", ["demo1"]) == {}
     store.close()
 
 
-def test_the_newest_rto_target_is_the_newest_run_that_set_one(tmp_path, new_store):
+def test_the_rto_target_is_the_newest_published_runs(tmp_path, new_store):
     store = ResultStore(new_store())
     demo1, _ = _sample_entries()
-    assert demo1.objectives is not None
     stricter = demo1.model_copy(deep=True)
     assert stricter.objectives is not None
     stricter.objectives.rto.target_seconds = 60.0
-    unset = demo1.model_copy(update={"objectives": None})
     _record(store, "r1", T0, tmp_path, entries=[demo1])
     _record(store, "r2", T0 + timedelta(days=1), tmp_path, entries=[stricter])
-    _record(store, "r3", T0 + timedelta(days=2), tmp_path, entries=[unset])
-    assert store.newest_rto_targets(tmp_path) == {"demo1": 60.0}
+    _record(store, "r3", T0 + timedelta(days=2), tmp_path, entries=[demo1], finish=False)  # not published yet
+    assert store.newest_rto_targets(tmp_path, ["demo1"]) == {"demo1": 60.0}
+    store.finish_run("r3", T0 + timedelta(days=2), "passed")
+    assert store.newest_rto_targets(tmp_path, ["demo1"]) == {"demo1": 14400.0}
+    # A newest entry without objectives (a report older than schema 1.3) holds it to none.
+    _record(store, "r4", T0 + timedelta(days=3), tmp_path, entries=[demo1.model_copy(update={"objectives": None})])
+    assert store.newest_rto_targets(tmp_path, ["demo1"]) == {}
     store.close()
