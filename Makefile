@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 # The venv is rebuilt only when the pinned requirements or the package metadata change.
 VENV_STAMP := $(VENV)/.stamp-$(shell cat requirements.txt pyproject.toml | sha256sum | cut -c1-16)
 
-.PHONY: setup system venv images demo test lint unit integration faults mutation bench bench-mssql-pages bench-s3 bench-s3-restore clean reap
+.PHONY: setup system venv images demo test lint unit integration faults mutation bench bench-mssql-pages bench-s3 bench-s3-restore bench-reports clean reap
 
 setup: system venv images
 
@@ -71,6 +71,11 @@ bench-s3: venv
 # a plain download (a demo repository at scale 1 in a local S3 endpoint; Docker for the restores).
 bench-s3-restore: setup
 	$(BIN)/python bench/s3_restore.py --repeat 5
+
+# report.html's size, and index.html and the Airflow page's handler over 10,000 runs recorded through the
+# results store's API, against reading every report.json as before (no Docker: a venv is enough).
+bench-reports: venv
+	$(BIN)/python bench/reports.py
 
 reap: venv
 	$(BIN)/restoreproof reap

@@ -461,6 +461,9 @@ def evidence_verify(
         err.print(f"bundle {bundle}{run}", highlight=False, markup=False)
         for finding in result.findings:
             err.print(f"  - {finding.message}", highlight=False, markup=False)
+        for shared in result.shared_absent:
+            err.print(f"  note: {shared} (signed) is not beside the run folder, so not checked; report.html's "
+                      "charts load it (copy the report folder's assets/ along)", highlight=False, markup=False)
         if result.ok:
             err.print(f"[green]intact[/]: {result.files_checked} file(s) match the manifest, signed by "
                       f"{result.algorithm} key {result.key_id}", highlight=False)

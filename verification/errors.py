@@ -41,3 +41,7 @@ class ArchivedObjectError(SourceError):
     def __init__(self, message: str, storage_class: str | None) -> None:
         super().__init__(message)
         self.storage_class = storage_class
+
+
+class ReportError(RestoreproofError):
+    """A report file (a page, the folder's shared plotly.js) could not be written."""

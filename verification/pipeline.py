@@ -50,6 +50,7 @@ from verification.restore_points import PointChoice
 from verification.results import ResultStore
 from verification.results.store import (
     DISCOVERY,
+    DUE,
     INCOMPLETE_UPLOADS,
     PLANNED_OBJECTS,
     UNREADABLE,
@@ -455,8 +456,9 @@ def _moved(watch: Callable[[list[str]], object], plan: RestorePlan) -> str | Non
 # What the run row's host facts carry for the later steps, beside the host's own facts; never in the
 # report's `host`: the databases due, in the run's order; the target kind the run asked for ("auto",
 # "docker", "local"); the configuration's warnings, for the report; and the store's own (every file
-# not read, which discovery the run is at).
-DUE, TARGET_ASKED, WARNINGS = "due", "target_asked", "warnings"
+# not read, which discovery the run is at; the databases due are the store's too: its run listings
+# count the ones not verified).
+TARGET_ASKED, WARNINGS = "target_asked", "warnings"
 # The target kind that restores nothing on purpose: chain proof and the checks of the backup files only
 # (a fast pre-check of a whole folder); every database is then "failed" or "error: not restored".
 OFFLINE = "offline"

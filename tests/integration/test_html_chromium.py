@@ -1,7 +1,8 @@
 """report.html and index.html in a real browser: headless Chromium, offline, must actually draw every chart.
 
-Unit tests prove the chart data is in the page; only a browser proves plotly.js ran on it. The screenshots
-are kept in test-artifacts/ (git-ignored) for a person to look at.
+Unit tests prove the chart data is in the page; only a browser proves plotly.js ran on it: here the report
+folder's one copy (REPORT_DIR/assets/), loaded by the page from file:// under its Content-Security-Policy.
+The screenshots are kept in test-artifacts/ (git-ignored) for a person to look at.
 """
 
 from __future__ import annotations
@@ -19,7 +20,12 @@ from pathlib import Path
 import pytest
 
 from tests.unit.factories import typed_report
-from verification.reports.html_report import render_html, write_index
+from verification.model import RunResult
+from verification.report_model import RunReport
+from verification.reports import write_reports
+from verification.reports.assets import plotly_asset
+from verification.reports.index_pages import write_index
+from verification.results import ResultStore
 
 CHROMIUM = "/usr/bin/chromium"
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,7 +88,7 @@ def leftovers(profile: Path) -> list[int]:
     return found
 
 
-def assert_drew(home: Path, page: Path, screenshot: Path) -> None:
+def assert_drew(home: Path, page: Path, screenshot: Path) -> str:
     html = page.read_text()
     kinds = re.findall(r'<div class="rp-chart" data-chart="(\w+)">', html)
     assert kinds, "the page has no chart containers"
@@ -100,23 +106,52 @@ def assert_drew(home: Path, page: Path, screenshot: Path) -> None:
     for kind, container in zip(kinds, containers, strict=True):
         assert 'class="main-svg"' in container, f"the {kind} chart did not draw"
     assert dom.count('class="main-svg"') >= len(kinds)
+    return dom
 
 
 def test_report_charts_draw_offline_in_chromium(tmp_path, browser_home):
-    run_dir = tmp_path / "reports" / "20261122T010000Z-abc123"
-    run_dir.mkdir(parents=True)
-    page = run_dir / "report.html"
-    page.write_text(render_html(typed_report(json.loads(SAMPLE.read_text()))))
+    reports = tmp_path / "reports"
+    outputs = write_reports(typed_report(json.loads(SAMPLE.read_text())), reports / "20261122T010000Z-abc123")
+    page = outputs.html_path
+    assert page.stat().st_size < 1024 * 1024
+    assert (reports / "assets" / plotly_asset().name).is_file()  # the one file the page loads, beside its folder
     ARTIFACTS.mkdir(exist_ok=True)
-    assert_drew(browser_home, page, ARTIFACTS / "report-screenshot.png")
+    dom = assert_drew(browser_home, page, ARTIFACTS / "report-screenshot.png")
+    assert 'id="rp-no-plotly" class="alerts" hidden=""' in dom  # plotly.js loaded: the notice stays hidden
+
+
+def test_a_report_copied_without_the_assets_says_why_it_has_no_charts(tmp_path, browser_home):
+    reports = tmp_path / "reports"
+    outputs = write_reports(typed_report(json.loads(SAMPLE.read_text())), reports / "20261122T010000Z-abc123")
+    alone = tmp_path / "copy" / "20261122T010000Z-abc123"
+    alone.parent.mkdir()
+    alone.mkdir()
+    (alone / "report.html").write_bytes(outputs.html_path.read_bytes())  # the run folder alone, e-mailed or copied
+    dom = chromium(browser_home, "--dump-dom", (alone / "report.html").as_uri()).stdout.decode()
+    notice = re.search(r'<p id="rp-no-plotly" class="alerts"( hidden="")?>(.*?)</p>', dom, re.S)
+    assert notice is not None and notice.group(1) is None, "the notice must be shown"
+    assert f"plotly.js did not load from <code>../assets/{plotly_asset().name}</code>" in " ".join(
+        notice.group(2).split())
+    assert 'class="main-svg"' not in dom  # nothing drawn, and the page says why
+    assert "pg_amcheck: 2 corrupt blocks in public.t" in dom  # the rest of the report is all there
 
 
 def test_index_chart_draws_in_chromium(tmp_path, browser_home):
-    report = json.loads(SAMPLE.read_text())
+    report = RunReport.model_validate_json(SAMPLE.read_text())
+    reports = tmp_path / "reports"
+    store = ResultStore(f"sqlite:///{tmp_path}/results.db")
     for day in (20, 21, 22):
         run_id = f"202611{day}T010000Z-abc{day}"
-        (tmp_path / run_id).mkdir()
-        (tmp_path / run_id / "report.json").write_text(json.dumps(
-            {**report, "run_id": run_id, "started_at": f"2026-11-{day}T01:00:00+00:00"}))
+        started = report.started_at.replace(day=day)
+        store.start_run(RunResult(run_id=run_id, engine="postgres", source="/b", started_at=started),
+                        reports / run_id)
+        for entry in report.databases:
+            store.record_database(run_id, entry)
+        store.finish_run(run_id, started, str(report.verdict))
+        (reports / run_id).mkdir(parents=True)
+    try:
+        index = write_index(reports, store)
+    finally:
+        store.close()
     ARTIFACTS.mkdir(exist_ok=True)
-    assert_drew(browser_home, write_index(tmp_path), ARTIFACTS / "index-screenshot.png")
+    assert_drew(browser_home, index, ARTIFACTS / "index-screenshot.png")

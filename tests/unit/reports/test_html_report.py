@@ -1,4 +1,6 @@
-"""report.html and index.html: content from the 1.3 sample, older and failed reports, offline and charts present."""
+"""report.html: content from the 1.3 sample, older and failed reports, plotly.js from the folder, charts present.
+
+index.html and its pages are tests/unit/reports/test_index_pages.py."""
 
 from __future__ import annotations
 
@@ -6,25 +8,23 @@ import copy
 import json
 import re
 from html.parser import HTMLParser
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import TESTS
 from tests.unit.factories import typed_database, typed_report
-from verification.report_model import RunReport
+from verification.reports.assets import plotly_asset
 from verification.reports.charts import (
     CHART_KINDS,
     NONE,
     chain_figure,
     history_figure,
     phases_figure,
-    plotly_js,
     seconds_text,
     throughput_figure,
 )
-from verification.reports.html_report import load_reports, render_html, render_index, write_index
+from verification.reports.html_report import render_html
 
 SAMPLE = TESTS / "fixtures" / "reports" / "report-1.3.json"
 NEW_PHASE_FIELDS = ("predicted_seconds", "bound", "error_percent", "prediction")
@@ -82,15 +82,20 @@ class Sources(HTMLParser):
             self.loads.append(f"link href={found['href']}")
 
 
-def assert_self_contained(html: str) -> None:
-    assert html.count(plotly_js()) == 1, "plotly.js must be inline exactly once"
+MB = 1024 * 1024
+
+
+def assert_offline(html: str, depth: int = 1) -> None:
+    """The page loads one file, the report folder's plotly.js by a relative path, and nothing else."""
+    asset = plotly_asset()
+    assert asset.data.decode()[:2000] not in html, "plotly.js must not be inline"
     parser = Sources()
     parser.feed(html)
-    assert parser.loads == [], f"the page loads files: {parser.loads}"
-    assert not re.search(r"<script[^>]+src=", html)
+    assert parser.loads == [f"script src={'../' * depth}assets/{asset.name}"], parser.loads
     assert not re.search(r"<link[^>]+href=[\"']?https?:", html)
     assert "@import" not in html and "@font-face" not in html
-    assert "cdn.plot.ly/plotly" not in html.split("<script>", 1)[0]
+    assert "cdn.plot.ly/plotly" not in html
+    assert "script-src 'self' 'unsafe-inline' 'unsafe-eval'" in html  # 'self': the folder's plotly.js may load
 
 
 def charts(html: str) -> list[str]:
@@ -104,7 +109,36 @@ def test_sample_shows_verdicts_reasons_and_every_chart(report):
     assert "chain complete: 2 backups, 3 WAL segments" in html
     assert charts(html) == PAGE_ORDER * 2
     assert all(f'id="rp-{kind}-{index}"' in html for kind in CHART_KINDS for index in (1, 2))
-    assert_self_contained(html)
+    assert_offline(html)
+
+
+def test_the_report_is_under_a_megabyte_and_loads_the_folders_plotly(report, tmp_path):
+    from verification.reports import write_reports
+
+    asset = plotly_asset()
+    outputs = write_reports(typed_report(report), tmp_path / "reports" / "20261122T010000Z-abc123")
+    page = outputs.html_path.read_bytes()
+    assert len(page) < 1 * MB and len(asset.data) > 3 * MB  # the 4.8 MB it was: plotly.js is most of it
+    assert page.count(b"<script src=") == 1
+    assert f'<script src="../assets/{asset.name}"></script>'.encode() in page
+    shared = tmp_path / "reports" / "assets" / asset.name
+    assert shared.read_bytes() == asset.data
+    assert (outputs.html_path.parent / f"../assets/{asset.name}").resolve() == shared.resolve()
+    assert re.fullmatch(r"plotly-\d+\.\d+\.\d+\.min\.js", asset.name)
+
+
+def test_a_report_whose_plotly_did_not_load_says_so_and_which_file_it_needs(report):
+    html = render_html(typed_report(report))
+    asset = plotly_asset()
+    notice = re.search(r'<p id="rp-no-plotly" class="alerts" hidden>(.*?)</p>', html, re.S)
+    assert notice is not None, "the notice is in the page, hidden until plotly.js is found missing"
+    text = " ".join(notice.group(1).split())
+    assert f"plotly.js did not load from <code>../assets/{asset.name}</code>" in text
+    assert f"SHA-256 <code>{asset.sha256}</code>" in text and "tar czf run.tar.gz -C REPORT_DIR RUN_ID assets" in text
+    # Shown by the page itself, before any chart's script runs (each needs window.Plotly).
+    script = 'if (!window.Plotly) document.getElementById("rp-no-plotly").hidden = false;'
+    assert html.index(script) < html.index('<div class="rp-chart"')
+    assert f"charts drawn by plotly.js {asset.version}, loaded from <code>../assets/{asset.name}</code>" in html
 
 
 def test_sample_verdict_table_states_rto_and_rpo_with_units(report):
@@ -151,7 +185,7 @@ def test_a_1_2_report_renders_without_the_new_sections(report):
     assert "This report carries no history (schema 1.2)" in html
     assert '<section class="alerts">' not in html
     assert "pg_amcheck: 2 corrupt blocks in public.t" in html
-    assert_self_contained(html)
+    assert_offline(html)
 
 
 def test_a_database_that_never_came_online_renders(report):
@@ -248,75 +282,17 @@ def test_seconds_state_their_unit(seconds, text):
     assert seconds_text(seconds) == text
 
 
-def write_run(report_dir: Path, report: dict[str, Any], run_id: str, started: str) -> None:
-    run = copy.deepcopy(report)
-    run["run_id"], run["started_at"] = run_id, started
-    (report_dir / run_id).mkdir(parents=True)
-    (report_dir / run_id / "report.json").write_text(json.dumps(run))
-
-
-def test_index_lists_runs_newest_first_and_notes_unreadable_reports(tmp_path, report):
-    write_run(tmp_path, as_1_2(report), "20261120T010000Z-old000", "2026-11-20T01:00:00+00:00")
-    write_run(tmp_path, report, "20261122T010000Z-abc123", "2026-11-22T01:00:00+00:00")
-    write_run(tmp_path, report, "20261121T010000Z-mid000", "2026-11-21T01:00:00+00:00")
-    (tmp_path / "20261123T010000Z-torn00").mkdir()
-    (tmp_path / "20261123T010000Z-torn00" / "report.json").write_text('{"run_id": "20261123T01')
-    (tmp_path / "20261124T010000Z-list00").mkdir()
-    (tmp_path / "20261124T010000Z-list00" / "report.json").write_text("[]")
-    (tmp_path / "stray.json").write_text("{}")
-
-    path = write_index(tmp_path)
-    assert path == tmp_path / "index.html"
-    html = path.read_text()
-    links = re.findall(r'<a href="([^"]+)"><code>', html)
-    assert links == ["20261122T010000Z-abc123/report.html", "20261121T010000Z-mid000/report.html",
-                     "20261120T010000Z-old000/report.html"]
-    assert ("<code>20261123T010000Z-torn00/report.json</code></td><td class=\"error\">not JSON: Invalid JSON: "
-            "EOF while parsing a string at line 1 column 23") in html
-    assert "not a report: the JSON is a list, not an object" in html
-    assert '<span class="badge failed">demo2: failed</span>' in html and "RTO met" in html
-    assert "2 alerts" in html
-    assert charts(html) == ["history"]
-    assert_self_contained(html)
-    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".index-")] == []
-
-
-def test_index_chart_draws_each_database_and_its_rto(report):
-    runs = []
-    for day, seconds in ((20, 5.0), (21, 5.5), (22, 6.0)):
-        run = copy.deepcopy(report)
-        run["run_id"], run["started_at"] = f"202611{day}T010000Z-x", f"2026-11-{day}T01:00:00+00:00"
-        for d in run["databases"]:
-            d["recovery_seconds"] = seconds
-        runs.append(run)
-    html = render_index(_reports(runs))
-    data = json.loads(re.search(r'Plotly.newPlot\(\s*"rp-history-runs",\s*(\[.*?\]),\s*\{', html, re.S).group(1))
-    assert [t["name"] for t in data] == ["demo1", "demo2", "demo2 RTO"]
-    assert data[1]["y"] == [5.0, 5.5, 6.0] and data[2]["y"] == [10.0, 10.0]
-    assert "demo1 RTO 14400 s (4.0 h)" in html  # named, not drawn: 4 h against seconds
-
-
-def test_an_empty_report_folder_gets_an_index(tmp_path):
-    html = write_index(tmp_path).read_text()
-    assert "0 runs in this folder" in html and charts(html) == []
-    assert load_reports(tmp_path) == ([], [])
-
-
-def _reports(reports: list[dict[str, Any]]) -> list[RunReport]:
-    return [RunReport.model_validate(r) for r in reports]
-
-
 def test_a_misspelt_field_fails_the_page_instead_of_showing_nothing(report):
     from jinja2 import UndefinedError
 
-    from verification.reports.html_report import _env
+    from verification.reports.html_report import env
 
     typed = typed_report(report)
-    assert _env.from_string("{{ r.verdict }}").render(r=typed) == "failed"
+    assert env.from_string("{{ r.verdict }}").render(r=typed) == "failed"
     with pytest.raises(UndefinedError, match="has no attribute 'verdikt'"):
-        _env.from_string("{{ r.verdikt }}").render(r=typed)
+        env.from_string("{{ r.verdikt }}").render(r=typed)
     with pytest.raises(UndefinedError, match="has no attribute 'target_second'"):
-        _env.from_string("{{ d.objectives.rto.target_second }}").render(d=typed.databases[0])
+        env.from_string("{{ d.objectives.rto.target_second }}").render(d=typed.databases[0])
 
 
 def staged_from_s3(report: dict[str, Any]) -> dict[str, Any]:

@@ -8,15 +8,9 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import os
-import pwd
-import shutil
 import sqlite3
 import subprocess
-import tempfile
-from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from itertools import count
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +20,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine, inspect, make_url, text
 
+from tests.unit.results.conftest import PG_BIN, PG_PASSWORD, Stores
 from verification.errors import StoreVersionError
 from verification.model import RunResult
 from verification.report_model import DatabaseEntry
@@ -34,80 +29,10 @@ from verification.results.migrations import VERSION_TABLE, config, head, masked
 from verification.results.store import Base
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "store"
-PG_BIN = Path("/usr/lib/postgresql/15/bin")
-PG_PASSWORD = "Store-Pass-9"  # the server trusts local sockets: it is only there to be masked
 RUN_ID = "20261122T010000Z-abcdef"
 T0 = datetime(2026, 11, 22, 1, 0, tzinfo=UTC)
 OLD_TABLES = {"runs", "databases", "chains", "phases", "checks", "database_reports"}
 HEAD_TABLES = {"restoreproof_schema_version", "runs", "databases", "database_reports", "run_plans"}
-
-Stores = Callable[[], str]  # a new, empty database's URL
-
-
-# --- the two backends ---------------------------------------------------------------------------
-
-def _as_postgres(argv: list[str]) -> list[str]:
-    # initdb and the server refuse to run as root.
-    return ["runuser", "-u", "postgres", "--", *argv] if os.geteuid() == 0 else argv
-
-
-def _has_postgres_user() -> bool:
-    try:
-        pwd.getpwnam("postgres")
-    except KeyError:
-        return os.geteuid() != 0
-    return True
-
-
-@pytest.fixture(scope="module")
-def postgres_server() -> Iterator[str]:
-    """A PostgreSQL 15 server on a unix socket in a temporary folder: its URL prefix (no database)."""
-    if not (PG_BIN / "initdb").exists():
-        pytest.skip(f"PostgreSQL 15 server binaries are not installed ({PG_BIN})")
-    if (os.geteuid() == 0 and shutil.which("runuser") is None) or not _has_postgres_user():
-        pytest.skip("running as root, and no postgres OS user (and runuser) to run the server as")
-    folder = Path(tempfile.mkdtemp(prefix="restoreproof-store-pg-"))
-    if os.geteuid() == 0:
-        shutil.chown(folder, "postgres")
-    data, port = folder / "data", 54329
-    try:
-        subprocess.run(_as_postgres([str(PG_BIN / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
-                                     "--no-sync", "-E", "UTF8"]), check=True, capture_output=True)
-        subprocess.run(_as_postgres([str(PG_BIN / "pg_ctl"), "-D", str(data), "-l", str(folder / "log"), "-w",
-                                     "-o", f"-c listen_addresses='' -c unix_socket_directories={folder} -p {port}",
-                                     "start"]), check=True, capture_output=True)
-        folder.chmod(0o755)  # the socket, for this (root) process
-        yield f"postgresql+psycopg://postgres:{PG_PASSWORD}@/?host={folder}&port={port}"
-    finally:
-        subprocess.run(_as_postgres([str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]),
-                       capture_output=True)
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-_names = count(1)
-
-
-def _postgres_database(server: str) -> str:
-    name = f"store{next(_names)}"
-    admin = create_engine(server.replace("/?", "/postgres?"), isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(text(f"CREATE DATABASE {name}"))
-    admin.dispose()
-    return server.replace("/?", f"/{name}?")
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-def new_store(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Stores:
-    if backend == "sqlite":
-        files = count(1)
-        return lambda: f"sqlite:///{tmp_path / f'results{next(files)}.db'}"
-    server = request.getfixturevalue("postgres_server")
-    return lambda: _postgres_database(server)
 
 
 def load_previous_release(url: str) -> str:
@@ -217,9 +142,13 @@ def test_a_previous_release_store_is_upgraded_in_place_and_keeps_its_rows(previo
     assert [(run_id, started) for run_id, started, _ in store.report_entries()] == [(RUN_ID, T0), (RUN_ID, T0)]
     store.close()
 
-    assert revision(previous_release) == (head(),) == ("0003",)
+    assert revision(previous_release) == (head(),) == ("0004",)
     assert tables(previous_release) == HEAD_TABLES
-    assert {table: raw_rows(previous_release, table) for table in ("runs", "databases")} == kept
+    runs = raw_rows(previous_release, "runs")
+    # Revision 0004's column comes last, filled from the run's report folder: the listings find it there.
+    assert [row[:-1] for row in runs] == kept["runs"]
+    assert [row[-1] for row in runs] == ["/var/lib/restoreproof/reports"]
+    assert raw_rows(previous_release, "databases") == kept["databases"]
 
 
 def test_the_upgraded_store_takes_new_runs(previous_release: str) -> None:
@@ -273,6 +202,25 @@ def test_downgrading_0002_makes_the_dropped_tables_again(previous_release: str, 
     assert revision(previous_release) == (head(),)
 
 
+def test_the_upgraded_store_lists_its_run_in_its_report_folder(previous_release: str) -> None:
+    store = ResultStore(previous_release)
+    page = store.run_page(1, 50, folder=Path("/var/lib/restoreproof/reports"), finished_only=True)
+    assert [(r.run_id, r.count("passed"), r.count("failed")) for r in page.runs] == [(RUN_ID, 1, 1)]
+    assert store.report_folders() == ["/var/lib/restoreproof/reports"]
+    store.close()
+
+
+def test_downgrading_0004_leaves_the_schema_0003_made(previous_release: str, new_store: Stores) -> None:
+    ResultStore(previous_release).close()
+    migrate(previous_release, "0003", down=True)
+    as_0003 = new_store()
+    migrate(as_0003, "0003")
+    assert revision(previous_release) == ("0003",)
+    assert schema(previous_release) == schema(as_0003)
+    ResultStore(previous_release).close()  # and up again, filling the folder once more
+    assert [row[-1] for row in raw_rows(previous_release, "runs")] == ["/var/lib/restoreproof/reports"]
+
+
 def test_a_store_from_a_newer_restoreproof_is_refused_by_name(new_store: Stores) -> None:
     url = new_store()
     ResultStore(url).close()
@@ -285,7 +233,7 @@ def test_a_store_from_a_newer_restoreproof_is_refused_by_name(new_store: Stores)
         ResultStore(url)
     assert str(raised.value) == (
         f"the results store {shown} is at schema revision 0042, which this restoreproof does not know "
-        f"(its newest is 0003): a newer restoreproof made it, or it is not a restoreproof results store; "
+        f"(its newest is 0004): a newer restoreproof made it, or it is not a restoreproof results store; "
         f"upgrade restoreproof or set results_url to another store")
     assert PG_PASSWORD not in str(raised.value)
     assert revision(url) == ("0042",)  # left as it was

@@ -1,6 +1,8 @@
-"""The results store's column types, on a real SQLite database."""
+"""The results store on a real SQLite database: its column types, plans, baselines and run listings."""
 
+import json
 from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 from sqlalchemy import Column, Integer, MetaData, Table, create_engine, insert, select
@@ -81,4 +83,169 @@ def test_the_baseline_is_the_last_passed_one_however_many_runs_failed_since(tmp_
         store.record_database(run_id, _verified("shop", verdict, rows, target=target, baseline=baseline))
     assert store.last_passed_baseline("shop") == {"tables": {"postgres.public.t": {"rows": 1000, "columns": ["id"]}}}
     assert store.last_passed_baseline("other") is None
+    store.close()
+
+
+# --- the listings: run summaries paged newest first, a folder's runs, the daily recovery aggregates ----------------
+# On SQLite and PostgreSQL (new_store: tests/unit/results/conftest.py): their SQL differs (JSON paths, days).
+
+SAMPLE = Path(__file__).resolve().parents[2] / "fixtures" / "reports" / "report-1.3.json"
+
+
+def _sample_entries() -> list[DatabaseEntry]:
+    """The 1.3 sample's two databases: demo1 passed (RTO met, no alert), demo2 failed (RTO met, 2 alerts)."""
+    return [DatabaseEntry.model_validate(d) for d in json.loads(SAMPLE.read_text())["databases"]]
+
+
+def _record(store: ResultStore, run_id: str, started: datetime, folder: Path | None, *, finish: bool = True,
+            entries: list[DatabaseEntry] | None = None, due: list[str] | None = None,
+            recovery: float | None = None) -> None:
+    store.start_run(RunResult(run_id=run_id, engine="postgres", source="/backups", started_at=started,
+                              host={"due": due} if due is not None else {}),
+                    folder / run_id if folder is not None else None)
+    for entry in entries or []:
+        store.record_database(run_id, entry.model_copy(update={"recovery_seconds": recovery})
+                              if recovery is not None else entry)
+    if finish:
+        store.finish_run(run_id, started + timedelta(minutes=1), "failed" if entries else "passed")
+
+
+def _bulk(store: ResultStore, count: int, folder: Path, start: datetime) -> None:
+    """`count` published runs an hour apart, inserted as rows at once (the API's transaction per call
+    would take minutes for 10,000; bench/reports.py fills its store through the API)."""
+    from sqlalchemy import insert
+
+    from verification.results.store import RunRow
+
+    with store.engine.begin() as connection:
+        connection.execute(insert(RunRow), [
+            {"run_id": f"r{n:05d}", "engine": "postgres", "source": "/b", "verdict": "passed",
+             "started_at": start + timedelta(hours=n), "finished_at": start + timedelta(hours=n, minutes=1),
+             "report_dir": str(folder / f"r{n:05d}"), "report_folder": str(folder), "host": {}}
+            for n in range(count)])
+
+
+def test_a_page_of_runs_is_newest_first_with_what_the_index_shows(tmp_path, new_store):
+    store = ResultStore(new_store())
+    folder = tmp_path / "reports"
+    _record(store, "b-old", T0, folder, entries=_sample_entries(), due=["demo1", "demo2", "demo3"])
+    _record(store, "c-tie", T0 + timedelta(days=1), folder, entries=_sample_entries()[:1])
+    _record(store, "a-tie", T0 + timedelta(days=1), folder)  # same start: the run id breaks the tie
+    page = store.run_page(1, 2, folder=folder)
+    assert (page.total, page.pages, page.number, page.size) == (3, 2, 1, 2)
+    assert [r.run_id for r in page.runs] == ["c-tie", "a-tie"]
+    older = store.run_page(2, 2, folder=folder).runs
+    assert [r.run_id for r in older] == ["b-old"]
+    run = older[0]
+    assert (run.verdict, run.engine, run.source, run.started_at) == ("failed", "postgres", "/backups", T0)
+    assert run.report_dir == str(folder / "b-old") and run.finished_at == T0 + timedelta(minutes=1)
+    assert [(d.database, d.verdict, d.recovery_seconds, d.rto_met, d.alerts) for d in run.databases] == [
+        ("demo1", "passed", 4.82, True, 0), ("demo2", "failed", 5.32, True, 2)]
+    assert (run.count("passed"), run.count("failed"), run.count("error")) == (1, 1, 0)
+    assert run.not_verified == 1  # demo3 was due and has no entry
+    assert store.run_page(3, 2, folder=folder).runs == []  # past the last page: empty, not an error
+    with pytest.raises(ValueError, match="page 0 of 2 runs"):
+        store.run_page(0, 2)
+    store.close()
+
+
+def test_a_rto_missed_and_a_report_without_objectives_are_told_apart(tmp_path, new_store):
+    store = ResultStore(new_store())
+    missed, old = _sample_entries()
+    assert missed.objectives is not None
+    missed.objectives.rto.met = False
+    old = old.model_copy(update={"objectives": None, "drift": None})
+    _record(store, "r1", T0, tmp_path, entries=[missed, old])
+    (run,) = store.run_page(1, 50).runs
+    assert [(d.rto_met, d.alerts) for d in run.databases] == [(False, 0), (None, 0)]
+    store.close()
+
+
+def test_paging_boundaries_no_runs_one_page_exactly_and_one_more(tmp_path, new_store):
+    store = ResultStore(new_store())
+    folder = tmp_path / "reports"
+    empty = store.run_page(1, 50, folder=folder)
+    assert (empty.runs, empty.total, empty.pages) == ([], 0, 1)
+    _bulk(store, 50, folder, T0)
+    full = store.run_page(1, 50, folder=folder)
+    assert (len(full.runs), full.total, full.pages) == (50, 50, 1)
+    assert store.run_page(2, 50, folder=folder).runs == []
+    _record(store, "r99999", T0 + timedelta(days=365), folder)
+    first, second = store.run_page(1, 50, folder=folder), store.run_page(2, 50, folder=folder)
+    assert (first.total, first.pages) == (51, 2)
+    assert first.runs[0].run_id == "r99999" and first.runs[-1].run_id == "r00001"
+    assert [r.run_id for r in second.runs] == ["r00000"]
+    store.close()
+
+
+def test_ten_thousand_runs_page_in_order_and_only_a_folders_own(tmp_path, new_store):
+    store = ResultStore(new_store())
+    folder = tmp_path / "reports"
+    _bulk(store, 10_000, folder, T0)
+    _record(store, "elsewhere", T0 + timedelta(days=9999), tmp_path / "other")  # newest of all, another folder
+    _record(store, "running", T0 + timedelta(days=9998), folder, finish=False)
+    page = store.run_page(1, 50, folder=folder, finished_only=True)
+    assert (page.total, page.pages) == (10_000, 200)
+    assert [r.run_id for r in page.runs] == [f"r{n:05d}" for n in range(9999, 9949, -1)]
+    last = store.run_page(200, 50, folder=folder, finished_only=True)
+    assert [r.run_id for r in last.runs] == [f"r{n:05d}" for n in range(49, -1, -1)]
+    seen = [r.run_id for n in range(1, 201) for r in store.run_page(n, 50, folder=folder, finished_only=True).runs]
+    assert seen == [f"r{n:05d}" for n in range(9999, -1, -1)]  # every run once, none skipped at a boundary
+    assert store.run_page(1, 50, folder=folder).runs[0].run_id == "running"  # unless only the published ones
+    everything = store.run_page(1, 50)
+    assert everything.total == 10_002 and everything.runs[0].run_id == "elsewhere"
+    listed = store.run_listing(folder)
+    assert len(listed) == 10_001 and listed[0].run_id == "r00000" and listed[-1].run_id == "running"
+    assert listed[-1].finished is None and listed[0].finished is not None and listed[0].verdict == "passed"
+    assert store.run_starts(["r00000", "r09999", "nope"]) == {"r00000": T0, "r09999": T0 + timedelta(hours=9999)}
+    assert store.report_folders() == [str(tmp_path / "other"), str(folder)]
+    store.close()
+
+
+def test_a_relative_report_folder_is_kept_absolute(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    store = ResultStore(f"sqlite:///{tmp_path}/r.db")
+    _record(store, "r1", T0, Path("reports"))
+    assert store.run_page(1, 50, folder=tmp_path / "reports").total == 1
+    assert store.run_page(1, 50, folder=Path("reports")).total == 1
+    assert store.report_folders() == [str(tmp_path / "reports")]
+    store.close()
+
+
+def test_recovery_is_aggregated_per_database_and_utc_day(tmp_path, new_store):
+    store = ResultStore(new_store())
+    folder = tmp_path / "reports"
+    evening = datetime(2026, 11, 22, 23, 30, tzinfo=timezone(timedelta(hours=-2)))  # 01:30 UTC on the 23rd
+    _record(store, "r1", datetime(2026, 11, 23, 0, 10, tzinfo=UTC), folder, entries=_sample_entries(), recovery=4.0)
+    _record(store, "r2", evening, folder, entries=_sample_entries(), recovery=6.0)
+    _record(store, "r3", datetime(2026, 11, 24, 1, 0, tzinfo=UTC), folder, entries=_sample_entries()[:1])
+    never = _sample_entries()[0].model_copy(update={"recovery_seconds": None})
+    _record(store, "r4", datetime(2026, 11, 25, 1, 0, tzinfo=UTC), folder, entries=[never])
+    _record(store, "r5", datetime(2026, 11, 26, 1, 0, tzinfo=UTC), folder, entries=_sample_entries(), finish=False)
+    days = [(d.database, d.day.isoformat(), d.runs, d.online, d.mean_seconds, d.min_seconds, d.max_seconds)
+            for d in store.daily_recovery(folder)]
+    assert days == [("demo1", "2026-11-23", 2, 2, 5.0, 4.0, 6.0), ("demo1", "2026-11-24", 1, 1, 4.82, 4.82, 4.82),
+                    ("demo1", "2026-11-25", 1, 0, None, None, None),
+                    ("demo2", "2026-11-23", 2, 2, 5.0, 4.0, 6.0)]  # r5 is still running: not yet in
+    assert store.newest_rto_targets(folder, ["demo1", "demo2", "demo9"]) == {"demo1": 14400.0, "demo2": 10.0}
+    assert store.daily_recovery(tmp_path / "other") == []
+    assert store.newest_rto_targets(tmp_path / "other", ["demo1"]) == {}
+    store.close()
+
+
+def test_the_rto_target_is_the_newest_published_runs(tmp_path, new_store):
+    store = ResultStore(new_store())
+    demo1, _ = _sample_entries()
+    stricter = demo1.model_copy(deep=True)
+    assert stricter.objectives is not None
+    stricter.objectives.rto.target_seconds = 60.0
+    _record(store, "r1", T0, tmp_path, entries=[demo1])
+    _record(store, "r2", T0 + timedelta(days=1), tmp_path, entries=[stricter])
+    _record(store, "r3", T0 + timedelta(days=2), tmp_path, entries=[demo1], finish=False)  # not published yet
+    assert store.newest_rto_targets(tmp_path, ["demo1"]) == {"demo1": 60.0}
+    store.finish_run("r3", T0 + timedelta(days=2), "passed")
+    assert store.newest_rto_targets(tmp_path, ["demo1"]) == {"demo1": 14400.0}
+    # A newest entry without objectives (a report older than schema 1.3) holds it to none.
+    _record(store, "r4", T0 + timedelta(days=3), tmp_path, entries=[demo1.model_copy(update={"objectives": None})])
+    assert store.newest_rto_targets(tmp_path, ["demo1"]) == {}
     store.close()
