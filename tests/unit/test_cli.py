@@ -168,3 +168,16 @@ def test_demo_in_s3_without_motos_server_names_the_extra_and_starts_nothing(tmp_
         "restoreproof: the local S3 endpoint needs moto's server mode, not installed here (missing: moto): install "
         "restoreproof with its extra s3-demo, pip install 'restoreproof[s3-demo]'")
     assert list((tmp_path / "tmp").iterdir()) == [] and not (tmp_path / "demo").exists()
+
+
+def test_plan_exit_code_a_gap_an_unread_backup_may_fill_is_2_and_a_known_bad_backup_still_1():
+    from tests.unit.factories import broken_plan
+    from verification.cli import plan_exit_code
+    from verification.model import Problem
+
+    plan = broken_plan()
+    assert plan_exit_code([plan], []) == 1
+    plan.chain.unread.append(Problem("unread-backup", "LOG/x.trn could not be read", ("LOG/x.trn",)))
+    assert plan_exit_code([plan], []) == 2
+    plan.chain.defects.append(Problem("unreadable-backup", "F.bak is damaged", ("F.bak",)))
+    assert plan_exit_code([plan], []) == 1

@@ -227,7 +227,32 @@ def verify_bundle(bundle: Path, verifier: Verifier) -> VerifyResult:
                 archive.extractall(root, filter="data")
         except (tarfile.TarError, OSError) as exc:
             raise EvidenceError(f"cannot extract {bundle}: {exc}") from exc
-        return _verify_folder(_archive_root(root), bundle, verifier)
+        run_folder = _archive_root(root)
+        result = _verify_folder(run_folder, bundle, verifier)
+        _name_beside(root, run_folder, result)
+        return result
+
+
+def _name_beside(root: Path, run_folder: Path, result: VerifyResult) -> None:
+    """Every file an archive holds outside its run folder and not signed as a shared file is "added": a
+    page or script carried beside the run would otherwise travel with a bundle that verifies."""
+    if run_folder == root:
+        return
+    signed = {(run_folder / entry).resolve() for entry in _shared_paths(run_folder)}
+    for path in sorted(p for p in root.rglob("*") if not p.is_dir()):
+        if path.is_relative_to(run_folder) or path.resolve() in signed:
+            continue
+        result.add(path.relative_to(root).as_posix(), "added",
+                   "beside the run folder in the archive but not signed (not a shared file of its manifest)")
+
+
+def _shared_paths(run_folder: Path) -> list[str]:
+    try:
+        manifest = json.loads((run_folder / MANIFEST).read_bytes())
+        entries = manifest.get("shared_files", []) if isinstance(manifest, dict) else []
+    except (OSError, ValueError):
+        return []
+    return [e["path"] for e in entries if isinstance(e, dict) and _valid_shared_entry(e)]
 
 
 def _archive_root(root: Path) -> Path:

@@ -426,6 +426,19 @@ def test_a_run_folder_copied_alone_verifies_and_names_the_shared_file_it_lacks(r
         tar.add(shared_asset.parent, arcname="assets")
     result = verify_bundle(both, load_verifier(settings))
     assert result.ok and result.shared_absent == [] and result.files_checked == 7
+    # Anything else carried beside the run folder is unsigned: named, and the bundle does not verify.
+    summary, extra = tmp_path / "SUMMARY.html", shared_asset.parent / "extra.js"
+    summary.write_text("all backups passed")
+    extra.write_text("alert(1)")
+    more = tmp_path / "more.tar.gz"
+    with tarfile.open(more, "w:gz") as tar:
+        tar.add(run_dir, arcname=run_dir.name)
+        tar.add(shared_asset.parent, arcname="assets")
+        tar.add(summary, arcname="SUMMARY.html")
+    result = verify_bundle(more, load_verifier(settings))
+    assert not result.ok
+    assert sorted((f.path, f.kind) for f in result.findings) == [("SUMMARY.html", "added"),
+                                                                 ("assets/extra.js", "added")]
 
 
 def test_only_the_report_folders_assets_can_be_shared(run_dir, shared_asset, tmp_path):

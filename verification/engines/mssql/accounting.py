@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from verification.engines.mssql.catalog import BACKUP_FOLDERS, Catalog, DatabaseCatalog, Unreadable
 from verification.model import (
+    POINT_ROUNDED_RULE,
     Chain,
     ChainStatus,
     Problem,
@@ -123,15 +124,27 @@ def _beside(plans: list[RestorePlan], path: str) -> list[RestorePlan]:
     return [p for p in plans if any(posixpath.dirname(f) == folder for f in p.files)]
 
 
+# SQL Server writes its backups' times in the server's local time, read here as UTC; a file's time is
+# real UTC. Local time is at most 14 hours ahead of UTC (UTC+14), so a file written less than that
+# before a backup's recorded end may still be newer than it.
+LOCAL_TIME_MARGIN = timedelta(hours=14)
+
+
 def _may_matter(plan: RestorePlan, written: datetime | None) -> bool:
     """Whether an unread file could change this plan: fill a broken chain's gap, or hold a point newer than
-    the chain's end when the latest point is asked for. A file with no known time may be either."""
+    the chain's end when the latest point is asked for (or a point in time was rounded down to the newest
+    backup before it). A file with no known time may be either."""
     if plan.chain.status is not ChainStatus.COMPLETE:
         return True
-    if plan.stop_at is not None or not plan.chain.backups:
-        return plan.stop_at is None
+    rounded = any(r.rule == POINT_ROUNDED_RULE and r.passed for r in plan.chain.rules)
+    if (plan.stop_at is not None and not rounded) or not plan.chain.backups:
+        return not plan.chain.backups
     newest = max(b.finish for b in plan.chain.backups)
-    return written is None or written > newest
+    if written is None:
+        return True
+    if plan.stop_at is not None and written > plan.stop_at + LOCAL_TIME_MARGIN:
+        return False  # written after the point asked for: cannot hold a point before it
+    return written > newest - LOCAL_TIME_MARGIN
 
 
 def attach_unread(catalog: Catalog, plans: list[RestorePlan], modified: Callable[[str], datetime | None]) -> None:
@@ -141,7 +154,10 @@ def attach_unread(catalog: Catalog, plans: list[RestorePlan], modified: Callable
         if unread.kind not in MAY_HOLD_A_BACKUP:
             continue
         written = modified(unread.path)
-        for plan in _beside(plans, unread.path):
+        # A file no database can be placed by (logs in a folder of their own, the same database name on two
+        # servers) may still fill any broken chain's gap.
+        owners = _beside(plans, unread.path) or [p for p in plans if p.chain.status is not ChainStatus.COMPLETE]
+        for plan in owners:
             if not _may_matter(plan, written):
                 continue
             where = ("may hold the backups its chain lacks" if plan.chain.status is not ChainStatus.COMPLETE

@@ -141,7 +141,8 @@ class MssqlEngine:
         if target == "local":
             raise ConfigError("SQL Server backups restore only into a SQL Server container, not --target local "
                               "(the setting target: local): use --target docker, auto or offline")
-        s3_url.location_for(source, self.settings, target)
+        if target != "offline":  # an offline run restores nothing: SQL Server never reads S3 itself
+            s3_url.location_for(source, self.settings, target)
 
     def check_target(self, kind: str) -> None:
         from verification.targets.docker import docker_client

@@ -9,7 +9,7 @@ import pytest
 from tests.unit.factories import T0, broken_plan, complete_plan
 from verification.engines.mssql.accounting import attach_unread
 from verification.engines.mssql.catalog import Catalog, Unreadable
-from verification.model import RestorePlan
+from verification.model import POINT_ROUNDED_RULE, RestorePlan, RuleCheck
 
 LOG = "SRV/demo1/LOG/SRV_demo1_LOG_1.trn"
 
@@ -36,14 +36,33 @@ def test_a_complete_chain_names_an_unread_file_newer_than_its_end_or_of_unknown_
 def test_an_old_archived_backup_does_not_stop_a_complete_chain() -> None:
     """Lifecycle rules move old backups to an archive class: older than the chain's end, they cannot hold
     a later point, so the database is still judged (the run names them as unread)."""
-    assert attached(complete_plan(), "archived", T0) == []
+    assert attached(complete_plan(), "archived", T0 - timedelta(hours=14, seconds=1)) == []
     assert attached(complete_plan(), "archived", T0 - timedelta(days=30)) == []
+
+
+def test_a_file_written_within_a_time_zone_of_the_chains_end_may_be_newer() -> None:
+    """The chain's times are the server's local time; a file's time is UTC: east of UTC, a log written
+    after the end reads as hours before it."""
+    (said,) = attached(complete_plan(), "archived", T0 - timedelta(hours=13))
+    assert said.endswith("may be newer than the chain's last backup (written 2026-11-21 12:00:00)")
 
 
 def test_a_point_in_time_reached_is_not_changed_by_newer_unread_files() -> None:
     plan = complete_plan()
     plan.stop_at = T0
     assert attached(plan, "archived", T0 + timedelta(days=1)) == []
+    assert attached(plan, "archived", None) == []
+
+
+def test_a_point_rounded_down_may_be_reached_better_by_an_unread_backup_before_it() -> None:
+    """SIMPLE recovery: the plan stops at the newest backup before the point; an unread backup written
+    between that backup and the point may be a later one."""
+    plan = complete_plan()
+    plan.stop_at = T0 + timedelta(days=1)
+    plan.chain.rules.append(RuleCheck(POINT_ROUNDED_RULE, True, "rounded down to the full backup's end"))
+    assert len(attached(plan, "archived", T0 + timedelta(hours=5))) == 1
+    plan.chain.unread.clear()
+    assert attached(plan, "archived", T0 + timedelta(days=2)) == []  # written after the point
 
 
 @pytest.mark.parametrize("kind", ["corrupt", "not-a-backup", "excluded"])
@@ -51,5 +70,11 @@ def test_other_kinds_are_not_unread_backups(kind: str) -> None:
     assert attached(broken_plan(), kind, None) == []
 
 
-def test_a_file_of_another_database_folder_is_not_attached() -> None:
-    assert attached(broken_plan(), "archived", None, path="SRV/other/LOG/SRV_other_LOG_1.trn") == []
+def test_a_file_of_another_database_folder_is_not_attached_to_a_complete_chain() -> None:
+    assert attached(complete_plan(), "archived", None, path="SRV/other/LOG/SRV_other_LOG_1.trn") == []
+
+
+def test_a_file_no_database_can_be_placed_by_may_fill_any_broken_chain() -> None:
+    """Logs in a folder of their own: the gap of a broken chain may be in them."""
+    (said,) = attached(broken_plan(), "needs-server", None, path="logs/x.trn")
+    assert said.startswith("logs/x.trn could not be read (needs-server")
