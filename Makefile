@@ -65,7 +65,7 @@ bench-mssql-pages: venv
 
 # The S3 source's catalogue on 10,000 objects in a local S3 endpoint (no Docker: a venv is enough).
 bench-s3: venv
-	$(BIN)/python bench/s3_listing.py
+	$(BIN)/python bench/s3_catalog.py
 
 # A verification from S3 in stage mode against the folder's plus a plain download, and staging against
 # a plain download (a demo repository at scale 1 in a local S3 endpoint; Docker for the restores).

@@ -1,6 +1,6 @@
 """The S3 source's catalogue: parallel listing against one sequential paginator, and header reads.
 
-    .venv/bin/python bench/s3_listing.py [--objects 10000] [--threads 16] [--repeat 3] [--latency-ms 0 20 50]
+    .venv/bin/python bench/s3_catalog.py [--objects 10000] [--threads 16] [--repeat 3] [--latency-ms 0 20 50]
 
 In a local S3 endpoint (moto's server mode, its own process; plain HTTP unless --tls), puts `--objects` objects in Ola
 Hallengren's layout (<server>/<db>/FULL|DIFF|LOG/<server>_<db>_<TYPE>_<time>.bak|trn: 4 servers, 25
