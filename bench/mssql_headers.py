@@ -83,7 +83,7 @@ def main() -> None:
 def large_folder(corpus: Path, count: int, repeat: int) -> None:
     import statistics
 
-    from s3_listing import corpus_logs, ola_keys  # this folder's: the S3 bench's layout
+    from s3_catalog import corpus_logs, ola_keys  # this folder's: the S3 bench's layout
 
     from verification.sources import local
 

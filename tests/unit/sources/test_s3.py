@@ -16,6 +16,7 @@ import json
 import os
 import threading
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -189,6 +190,32 @@ def test_reads_are_ranged_gets_and_small_reads_at_the_start_share_one(s3: Bucket
         source.read_bytes("backup/nope")
     with pytest.raises(SourceError, match=r"^s3://.*/backup/demo1 does not exist \(a folder, not an object\)$"):
         source.size("backup/demo1")
+
+
+def test_a_whole_object_read_is_checked_against_s3s_checksum_and_a_ranged_read_asks_for_none(s3: Bucket) -> None:
+    from botocore.httpchecksum import StreamingChecksumBody
+
+    small, big = b"s" * (20 * KiB), os.urandom(100 * KiB)
+    s3.put("sql/small.trn", small, ChecksumAlgorithm="CRC32")
+    s3.put("sql/big.bak", big, ChecksumAlgorithm="CRC32")
+    source = S3Source(s3.url("sql"))
+    sent: list[dict[str, str]] = []
+    bodies: list[tuple[Any, Any]] = []
+    source.client.meta.events.register("before-send.s3.GetObject", lambda request, **_: sent.append(
+        {name.lower(): (value.decode() if isinstance(value, bytes) else value) for name, value in request.headers.items()}))
+    source.client.meta.events.register("after-call.s3.GetObject", lambda parsed, **_: bodies.append(
+        (parsed["Body"], parsed.get("ChecksumCRC32"))))
+    assert source.read_bytes("small.trn", 0, 16) == small[:16]  # a small object: fetched whole
+    assert source.read_bytes("big.bak", 50_000, 100) == big[50_000:50_100]
+    whole, ranged = sent
+    assert whole["x-amz-checksum-mode"] == "ENABLED" and "range" not in whole
+    assert "x-amz-checksum-mode" not in ranged and ranged["range"] == "bytes=50000-50099"
+    listed = {path: source.listed(path).etag for path in ("small.trn", "big.bak")}
+    assert (whole["if-match"], ranged["if-match"]) == (listed["small.trn"], listed["big.bak"])
+    # botocore checks the whole object's body against the CRC32 S3 gave as it is read; not a range's.
+    assert isinstance(bodies[0][0], StreamingChecksumBody)
+    assert bodies[0][1] == base64.b64encode(zlib.crc32(small).to_bytes(4, "big")).decode()
+    assert not isinstance(bodies[1][0], StreamingChecksumBody) and bodies[1][1] is None
 
 
 def test_an_object_changed_since_the_listing_is_never_read_as_the_same_file(s3: Bucket, tmp_path: Path) -> None:

@@ -1,8 +1,11 @@
 """The S3 source's catalogue: parallel listing against one sequential paginator, and header reads.
 
-    .venv/bin/python bench/s3_listing.py [--objects 10000] [--threads 16] [--repeat 3] [--latency-ms 0 20 50]
+    .venv/bin/python bench/s3_catalog.py [--endpoint moto garage] [--objects 10000] [--threads 16] [--repeat 3]
+        [--latency-ms 0 20 50]
 
-In a local S3 endpoint (moto's server mode, its own process; plain HTTP unless --tls), puts `--objects` objects in Ola
+In each local S3 endpoint asked (bench/s3_endpoints.py: moto's server mode, the tests' endpoint, plain HTTP
+unless --tls; Garage, an S3 store in Rust that `make bench-s3` installs into build/; each a
+process of its own, one after the other in the same run), puts `--objects` objects in Ola
 Hallengren's layout (<server>/<db>/FULL|DIFF|LOG/<server>_<db>_<TYPE>_<time>.bak|trn: 4 servers, 25
 databases each, 100 backups per database), each a real SQL Server log backup of the corpus
 (../shared/testdata/mssql-backups) of 48 to 256 KiB, so a header read is the real head and trailer.
@@ -21,8 +24,9 @@ it), the median of `--repeat` rounds of:
 - the real alternative, in the same round: one sequential paginator, then each object's headers read
   one object after the other (what reading one header per file, file by file, amounts to), by the
   same MTF reader through a plain boto3 client;
-with the endpoint's CPU per GET (utime + stime of the moto_server process, from /proc/<pid>/stat) and
-what it bounds the cold catalogue to. Last, the real corpus planned from S3, cold and warm.
+with the endpoint's CPU per GET (utime + stime of the server's process, from /proc/<pid>/stat), what it
+bounds the cold catalogue to, and restoreproof's own CPU per GET. Last, the real corpus planned from S3,
+cold and warm; and a summary of the cold catalogue against every endpoint.
 """
 
 from __future__ import annotations
@@ -45,9 +49,10 @@ from typing import Any
 
 import boto3
 from botocore.config import Config
+from s3_endpoints import DEFAULT_GARAGE, Endpoint, GarageEndpoint, MotoEndpoint  # this folder's
 
 from verification.config import S3Settings, Settings
-from verification.demo.s3_endpoint import HOST, LocalS3Endpoint, _free_port
+from verification.demo.s3_endpoint import HOST, _free_port
 from verification.engines.mssql.catalog import scan
 from verification.engines.mssql.header_cache import HeaderCache
 from verification.engines.mssql.mtf import read_backup_header
@@ -193,6 +198,7 @@ class Catalogued:
     endpoint_cpu: float
     own_cpu: float  # restoreproof's (this process's) CPU seconds
     headers: int  # objects whose header says they are a backup
+    alternative: float = 0.0  # objects/s of the one-by-one alternative in the same rounds
 
     @property
     def per_second(self) -> float:
@@ -263,11 +269,11 @@ def night_objects(bodies: list[bytes], count: int, round_: int) -> dict[str, byt
     return found
 
 
-def compare_catalogues(endpoint: LocalS3Endpoint, client: Any, bodies: list[bytes], args: argparse.Namespace,
-                       count: int, work: Path) -> None:
-    """Cold, warm and a night's catalogue against the one-by-one alternative, `--repeat` rounds."""
-    assert endpoint.process is not None
-    pid = endpoint.process.pid
+def compare_catalogues(endpoint: Endpoint, client: Any, bodies: list[bytes], args: argparse.Namespace,
+                       count: int, work: Path) -> Catalogued:
+    """Cold, warm and a night's catalogue against the one-by-one alternative, `--repeat` rounds. Returns
+    the median cold catalogue."""
+    pid = endpoint.pid
     rounds: dict[str, list[Catalogued]] = {"cold": [], "warm": [], "night": [], "one by one": []}
     new = max(1, count // 100)
     for round_ in range(args.repeat):
@@ -297,52 +303,89 @@ def compare_catalogues(endpoint: LocalS3Endpoint, client: Any, bodies: list[byte
               f"per object ({found.most_bytes / KiB:.1f} KiB at most), {found.from_cache:,} headers from the cache; "
               f"{found.headers:,} backup headers")
     cold = median["cold"]
-    per_get = cold.endpoint_cpu / cold.gets
-    ceiling = 1 / (per_get * cold.gets / cold.objects)
-    print(f"  the endpoint (moto_server, one Python process): {per_get * 1000:.2f} ms of CPU per GET in the cold "
-          f"catalogue ({cold.endpoint_cpu / cold.seconds:.2f} of a core on average); at {cold.gets / cold.objects:.2f} "
-          f"GETs per object it could serve at most {ceiling:,.0f} objects/s with a whole core to itself; restoreproof "
-          f"{cold.own_cpu / cold.gets * 1000:.2f} ms of CPU per GET (listing and parsing included)")
+    cold.alternative = alternative.per_second
+    print(f"  cold, where the CPU goes: {bound(cold)}")
+    return cold
+
+
+def bound(cold: Catalogued) -> str:
+    """What the CPU of both sides says of a cold catalogue: each side's CPU per GET, the objects/s each
+    would allow with a core to itself, and how busy the machine's cores were."""
+    per_object = cold.gets / cold.objects
+    server, own = cold.endpoint_cpu / cold.gets, cold.own_cpu / cold.gets
+    cores = os.cpu_count() or 1
+    return (f"the endpoint {server * 1000:.2f} ms of CPU per GET ({cold.endpoint_cpu / cold.seconds:.2f} of a core "
+            f"on average; at {per_object:.2f} GETs per object at most {1 / (server * per_object):,.0f} objects/s with "
+            f"a core to itself); restoreproof {own * 1000:.2f} ms per GET, listing and parsing included "
+            f"({cold.own_cpu / cold.seconds:.2f} of a core; at most {1 / (own * per_object):,.0f} objects/s with "
+            f"one core); both {(server + own) * 1000:.2f} ms per GET, "
+            f"{(cold.endpoint_cpu + cold.own_cpu) / cold.seconds:.2f} of the {cores} cores busy: at most "
+            f"{cores / ((server + own) * per_object):,.0f} objects/s with all {cores}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", type=Path,
                         default=Path(__file__).resolve().parents[2] / "shared" / "testdata" / "mssql-backups")
+    parser.add_argument("--endpoint", nargs="+", choices=["moto", "garage"], default=["moto", "garage"],
+                        help="the local S3 endpoints to measure against, one after the other (default: both)")
+    parser.add_argument("--garage", type=Path, default=DEFAULT_GARAGE,
+                        help="Garage's binary (default: what make bench-s3 installs)")
     parser.add_argument("--objects", type=int, default=10_000)
     parser.add_argument("--threads", type=int, default=16)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--latency-ms", type=float, nargs="+", default=[0.0, 20.0, 50.0])
     # moto's server (werkzeug) makes each TLS handshake in its accepting thread, one at a time: with a
     # round trip added, new connections queue there, which measures moto, not the listing.
-    parser.add_argument("--tls", action="store_true", help="serve the endpoint over TLS (default: plain HTTP)")
+    parser.add_argument("--tls", action="store_true", help="serve moto's endpoint over TLS (default: plain HTTP)")
     args = parser.parse_args()
     bodies = corpus_logs(args.corpus)
     keys = ola_keys(args.objects)
-    with LocalS3Endpoint(tls=args.tls) as endpoint:
-        for name, value in endpoint.client_environment().items():
-            os.environ[name] = value
-        client = boto3.client("s3", config=Config(max_pool_connections=32))
-        client.create_bucket(Bucket=BUCKET)
-        started = time.perf_counter()
+    print(f"cpus: {os.cpu_count()}; threads: {args.threads}; median of {args.repeat}")
+    cold: dict[str, tuple[str, Catalogued]] = {}
+    for name in args.endpoint:
+        endpoint: Endpoint = MotoEndpoint(tls=args.tls) if name == "moto" else GarageEndpoint(args.garage, BUCKET)
+        with endpoint:
+            described = endpoint.describe()
+            print(f"\n== endpoint {name}: {described}, {endpoint.url}")
+            cold[name] = (described, measure(endpoint, bodies, keys, args))
+    print(f"\nSummary: the cold catalogue (no header cache; {args.objects:,} objects), median of {args.repeat}")
+    for name, (described, found) in cold.items():
+        print(f"  {name} ({described}): {found.per_second:,.0f} objects/s, {found.per_second / found.alternative:.1f}x "
+              f"one by one ({found.alternative:,.0f} objects/s); {bound(found)}")
 
-        def put(index: int) -> None:
-            client.put_object(Bucket=BUCKET, Key=keys[index], Body=bodies[index % len(bodies)])
 
-        with ThreadPoolExecutor(32) as pool:
-            list(pool.map(put, range(len(keys))))
-        stored = sum(len(bodies[i % len(bodies)]) for i in range(len(keys)))
-        print(f"{len(keys):,} objects in Ola's layout ({SERVERS} servers x {DATABASES} databases x "
-              f"FULL/DIFF/LOG), {stored / 2**20:,.0f} MiB of real SQL Server log backups ({len(bodies)} files of "
-              f"48-256 KiB, reused), put in {time.perf_counter() - started:.1f} s")
-        print(f"cpus: {os.cpu_count()}; threads: {args.threads}; median of {args.repeat}")
-        for latency in args.latency_ms:
-            with contextlib.ExitStack() as stack:
-                port = stack.enter_context(delayed(endpoint.port, latency / 1000)) if latency else endpoint.port
-                compare(f"{endpoint.url.split(':')[0]}://{HOST}:{port}", endpoint.ca_file, args, len(keys), latency)
-        with tempfile.TemporaryDirectory(prefix="restoreproof-bench-") as work:
-            compare_catalogues(endpoint, client, bodies, args, len(keys), Path(work))
-            plan_corpus(client, args.corpus, args.threads, Path(work))
+def measure(endpoint: Endpoint, bodies: list[bytes], keys: list[str], args: argparse.Namespace) -> Catalogued:
+    """Everything the bench measures against one endpoint; returns its median cold catalogue."""
+    for name in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION",
+                 "AWS_CA_BUNDLE"):
+        os.environ.pop(name, None)  # the endpoint before's
+    os.environ.update(endpoint.client_environment())
+    boto3.setup_default_session()  # boto3.client's session keeps the credentials it first read
+    client = boto3.client("s3", config=Config(max_pool_connections=32))
+    if BUCKET not in {bucket["Name"] for bucket in client.list_buckets()["Buckets"]}:
+        client.create_bucket(Bucket=BUCKET)  # Garage has made it as it started; moto has not
+    started = time.perf_counter()
+
+    def put(index: int) -> None:
+        client.put_object(Bucket=BUCKET, Key=keys[index], Body=bodies[index % len(bodies)])
+
+    with ThreadPoolExecutor(32) as pool:
+        list(pool.map(put, range(len(keys))))
+    stored = sum(len(bodies[i % len(bodies)]) for i in range(len(keys)))
+    print(f"{len(keys):,} objects in Ola's layout ({SERVERS} servers x {DATABASES} databases x "
+          f"FULL/DIFF/LOG), {stored / 2**20:,.0f} MiB of real SQL Server log backups ({len(bodies)} files of "
+          f"48-256 KiB, reused), put in {time.perf_counter() - started:.1f} s")
+    for latency in args.latency_ms:
+        with contextlib.ExitStack() as stack:
+            port = stack.enter_context(delayed(endpoint.port, latency / 1000)) if latency else endpoint.port
+            compare(f"{endpoint.url.split(':')[0]}://{HOST}:{port}", endpoint.ca_file, args, len(keys), latency)
+    with tempfile.TemporaryDirectory(prefix="restoreproof-bench-") as work:
+        cold = compare_catalogues(endpoint, client, bodies, args, len(keys), Path(work))
+        plan_corpus(client, args.corpus, args.threads, Path(work))
+    client.close()
+    return cold
+
 
 
 def plan_corpus(client: Any, corpus: Path, threads: int, work: Path) -> None:
