@@ -205,11 +205,7 @@ def _client(settings: S3Settings) -> tuple[Any, list[str]]:
         user_agent=USER_AGENT,
         # Every call is restoreproof's own, with arguments of known types: botocore's check of them
         # against S3's model is about a tenth of its CPU per GET. S3 still refuses what is wrong.
-        parameter_validation=False,
-        # A response's checksum is checked where a request asks for it (ChecksumMode), not on every
-        # GET: S3 gives none for a ranged GET, so the header reads ask only on a whole-object read,
-        # and staging asks on its own.
-        response_checksum_validation="when_required")
+        parameter_validation=False)
     verify: bool | str | None = None  # None: boto3's own (AWS_CA_BUNDLE, the system's store)
     if not settings.verify_tls:
         verify = False

@@ -332,7 +332,8 @@ class Stager:
             return SourceError(f"{info.url} changed since the source was listed (its ETag is no longer the one "
                                "listed; GetObject with If-Match: PreconditionFailed, HTTP 412); not staged")
         if isinstance(exc, FlexibleChecksumError):  # botocore's own check of a whole-object GET's body
-            algorithm = guard.checksums.get(info.key, ("",))[0]
+            # From the response where the guard saw it, else from the listing (botocore may raise first).
+            algorithm = guard.checksums.get(info.key, ("",))[0] or info.checksum_algorithm or ""
             said = BOTOCORE_MISMATCH.search(str(exc))
             values = f"{said[1]} kept, {said[2]} computed" if said else self._scrub(str(exc))
             return SourceError(f"{info.url}: the bytes downloaded do not match the {algorithm or 'checksum'} "

@@ -192,7 +192,7 @@ def test_reads_are_ranged_gets_and_small_reads_at_the_start_share_one(s3: Bucket
         source.size("backup/demo1")
 
 
-def test_a_whole_object_read_is_checked_against_s3s_checksum_and_a_ranged_read_asks_for_none(s3: Bucket) -> None:
+def test_a_whole_object_read_is_checked_against_s3s_checksum_and_a_ranged_read_gets_none(s3: Bucket) -> None:
     from botocore.httpchecksum import StreamingChecksumBody
 
     small, big = b"s" * (20 * KiB), os.urandom(100 * KiB)
@@ -209,7 +209,7 @@ def test_a_whole_object_read_is_checked_against_s3s_checksum_and_a_ranged_read_a
     assert source.read_bytes("big.bak", 50_000, 100) == big[50_000:50_100]
     whole, ranged = sent
     assert whole["x-amz-checksum-mode"] == "ENABLED" and "range" not in whole
-    assert "x-amz-checksum-mode" not in ranged and ranged["range"] == "bytes=50000-50099"
+    assert ranged["range"] == "bytes=50000-50099"  # botocore asks on every GET; S3 gives none for a range
     listed = {path: source.listed(path).etag for path in ("small.trn", "big.bak")}
     assert (whole["if-match"], ranged["if-match"]) == (listed["small.trn"], listed["big.bak"])
     # botocore checks the whole object's body against the CRC32 S3 gave as it is read; not a range's.
