@@ -156,7 +156,11 @@ def attach_unread(catalog: Catalog, plans: list[RestorePlan], modified: Callable
         written = modified(unread.path)
         # A file no database can be placed by (logs in a folder of their own, the same database name on two
         # servers) may still fill any broken chain's gap.
-        owners = _beside(plans, unread.path) or [p for p in plans if p.chain.status is not ChainStatus.COMPLETE]
+        # In Ola Hallengren's layout the folder names the database: a file there belongs to no other chain.
+        parts = unread.path.split("/")
+        ola = len(parts) >= 3 and parts[-2].upper() in BACKUP_FOLDERS
+        owners = _beside(plans, unread.path) or ([] if ola else
+                                                 [p for p in plans if p.chain.status is not ChainStatus.COMPLETE])
         for plan in owners:
             if not _may_matter(plan, written):
                 continue

@@ -78,3 +78,8 @@ def test_a_file_no_database_can_be_placed_by_may_fill_any_broken_chain() -> None
     """Logs in a folder of their own: the gap of a broken chain may be in them."""
     (said,) = attached(broken_plan(), "needs-server", None, path="logs/x.trn")
     assert said.startswith("logs/x.trn could not be read (needs-server")
+
+
+def test_a_file_in_another_databases_ola_folder_is_not_attached_to_a_broken_chain() -> None:
+    """Ola Hallengren's <server>/<db>/LOG folder names its database: no other chain's gap is in it."""
+    assert attached(broken_plan(), "needs-server", None, path="SRV/other/LOG/SRV_other_LOG_1.trn") == []
