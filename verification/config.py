@@ -44,17 +44,36 @@ def parse_memory(text: str) -> int:
 
 
 class _ContainerLimits(_Section):
+    # The container's memory limit (swap included): a restore or check that needs more is killed by the
+    # kernel's OOM killer, and the database ends "error" saying so.
     memory: str = "2g"
+    # A size limit for the restored data (e.g. "20g"): the data volume is then a tmpfs of that size, so a
+    # restore that outgrows it ends "error" (the target's disk is full), not filling the engine's disk.
+    # A tmpfs is memory: its pages count against `memory`, which must be larger. None: a volume on the
+    # engine's disk, as large as that disk.
+    data_size: str | None = None
 
-    @field_validator("memory")
+    @field_validator("memory", "data_size")
     @classmethod
-    def _memory_parses(cls, value: str) -> str:
-        parse_memory(value)
+    def _memory_parses(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_memory(value)
         return value
+
+    @model_validator(mode="after")
+    def _data_fits_in_memory(self) -> _ContainerLimits:
+        if self.data_size_bytes is not None and self.data_size_bytes >= self.memory_bytes:
+            raise ValueError(f"data_size ({self.data_size}) must be below memory ({self.memory}): the data volume "
+                             "is a tmpfs, whose pages count against the container's memory limit")
+        return self
 
     @property
     def memory_bytes(self) -> int:
         return parse_memory(self.memory)
+
+    @property
+    def data_size_bytes(self) -> int | None:
+        return parse_memory(self.data_size) if self.data_size is not None else None
 
 
 class DockerSettings(_ContainerLimits):

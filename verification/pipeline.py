@@ -60,7 +60,7 @@ from verification.results.store import (
 from verification.sources import LocalSource
 from verification.sources.base import Source
 from verification.sources.s3_url import is_s3_url
-from verification.targets.base import Target, TargetProvider
+from verification.targets.base import ResourceLimited, Target, TargetProvider
 from verification.targets.labels import new_run_id, slug
 from verification.verdict import decide
 
@@ -394,6 +394,12 @@ def _verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider
             outcome = stopped(partial, f"internal error: {type(exc).__name__}: {exc}")
         finally:
             if target is not None:
+                # Asked before the target goes: what it ran out of decides what its failures are worth.
+                exhausted = exhausted_quietly(target, evidence)
+                for cause in exhausted:
+                    progress(f"{plan.database}: {cause}")
+                if outcome is not None:
+                    outcome.exhausted += exhausted
                 progress(f"{plan.database}: removing the target")
                 try:
                     target.close()
@@ -437,6 +443,18 @@ def _verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider
         result.verdict = Verdict.ERROR
     result.evidence = dict(evidence.files)
     return result
+
+
+def exhausted_quietly(target: Target, evidence: Evidence) -> list[str]:
+    """What the target ran out of (memory, disk), or [] for a target with no limits of its own. Asking
+    must not cost the verdict: a failure to ask is kept as evidence."""
+    if not isinstance(target, ResourceLimited):
+        return []
+    try:
+        return target.exhausted()
+    except Exception:
+        evidence.write("internal-error-resources.txt", traceback.format_exc())
+        return []
 
 
 def _moved(watch: Callable[[list[str]], object], plan: RestorePlan) -> str | None:

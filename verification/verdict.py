@@ -52,6 +52,16 @@ def _decide(plan: RestorePlan, outcome: RestoreOutcome | None) -> tuple[Verdict,
     failures = list(outcome.failures) + _check_reasons(outcome, CheckStatus.FAILED)
     errors = list(outcome.errors) + _check_reasons(outcome, CheckStatus.ERROR)
     notes = _optional_notes(outcome)
+    if outcome.exhausted:
+        # The target ran out of memory or disk: a server that would not recover, a check that lost its
+        # server, a tool killed, all follow from that, not from the backups. Only what was proven without
+        # the target (the plan's known-bad backups, the backup files read by restoreproof) still fails.
+        offline = _check_reasons(outcome, CheckStatus.FAILED, CheckKind.BACKUP_FILES)
+        starved = [f"not taken as a verdict (the target ran out of resources): {r}"
+                   for r in failures if r not in offline]
+        if defects or offline:
+            return Verdict.FAILED, defects + offline + outcome.exhausted + unread + starved + errors + notes
+        return Verdict.ERROR, outcome.exhausted + unread + starved + errors + notes
     if failures or defects:
         proven = [] if failures or errors else outcome.proofs + _passed(outcome)
         return Verdict.FAILED, defects + failures + errors + proven + notes
@@ -111,9 +121,10 @@ def _describe(check: CheckResult) -> str:
     return f"{check.name} {check.status}: {check.summary}" + (": " + "; ".join(shown) + more if shown else "")
 
 
-def _check_reasons(outcome: RestoreOutcome, status: CheckStatus) -> list[str]:
-    """Reasons from the required checks with the given status, with findings."""
-    return [_describe(c) for c in outcome.checks if c.required and c.status is status]
+def _check_reasons(outcome: RestoreOutcome, status: CheckStatus, kind: CheckKind | None = None) -> list[str]:
+    """Reasons from the required checks with the given status (and kind), with findings."""
+    return [_describe(c) for c in outcome.checks
+            if c.required and c.status is status and (kind is None or c.kind is kind)]
 
 
 def _optional_notes(outcome: RestoreOutcome) -> list[str]:

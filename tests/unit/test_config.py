@@ -109,3 +109,19 @@ def test_whose_pages_are_verified_is_the_chains_unless_every_backup_is_asked_for
     config.write_text("mssql:\n  pages: everything\n")
     with pytest.raises(ConfigError, match=r"mssql\.pages: Input should be 'chain' or 'all'"):
         load_settings(config)
+
+
+def test_a_data_size_is_a_size_below_the_memory_limit():
+    assert DockerSettings(memory="2g", data_size="512m").data_size_bytes == 512 * 2**20
+    assert DockerSettings().data_size_bytes is None
+    with pytest.raises(ValueError, match=r"data_size \(2g\) must be below memory \(2g\): the data volume is a tmpfs"):
+        DockerSettings(memory="2g", data_size="2g")
+    with pytest.raises(ValueError, match="not a memory size"):
+        DockerSettings(data_size="lots")
+
+
+def test_the_data_size_comes_from_the_environment(monkeypatch):
+    monkeypatch.setenv("RESTOREPROOF_DOCKER__DATA_SIZE", "64m")
+    monkeypatch.setenv("RESTOREPROOF_MSSQL__DATA_SIZE", "1g")
+    settings = load_settings(None)
+    assert (settings.docker.data_size_bytes, settings.mssql.data_size_bytes) == (64 * 2**20, 2**30)

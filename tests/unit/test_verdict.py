@@ -395,3 +395,42 @@ def test_a_complete_chain_that_restored_and_passed_is_not_passed_beside_a_newer_
     assert verdict is Verdict.ERROR
     assert reasons[0].startswith("not judged: LOG/db_LOG_2.trn could not be read")
     assert not any(r.startswith("chain complete") for r in reasons)
+
+
+# --- a target that ran out of memory or disk -------------------------------------------------------
+
+OOM = "the target ran out of memory: container t OOM-killed (limit 32 MiB, docker.memory)"
+
+
+def test_what_a_starved_target_met_is_an_error_with_the_cause_first_never_a_failure():
+    corrupt = CheckResult("pg_amcheck", CheckStatus.FAILED, "pg_amcheck found corruption",
+                          ["server closed the connection unexpectedly"])
+    outcome = online_outcome(corrupt)
+    outcome.failures.append("the restored server did not come online: LOG: startup process was terminated by signal 9")
+    outcome.errors.append("pg_checksums could not run")
+    outcome.exhausted.append(OOM)
+    assert decide(complete_plan(), outcome) == (Verdict.ERROR, [
+        OOM,
+        "not taken as a verdict (the target ran out of resources): the restored server did not come online: LOG: "
+        "startup process was terminated by signal 9",
+        "not taken as a verdict (the target ran out of resources): pg_amcheck failed: pg_amcheck found corruption: "
+        "server closed the connection unexpectedly",
+        "pg_checksums could not run"])
+
+
+def test_a_starved_target_never_passes_even_when_every_check_passed():
+    outcome = online_outcome(passed_check())
+    outcome.exhausted.append(OOM)
+    assert decide(complete_plan(), outcome) == (Verdict.ERROR, [OOM])
+
+
+def test_what_was_proven_without_the_target_still_fails_beside_a_starved_target():
+    plan = complete_plan()
+    plan.chain.defects.append(Problem("newest-backup-error", "newest backup X is flagged in error", ()))
+    bad_file = _backup_files_check(CheckStatus.FAILED, "1 damaged page", ["page 1:9: checksum mismatch"])
+    outcome = RestoreOutcome(failures=["the restored server did not come online"], checks=[bad_file], exhausted=[OOM])
+    assert decide(plan, outcome) == (Verdict.FAILED, [
+        "newest backup X is flagged in error",
+        "page_verification failed: 1 damaged page: page 1:9: checksum mismatch",
+        OOM,
+        "not taken as a verdict (the target ran out of resources): the restored server did not come online"])

@@ -46,6 +46,9 @@ class RestoreOutcome:
     # plan's files (what it is, e.g. "1,028 objects staged from s3://bucket/prefix"): a check that
     # covers "the repository" then covered that copy, and says so.
     staged_copy: str | None = None
+    # Each resource the target ran out of (memory, its data volume's disk), with the limit and the tools'
+    # words: what the restore and the checks of the restored server met is then no verdict on the backups.
+    exhausted: list[str] = field(default_factory=list)
 
 
 __all__ = ["DataAccess", "DataChecks", "Engine", "Evidence", "RestoreOutcome", "SourcePlan", "UnreadableFile"]

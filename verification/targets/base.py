@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 
 @dataclass
@@ -13,6 +13,8 @@ class ExecResult:
     stdout: str
     stderr: str
     seconds: float
+    # The time the command was given (`timeout` inside the target), when it ran under one.
+    budget: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -25,8 +27,30 @@ class ExecResult:
 
     @property
     def timed_out(self) -> bool:
-        # `timeout` exits 124 when it stopped the command, 137 when it had to kill it.
-        return self.exit_code in (124, 137)
+        # `timeout` exits 124 when it stopped the command, 137 when it had to kill it; 137 is also any
+        # SIGKILL from elsewhere (the kernel's OOM killer): a timeout only once the budget was spent.
+        if self.exit_code == 124:
+            return True
+        return self.exit_code == 137 and (self.budget is None or self.seconds >= self.budget)
+
+    @property
+    def killed(self) -> bool:
+        """Killed by SIGKILL (exit 137) before its budget ran out: by the kernel (out of memory) or a person."""
+        return self.exit_code == 137 and not self.timed_out
+
+
+# What strerror(ENOSPC) says, in every tool's message about a full disk (pgBackRest, PostgreSQL, coreutils).
+NO_SPACE = "No space left on device"
+
+
+@runtime_checkable
+class ResourceLimited(Protocol):
+    """A target with limits of its own (memory, a data volume's size) that can say when it ran out of
+    them: then whatever the restore or a check met is not a verdict on the backups."""
+
+    def exhausted(self) -> list[str]:
+        """Each resource the target ran out of, said with its limit and the tools' words ([] if none)."""
+        ...
 
 
 class Target(Protocol):

@@ -21,7 +21,7 @@ from docker.models.volumes import Volume
 import docker
 from verification.config import DockerSettings, MssqlSettings
 from verification.errors import ImageMissingError, TargetError
-from verification.targets.base import ExecResult, timeout_argv
+from verification.targets.base import NO_SPACE, ExecResult, timeout_argv
 from verification.targets.exchange import EXCHANGE_PATH, ExchangeFolder, make_exchange
 from verification.targets.labels import labels, slug
 from verification.targets.polling import poll_until
@@ -32,6 +32,15 @@ if TYPE_CHECKING:
 WORK_DIR = "/var/lib/restoreproof"
 REPO_PATH = "/repo"
 OS_USER = "postgres"
+# How many commands' words of a full disk a reason quotes.
+NO_SPACE_KEPT = 3
+# A data folder with less than this left is full: a write of the smallest PostgreSQL page or WAL
+# record no longer fits in practice, and a filesystem at ENOSPC shows 0 (its reserve is not available).
+FULL_BELOW = 2**20
+
+
+def _size(count: int) -> str:
+    return f"{count / 2**20:.0f} MiB" if count < 2**30 else f"{count / 2**30:.1f} GiB"
 
 
 def docker_client() -> docker.DockerClient:
@@ -72,7 +81,7 @@ def run_in_container(client: docker.DockerClient, container: Container, argv: li
         raise TargetError(f"the Docker engine became unreachable while running {argv[0]} in container "
                           f"{container.name}: its output ended before the command finished")
     return ExecResult(argv, int(code), (out or b"").decode("utf-8", "replace"),
-                      (err or b"").decode("utf-8", "replace"), time.monotonic() - started)
+                      (err or b"").decode("utf-8", "replace"), time.monotonic() - started, budget=timeout)
 
 
 T = TypeVar("T", bound="DockerTarget")
@@ -87,11 +96,16 @@ def start_disposable(client: docker.DockerClient, image: str, name: str, tags: d
     `repo` is None, and each folder of `read_only`, host path -> container path, read-only), start it
     and wait until it is ready; on any failure or interrupt, remove both and re-raise."""
     memory = limits.memory_bytes
-    started = time.monotonic()
+    started, created = time.monotonic(), time.time()
     volume: Volume | None = None
     container: Container | None = None
+    # With a size limit, the data volume is a tmpfs of that size (the local driver mounts it; Docker
+    # still copies the image's folder owner and mode into it): a restore that outgrows it meets ENOSPC.
+    size = limits.data_size_bytes
+    sized: dict[str, Any] = ({"driver": "local", "driver_opts": {"type": "tmpfs", "device": "tmpfs",
+                                                                 "o": f"size={size}"}} if size else {})
     try:
-        volume = client.volumes.create(name=f"{name}-data", labels=tags)
+        volume = client.volumes.create(name=f"{name}-data", labels=tags, **sized)
         # create, then start: if the start fails, the created container is still ours to remove.
         container = client.containers.create(
             image, name=name, labels=tags, network_mode="none", environment=environment or {},
@@ -103,6 +117,7 @@ def start_disposable(client: docker.DockerClient, image: str, name: str, tags: d
         )
         container.start()
         target = make_target(container, volume)
+        target.limits, target.since = limits, created
         wait_ready(target)
     except BaseException as exc:
         remove_quietly(container, volume)
@@ -151,9 +166,79 @@ class DockerTarget:
         self.provision_seconds = provision_seconds
         # Its one way out, when it has one (to an S3 endpoint, say): closed before the container goes.
         self.egress: EgressLink | None = None
+        # Its limits as configured (set by start_disposable), the wall time it was created at, and what
+        # its commands said of its resources: the first words of a full disk, and each command killed.
+        self.limits: DockerSettings | MssqlSettings | None = None
+        self.since = time.time()
+        self.no_space: list[str] = []
+        self.killed: list[str] = []
 
     def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> ExecResult:
-        return run_in_container(self._client, self.container, argv, timeout=timeout, env=env, user=OS_USER)
+        return self.watched(run_in_container(self._client, self.container, argv, timeout=timeout, env=env,
+                                             user=OS_USER))
+
+    def watched(self, result: ExecResult) -> ExecResult:
+        """Keep what a command's output says of the target's resources, for `exhausted`."""
+        if NO_SPACE in result.output and len(self.no_space) < NO_SPACE_KEPT:
+            line = next(line for line in result.output.splitlines() if NO_SPACE in line)
+            self.no_space.append(f"{' '.join(result.argv[:2])}: {line.strip()[-300:]}")
+        if result.killed:
+            self.killed.append(f"{' '.join(result.argv[:2])} was killed (exit 137) after {result.seconds:.1f} s")
+        return result
+
+    @property
+    def setting(self) -> str:
+        """The settings section of its limits, as a reason names them."""
+        return "mssql" if isinstance(self.limits, MssqlSettings) else "docker"
+
+    def exhausted(self) -> list[str]:
+        """Out of memory: the kernel's OOM killer struck in the container (the engine's "oom" events since
+        it was made, or State.OOMKilled once it died); out of disk: a command said ENOSPC."""
+        said = []
+        kills = self._oom_kills()
+        if kills:
+            limit = self.container.attrs.get("HostConfig", {}).get("Memory") or 0
+            setting = f", {self.setting}.memory" if self.limits is not None else ""
+            said.append(f"the target ran out of memory: container {self.name} OOM-killed (limit "
+                        f"{_size(limit) if limit else 'none'}{setting}): the kernel's OOM killer struck {kills} "
+                        f"time(s)" + (f"; {'; '.join(self.killed)}" if self.killed else ""))
+        full = self._data_full()
+        if self.no_space or full:
+            size = self.limits.data_size_bytes if self.limits is not None else None
+            where = (f"the data volume {self.volume.name} holds {_size(size)} ({self.setting}.data_size)" if size
+                     else f"the data volume {self.volume.name} is on the Docker engine's disk")
+            said.append(f"the target's disk is full: {where}" + "".join(f"; {s}" for s in [full, *self.no_space] if s))
+        return said
+
+    def _data_full(self) -> str | None:
+        """The data folder's use when it has (next to) nothing left, as df says; None otherwise or if the
+        target no longer answers. Not every tool says ENOSPC: pgBackRest's workers report only "unable
+        to write", with the cause left in the worker."""
+        try:
+            result = run_in_container(self._client, self.container, ["df", "-B1", "--output=size,used,avail",
+                                                                     self.work_dir], timeout=30)
+        except TargetError:
+            return None
+        numbers = result.stdout.split()[-3:] if result.ok else []
+        if len(numbers) != 3 or not all(n.isdigit() for n in numbers):
+            return None
+        size, used, avail = (int(n) for n in numbers)
+        if avail >= FULL_BELOW:
+            return None
+        return f"df {self.work_dir}: {_size(used)} used of {_size(size)}, {avail} bytes available"
+
+    def _oom_kills(self) -> int:
+        try:
+            self.container.reload()
+            dead = 1 if self.container.attrs.get("State", {}).get("OOMKilled") else 0
+            events = self._client.events(since=int(self.since), until=time.time(), decode=True,
+                                         filters={"container": self.container.id, "event": "oom"})
+            try:
+                return max(dead, sum(1 for _ in events))
+            finally:
+                events.close()
+        except (docker.errors.DockerException, requests.exceptions.RequestException):
+            return 0  # the engine gone: what stopped the run says so already
 
     def write_text(self, path: str, text: str) -> None:
         # exec has no stdin through the SDK's simple API: pass the text through the environment.

@@ -5,3 +5,18 @@ def test_the_target_interface_names_no_engines_fields():
     # Where a server listens, its port, its data folder: the engine's to decide inside work_dir.
     # The exchange folder is a folder, not a socket or a port: what goes there is the engine's choice.
     assert set(Target.__annotations__) == {"kind", "name", "repo_path", "work_dir", "provision_seconds", "exchange"}
+
+
+def test_exit_137_is_a_timeout_only_once_the_budget_was_spent():
+    from verification.targets.base import ExecResult
+
+    # `timeout` kills with SIGKILL after its grace period: the budget was spent.
+    assert ExecResult(["pg_amcheck"], 137, "", "", 70.0, budget=60.0).timed_out
+    # The kernel's OOM killer (or anyone's SIGKILL) long before the budget: killed, not timed out.
+    killed = ExecResult(["pg_amcheck"], 137, "", "", 3.0, budget=60.0)
+    assert (killed.timed_out, killed.killed) == (False, True)
+    # `timeout` stopped it with SIGTERM: a timeout whatever the time.
+    assert ExecResult(["x"], 124, "", "", 1.0, budget=60.0).timed_out
+    # A result with no budget known (as before): 137 is still taken as a timeout.
+    assert ExecResult(["x"], 137, "", "", 1.0).timed_out
+    assert not ExecResult(["x"], 1, "", "", 1.0, budget=60.0).killed

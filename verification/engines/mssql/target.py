@@ -95,7 +95,7 @@ class MssqlTarget(DockerTarget):
         self._relay_lock = threading.Lock()
 
     def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> ExecResult:
-        return run_in_container(self._client, self.container, argv, timeout=timeout, env=env)
+        return self.watched(run_in_container(self._client, self.container, argv, timeout=timeout, env=env))
 
     def sql(self, statement: str, timeout: float) -> ExecResult:
         result = self.run(["bash", "-c", SQLCMD], timeout=timeout,

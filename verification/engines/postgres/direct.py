@@ -25,7 +25,7 @@ from verification.config import S3Settings, Settings
 from verification.errors import TargetError
 from verification.sources.base import Source
 from verification.sources.s3_keys import addressing_style, signing_keys
-from verification.targets.base import ExecResult, Target
+from verification.targets.base import ExecResult, ResourceLimited, Target
 from verification.targets.docker import DockerTargetProvider
 from verification.targets.egress import Endpoint
 
@@ -170,6 +170,9 @@ class DirectTarget:
 
     def describe(self) -> dict[str, Any]:
         return {**self.inner.describe(), "repository": self.repository.url}
+
+    def exhausted(self) -> list[str]:
+        return self.inner.exhausted() if isinstance(self.inner, ResourceLimited) else []
 
     def close(self) -> None:
         self.inner.close()

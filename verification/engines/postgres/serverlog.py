@@ -84,6 +84,10 @@ EARLY_END_MESSAGES = (
 # indented continuation lines naming the repository file and the cause.
 ARCHIVE_GET_ERROR_RE = re.compile(r"^(?:\S+ \S+ )?(?:P\d+ +)?(?P<level>ERROR|WARN): (?P<msg>.*)$")
 SEGMENT_NAME_RE = re.compile(r"\b[0-9A-F]{24}\b")
+# The postmaster's own LOG line when a signal killed one of its processes (postmaster.c LogChildExit):
+# the only words the server has for a process the kernel killed (out of memory) or that crashed. (One
+# that exited with a code said why itself, in a FATAL line before.)
+CHILD_KILLED_RE = re.compile(r"^.*\(PID \d+\) was terminated by signal \d+")
 
 
 def parse_pg_timestamp(text: str) -> datetime:
@@ -146,7 +150,8 @@ def parse_server_log(text: str) -> RecoveryLog:
         when = parse_pg_timestamp(f"{match['ts']} {match['tz']}") if match["tz"] == "UTC" else None
         level, msg = match["level"], match["msg"]
         failure = (level in ("FATAL", "PANIC") or (level == "ERROR" and log.ready is None)) and msg not in POLLING_NOISE
-        if failure or (level == "LOG" and msg.startswith(CONFIG_ERRORS)):
+        died = level == "LOG" and log.ready is None and CHILD_KILLED_RE.match(msg) is not None
+        if failure or died or (level == "LOG" and msg.startswith(CONFIG_ERRORS)):
             log.errors.append(f"{level}: {msg}")
         if level in ("FATAL", "PANIC") and msg.startswith(BACKUP_FAULT_MESSAGES):
             log.backup_faults.append(f"{level}: {msg}")

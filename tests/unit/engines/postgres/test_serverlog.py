@@ -159,3 +159,19 @@ def test_each_backup_fault_is_recognised_at_fatal_and_panic_only(message: str) -
     assert parse_server_log("\n".join(lines) + "\n").backup_faults == [f"FATAL: {message}", f"PANIC: {message}"]
     # Only a message that begins with the words: another message that merely contains them is not one.
     assert parse_server_log(f"2026-11-24 19:05:27.587 UTC [1] FATAL:  x{message}\n").backup_faults == []
+
+
+def test_a_process_killed_before_the_server_was_ready_is_among_the_errors():
+    # PostgreSQL 15.18's own lines when the kernel's OOM killer took its startup process (a target with
+    # 32 MiB): the postmaster's LOG line is the only word the server has for it.
+    text = ("2026-11-25 07:21:25.130 UTC [83] LOG:  consistent recovery state reached at 0/C000138\n"
+            "2026-11-25 07:21:27.277 UTC [80] LOG:  startup process (PID 83) was terminated by signal 9: Killed\n"
+            "2026-11-25 07:21:27.284 UTC [80] LOG:  shutting down due to startup process failure\n")
+    log = parse_server_log(text)
+    assert log.errors == ["LOG: startup process (PID 83) was terminated by signal 9: Killed"]
+    assert (log.backup_faults, log.early_end) == ([], [])
+    # Once the server was ready, a backend killed later is the checks' to say, not the start's.
+    later = parse_server_log("2026-11-25 07:21:25.181 UTC [81] LOG:  database system is ready to accept connections\n"
+                             "2026-11-25 07:21:40.000 UTC [81] LOG:  server process (PID 99) was terminated by "
+                             "signal 9: Killed\n")
+    assert later.errors == []
