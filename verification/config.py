@@ -202,6 +202,19 @@ class PredictionSettings(_Section):
     tolerance_percent: float = Field(25.0, gt=0)
 
 
+class ResultsRetrySettings(_Section):
+    """How a results store that does not answer is waited for before the step fails with the reason: a
+    PostgreSQL restarting or failing over, a network blip, a SQLite file another run is writing. Each
+    try is one short transaction, tried again whole: up to `attempts` tries, the first wait `first_wait`
+    seconds, doubling up to `max_wait` (the defaults wait 1 + 2 + 4 + 8 + 15 = 30 s in all)."""
+
+    attempts: int = Field(6, ge=1, le=100)
+    first_wait: float = Field(1.0, gt=0)
+    max_wait: float = Field(15.0, gt=0)
+    # SQLite: how long one statement waits for another process's write lock before it is "locked".
+    sqlite_busy_timeout: float = Field(30.0, gt=0)
+
+
 class MetricsSettings(_Section):
     """Prometheus exposition: always metrics.prom in the run folder; optionally these too."""
 
@@ -370,6 +383,7 @@ class Settings(BaseSettings):
     state_dir: Path = Field(default_factory=default_state_dir)
     # Any SQLAlchemy URL; default: a SQLite file in the state folder.
     results_url: str | None = None
+    results_retry: ResultsRetrySettings = ResultsRetrySettings()
     report_dir: Path = Path("reports")
     engine: Literal["auto", "postgres", "mssql"] = "auto"
     # Files of the source that are deliberately not backups to verify, as glob patterns on their

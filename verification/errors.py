@@ -27,6 +27,11 @@ class StoreVersionError(RestoreproofError):
     """The results store's schema is at a revision this restoreproof does not know (a newer one made it)."""
 
 
+class StoreUnavailableError(RestoreproofError):
+    """The results store did not answer within its retries (results_retry): named with its URL, the
+    password masked, and the last error."""
+
+
 class StaleDiscoveryError(RestoreproofError):
     """A step of a run whose discovery has since been made again (a scheduler's task cleared): what it
     did belongs to plans that are no longer the run's, so it records nothing."""

@@ -101,7 +101,7 @@ def discover(settings: Settings, params: NightlyParams, run_id: str, started: da
              progress: pipeline.ProgressFn = print) -> list[str]:
     """Plan the run once; the databases to verify, least recently verified first (never verified first)."""
     discovery = pipeline.discover(settings, params.request(), run_id, started, progress=progress)
-    store = ResultStore(settings.results_database_url)
+    store = ResultStore(settings.results_database_url, settings.results_retry)
     try:
         last = store.last_verified()
     finally:
@@ -158,7 +158,7 @@ def drift(settings: Settings, now: datetime | None = None) -> list[dict[str, Any
     from verification.prediction.drift import database_drift
 
     now = now or datetime.now(UTC)
-    store = ResultStore(settings.results_database_url)
+    store = ResultStore(settings.results_database_url, settings.results_retry)
     try:
         names = sorted(store.last_verified())
         histories = {name: store.report_entries(database=name, limit=200) for name in names}

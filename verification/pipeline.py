@@ -23,13 +23,14 @@ from verification import __version__
 from verification.checks.suites import check_all, unknown_databases
 from verification.config import Settings
 from verification.engines.base import DataChecks, Engine, Evidence, RestoreOutcome, SourcePlan
-from verification.errors import RestoreproofError, SourceError, TargetError
+from verification.errors import RestoreproofError, SourceError, StoreUnavailableError, TargetError
 from verification.model import (
     ChainStatus,
     CheckName,
     CheckResult,
     CheckStatus,
     DatabaseResult,
+    IncompleteUpload,
     PhaseName,
     PhaseTiming,
     PhaseWork,
@@ -517,6 +518,10 @@ class Discovery:
     # Per database: why its plan no longer holds (an object it names changed or gone since discovery
     # listed it), found when a later step re-opened the source. Such a database is "error", unrestored.
     changed: dict[str, str] = field(default_factory=dict)
+    # The run row's host facts and the source's unfinished uploads as discovery recorded them: what a
+    # report is made of beside the entries, kept here too for a report made without the store.
+    host: dict[str, Any] = field(default_factory=dict)
+    uploads: list[IncompleteUpload] = field(default_factory=list)
 
     def plan(self, database: str) -> RestorePlan:
         found = next((p for p in self.plans if p.database == database), None)
@@ -569,26 +574,26 @@ def discover(settings: Settings, request: RunRequest, run_id: str, started: date
         progress(f"warning: {said}")
     run_dir = (report_dir or settings.report_dir) / run_id
     generation = uuid.uuid4().hex[:12]
-    store = ResultStore(settings.results_database_url)
+    host = {**host_facts(), DUE: [p.database for p in plans], TARGET_ASKED: request.target, DISCOVERY: generation,
+            WARNINGS: warnings, **planned_objects(source, plans)}
+    store = ResultStore(settings.results_database_url, settings.results_retry)
     try:
         # The target kind stays unset until a restore gets one: a run that restored nothing names none.
         store.start_run(RunResult(run_id=run_id, engine=engine.name, source=source.describe(), started_at=started,
-                                    unreadable=unreadable, incomplete_uploads=uploads, host={**host_facts(), **{
-                                        DUE: [p.database for p in plans], TARGET_ASKED: request.target,
-                                        DISCOVERY: generation, WARNINGS: warnings,
-                                        **planned_objects(source, plans)}}), run_dir)
+                                  unreadable=unreadable, incomplete_uploads=uploads, host=host), run_dir)
         store.record_plans(run_id, plans)
     finally:
         store.close()
     for plan in plans:
         progress(f"{plan.database}: chain {plan.chain.status}"
                  + (f", {len(plan.chain.defects)} known-bad backups" if plan.chain.defects else ""))
-    return Discovery(run_id, started, engine, source, plans, unreadable, request.target, run_dir, generation)
+    return Discovery(run_id, started, engine, source, plans, unreadable, request.target, run_dir, generation,
+                     host=host, uploads=uploads)
 
 
 def resume(settings: Settings, run_id: str) -> Discovery:
     """A run's discovery as the store keeps it, for a step in another process: nothing is planned again."""
-    store = ResultStore(settings.results_database_url)
+    store = ResultStore(settings.results_database_url, settings.results_retry)
     try:
         run = store.run(run_id)
         if run is None:
@@ -602,7 +607,8 @@ def resume(settings: Settings, run_id: str) -> Discovery:
     return Discovery(run_id, run.started_at, engine, source, plans, unreadable_of(run.host),
                      str(run.host.get(TARGET_ASKED, "auto")),
                      Path(run.report_dir or settings.report_dir / run_id), run.host.get(DISCOVERY),
-                     changed_since_discovery(source, run.host.get(PLANNED_OBJECTS) or {}, plans))
+                     changed_since_discovery(source, run.host.get(PLANNED_OBJECTS) or {}, plans),
+                     host=dict(run.host), uploads=uploads_of(run.host))
 
 
 def planned_objects(source: Source, plans: list[RestorePlan]) -> dict[str, Any]:
@@ -669,7 +675,7 @@ def choose_target(settings: Settings, discovery: Discovery, plans: list[RestoreP
     except TargetError as exc:
         progress(f"no target: {exc}")
         return None, str(exc)
-    store = ResultStore(settings.results_database_url)
+    store = ResultStore(settings.results_database_url, settings.results_retry)
     try:
         store.set_target_kind(discovery.run_id, provider.kind)
     finally:
@@ -720,7 +726,7 @@ def verify_one(settings: Settings, discovery: Discovery, plan: RestorePlan, *,
     provider already chosen for the run (else one is chosen for this plan alone)."""
     redact = Redactor(settings)
     progress = _redacting(progress, redact)
-    store = ResultStore(settings.results_database_url)
+    store = ResultStore(settings.results_database_url, settings.results_retry)
     try:
         # An earlier try's entry goes first: if this one dies, the database has no result, not that one.
         store.forget_database(discovery.run_id, plan.database, discovery.generation)
@@ -758,31 +764,56 @@ NOT_VERIFIED = ("no result recorded: the time budget ran out before it started, 
                 "(see the task log)")
 
 
+def assemble(settings: Settings, *, run_id: str, engine: str, source: str, target_kind: str | None,
+             started_at: datetime, host: dict[str, Any], entries: list[DatabaseEntry],
+             unreadable: list[UnreadableFile], uploads: list[IncompleteUpload], warnings: Sequence[str] = ()
+             ) -> RunReport:
+    """The run's report: its entries, every database that was due without one (which keeps the run from
+    passing), the run row's `host` facts (those of the run's own kept out), and its warnings."""
+    recorded = {entry.database for entry in entries}
+    not_verified = [NotVerified(database=name, reason=NOT_VERIFIED)
+                    for name in host.get(DUE, []) if name not in recorded]
+    return Redactor(settings).model(run_report(
+        run_id=run_id, engine=engine, source=source, target_kind=target_kind, started_at=started_at,
+        finished_at=datetime.now(UTC), host={k: v for k, v in host.items() if k not in RUN_FACTS},
+        databases=entries, unreadable=unreadable, not_verified=not_verified,
+        warnings=[str(said) for said in host.get(WARNINGS, [])] + list(warnings), incomplete_uploads=uploads))
+
+
 def publish(settings: Settings, run_id: str) -> Publication:
     """The run's report from what the store holds: every entry recorded, and every database that was
-    due without one (which keeps the run from passing). Writes every output and closes the run."""
-    store = ResultStore(settings.results_database_url)
+    due without one. Writes every output and closes the run."""
+    store = ResultStore(settings.results_database_url, settings.results_retry)
     try:
         run, entries = store.run_with_reports(run_id)
-        recorded = {entry.database for entry in entries}
-        not_verified = [NotVerified(database=name, reason=NOT_VERIFIED)
-                        for name in run.host.get(DUE, []) if name not in recorded]
-        finished = datetime.now(UTC)
-        host = {k: v for k, v in run.host.items() if k not in RUN_FACTS}
-        report = Redactor(settings).model(run_report(
-            run_id=run.run_id, engine=run.engine, source=run.source, target_kind=run.target_kind,
-            started_at=run.started_at, finished_at=finished, host=host, databases=entries,
-            unreadable=unreadable_of(run.host), not_verified=not_verified,
-            warnings=[str(said) for said in run.host.get(WARNINGS, [])],
-            incomplete_uploads=uploads_of(run.host)))
+        report = assemble(settings, run_id=run.run_id, engine=run.engine, source=run.source,
+                          target_kind=run.target_kind, started_at=run.started_at, host=run.host, entries=entries,
+                          unreadable=unreadable_of(run.host), uploads=uploads_of(run.host))
         run_dir = Path(run.report_dir or settings.report_dir / run_id)
-        store.finish_run(run_id, finished, str(report.verdict))
+        assert report.finished_at is not None
+        store.finish_run(run_id, report.finished_at, str(report.verdict))
         last_success = store.last_passed()
     finally:
         store.close()
     outputs = write_reports(report, run_dir, settings, last_success)
     outputs.warnings = [Redactor(settings)(warning) for warning in outputs.warnings]
     return Publication(report, run_dir, outputs)
+
+
+def publish_unrecorded(settings: Settings, discovery: Discovery, entries: list[DatabaseEntry],
+                       target_kind: str | None, why: StoreUnavailableError) -> Publication:
+    """The reports of a run the store would not take, from what this process holds: the same entries
+    and facts the store was given, every output written but the folder's index (which lists the store's
+    runs), and a warning in the report that the run is not in the store."""
+    unrecorded = (f"this run is not recorded in the results store, which did not answer at publication: {why}; "
+                  f"the folder's index.html does not list it")
+    report = assemble(settings, run_id=discovery.run_id, engine=discovery.engine.name,
+                      source=discovery.source.describe(), target_kind=target_kind,
+                      started_at=discovery.started_at, host=discovery.host, entries=entries,
+                      unreadable=discovery.unreadable, uploads=discovery.uploads, warnings=[unrecorded])
+    outputs = write_reports(report, discovery.run_dir, settings, {}, index=False)
+    outputs.warnings = [Redactor(settings)(warning) for warning in outputs.warnings]
+    return Publication(report, discovery.run_dir, outputs)
 
 
 @dataclass
@@ -809,9 +840,19 @@ def run_verification(settings: Settings, source_path: str | Path, *, engine_name
     # One provider for the whole run, chosen once (a scheduler's tasks each choose their own).
     target = choose_target(settings, discovery, discovery.plans, progress)
     context = PredictionContext.load_or_cold(settings, discovery.engine.name, progress)
-    results = [verify_one(settings, discovery, plan, target=target, context=context, progress=progress).result
-               for plan in discovery.plans]
-    published = publish(settings, run_id)
+    verified = [verify_one(settings, discovery, plan, target=target, context=context, progress=progress)
+                for plan in discovery.plans]
+    results = [one.result for one in verified]
+    try:
+        published = publish(settings, run_id)
+    except StoreUnavailableError as exc:
+        # Everything was verified and is held here: the reports on disk are still complete, and the run
+        # still fails, saying where they are, since no later step or run can find it in the store.
+        kind = target[0].kind if target[0] is not None else None
+        kept = publish_unrecorded(settings, discovery, [one.entry for one in verified], kind, exc)
+        raise StoreUnavailableError(
+            f"run {run_id} verified ({kept.report.verdict}) but not recorded: {exc}; its reports are complete on "
+            f"disk: {kept.outputs.json_path}, {kept.outputs.html_path}") from None
     for warning in published.outputs.warnings:
         progress(f"warning: {warning}")
     report = published.report

@@ -42,7 +42,7 @@ class RestoreproofHook(BaseHook):
     def get_conn(self) -> ResultStore:
         """The results store, opened once per hook (and brought to the current schema)."""
         if self._store is None:
-            self._store = ResultStore(self.settings.results_database_url)
+            self._store = ResultStore(self.settings.results_database_url, self.settings.results_retry)
         return self._store
 
     def close(self) -> None:

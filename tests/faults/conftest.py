@@ -8,8 +8,11 @@ asserts the verdict, the exit code, and that the reason names the file, segment,
 from __future__ import annotations
 
 import json
+import os
 import shutil
-from collections.abc import Callable
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,3 +69,58 @@ def pg_repo(demo, tmp_path: Path) -> Path:  # type: ignore[no-untyped-def]
     copy = tmp_path / "backups"
     shutil.copytree(demo.repository, copy, symlinks=True)
     return copy
+
+
+class PostgresServer:
+    """A real PostgreSQL 15 server (Debian's binaries) in a folder of its own, on a Unix socket there
+    only: a results store a test can stop and start again."""
+
+    BIN = Path("/usr/lib/postgresql/15/bin")
+    PASSWORD = "Store-Pass-9"  # the server trusts its socket: the password is only there to be masked
+
+    def __init__(self, folder: Path) -> None:
+        self.folder, self.data, self.port = folder, folder / "data", 5432
+        self.url = (f"postgresql+psycopg://postgres:{self.PASSWORD}@/restoreproof"
+                    f"?host={folder}&port={self.port}")
+
+    def _pg(self, *argv: str) -> subprocess.CompletedProcess[str]:
+        # initdb and the server refuse to run as root.
+        prefix = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        return subprocess.run([*prefix, *argv], capture_output=True, text=True, timeout=120)
+
+    def make(self) -> None:
+        made = self._pg(str(self.BIN / "initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust",
+                        "--no-sync", "-E", "UTF8")
+        assert made.returncode == 0, made.stderr
+        self.start()
+        created = self._pg(str(self.BIN / "psql"), "-h", str(self.folder), "-p", str(self.port), "-U", "postgres",
+                           "-d", "postgres", "-c", "CREATE DATABASE restoreproof")
+        assert created.returncode == 0, created.stderr
+
+    def start(self) -> None:
+        started = self._pg(str(self.BIN / "pg_ctl"), "-D", str(self.data), "-l", str(self.folder / "log"), "-w",
+                           "-o", f"-c listen_addresses='' -c unix_socket_directories={self.folder} -p {self.port}",
+                           "start")
+        assert started.returncode == 0, started.stdout + started.stderr
+
+    def stop(self, mode: str = "fast") -> None:
+        self._pg(str(self.BIN / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "stop")
+
+
+@pytest.fixture
+def results_postgres() -> Iterator[PostgresServer]:
+    """A PostgreSQL results store of the test's own, removed afterwards whatever happened."""
+    if not (PostgresServer.BIN / "initdb").exists():
+        pytest.skip(f"PostgreSQL 15 server binaries are not installed ({PostgresServer.BIN})")
+    # Short: a Unix socket's path must fit in 107 bytes.
+    folder = Path(tempfile.mkdtemp(prefix="rp-store-"))
+    if os.geteuid() == 0:
+        shutil.chown(folder, "postgres")
+    folder.chmod(0o755)  # the socket, for this (root) process
+    server = PostgresServer(folder)
+    try:
+        server.make()
+        yield server
+    finally:
+        server.stop("immediate")
+        shutil.rmtree(folder, ignore_errors=True)

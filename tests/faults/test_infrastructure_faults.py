@@ -5,6 +5,8 @@ naming the cause, never "failed" and never "passed", and nothing is left behind.
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 import pytest
 
 from tests.integration.conftest import leftovers
@@ -53,3 +55,96 @@ def test_a_target_out_of_memory_is_an_error_saying_it_was_oom_killed(demo, resto
     assert "did not finish within" not in said, said
     assert not [r for r in db["reasons"] if "corruption" in r and not r.startswith("not taken as a verdict")]
     assert leftovers(run.report["run_id"]) == []
+
+
+# --- the results store ---------------------------------------------------------------------------
+
+def _stop_before_publication(monkeypatch, server, back_after: float | None = None) -> None:  # type: ignore[no-untyped-def]
+    """The store's server stopped just as the run publishes (everything verified and recorded), and
+    started again `back_after` seconds later (never, if None)."""
+    import threading
+
+    from verification import pipeline
+
+    real = pipeline.publish
+
+    def publish(settings, run_id):  # type: ignore[no-untyped-def]
+        server.stop()
+        if back_after is not None:
+            threading.Timer(back_after, server.start).start()
+        return real(settings, run_id)
+
+    monkeypatch.setattr(pipeline, "publish", publish)
+
+
+def _store_rows(url: str, run_id: str) -> tuple[str, list[tuple[str, str]]]:
+    from verification.results import ResultStore
+
+    store = ResultStore(url)
+    try:
+        run, entries = store.run_with_reports(run_id)
+        return run.verdict, [(e.database, str(e.verdict)) for e in entries]
+    finally:
+        store.close()
+
+
+def test_the_results_store_gone_at_publication_fails_the_run_naming_it_and_the_reports_are_complete(
+        demo, restoreproof, results_postgres, isolated, monkeypatch, caplog):
+    import json
+    import logging
+
+    caplog.set_level(logging.WARNING, logger="verification.results.store")
+    monkeypatch.setenv("RESTOREPROOF_RESULTS_URL", results_postgres.url)
+    for key, value in {"ATTEMPTS": "3", "FIRST_WAIT": "0.5", "MAX_WAIT": "1"}.items():
+        monkeypatch.setenv(f"RESTOREPROOF_RESULTS_RETRY__{key}", value)
+    _stop_before_publication(monkeypatch, results_postgres)
+    run = restoreproof("verify", demo.repository, "-d", "demo1", "--target", "docker")
+    assert run.exit_code == 2 and run.report is None, run.stdout
+    said = " ".join(run.stderr.split())  # as printed, folded to the terminal's width
+    (folder,) = (isolated / "reports").glob("2*")
+    run_id = folder.name
+    host = quote(str(results_postgres.folder), safe="")  # as SQLAlchemy renders a URL's query
+    assert f"run {run_id} verified (passed) but not recorded: the results store postgresql+psycopg://postgres:" \
+           f"********@/restoreproof?host={host}&port=5432 did not answer (opening the store) after 3 tries" in said, said
+    assert f'OperationalError: connection is bad: connection to server on socket "{results_postgres.folder}/' \
+           '.s.PGSQL.5432" failed: No such file or directory; its reports are complete on disk: ' \
+           f"{folder}/report.json, {folder}/report.html" in said, said
+    assert results_postgres.PASSWORD not in run.stderr + run.stdout
+    assert len([r for r in caplog.records if "trying again" in r.getMessage()]) == 2
+    # Every output of the run is on disk, as a recorded run's would be, and says the store lacks it.
+    report = json.loads((folder / "report.json").read_text())
+    assert report["verdict"] == "passed" and [(d["database"], d["verdict"]) for d in report["databases"]] == [
+        ("demo1", "passed")]
+    assert report["not_verified"] == [] and report["finished_at"]
+    (warning,) = [w for w in report["warnings"] if "not recorded in the results store" in w]
+    assert "postgres:********@" in warning and "index.html does not list it" in warning
+    assert "demo1" in (folder / "report.html").read_text()
+    assert 'name="demo1"' in (folder / "junit.xml").read_text()
+    assert "restoreproof_" in (folder / "metrics.prom").read_text()
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert "report.json" in json.dumps(manifest)
+    assert not (isolated / "reports" / "index.html").exists()
+    assert leftovers(run_id) == []
+    # Once it is back, the store holds what it was given before it went: the run, not finished.
+    results_postgres.start()
+    assert _store_rows(results_postgres.url, run_id) == ("running", [("demo1", "passed")])
+
+
+def test_the_results_store_back_within_its_retries_publishes_the_run(
+        demo, restoreproof, results_postgres, isolated, monkeypatch, caplog):
+    import logging
+
+    caplog.set_level(logging.WARNING, logger="verification.results.store")
+    monkeypatch.setenv("RESTOREPROOF_RESULTS_URL", results_postgres.url)
+    for key, value in {"ATTEMPTS": "10", "FIRST_WAIT": "0.5", "MAX_WAIT": "2"}.items():
+        monkeypatch.setenv(f"RESTOREPROOF_RESULTS_RETRY__{key}", value)
+    _stop_before_publication(monkeypatch, results_postgres, back_after=3.0)
+    run = restoreproof("verify", demo.repository, "-d", "demo1", "--target", "docker")
+    assert run.exit_code == 0, run.stderr
+    assert run.report["verdict"] == "passed" and not run.report["warnings"]
+    tries = [r.getMessage() for r in caplog.records if "trying again" in r.getMessage()]
+    assert tries and all("postgres:********@/restoreproof" in t for t in tries), tries
+    run_id = run.report["run_id"]
+    assert _store_rows(results_postgres.url, run_id) == ("passed", [("demo1", "passed")])
+    assert run_id in (isolated / "reports" / "index.html").read_text()
+    assert leftovers(run_id) == []

@@ -53,7 +53,7 @@ class PredictionContext:
     def load(cls, settings: Settings, engine: str) -> PredictionContext:
         from verification.results import ResultStore
 
-        store = ResultStore(settings.results_database_url)
+        store = ResultStore(settings.results_database_url, settings.results_retry)
         try:
             rows = store.report_entries(engine=engine, limit=max(500, settings.prediction.recent_runs * 25))
         finally:

@@ -41,9 +41,10 @@ class ReportOutputs:
 
 
 def write_reports(report: RunReport, run_dir: Path, settings: Settings | None = None,
-                  last_success: dict[str, datetime] | None = None) -> ReportOutputs:
-    """Write every output of a run; with `settings`, also the index, extra metrics targets and the
-    signed evidence manifest (which must come last: it hashes everything else)."""
+                  last_success: dict[str, datetime] | None = None, *, index: bool = True) -> ReportOutputs:
+    """Write every output of a run; with `settings`, also the index (unless `index` is False: the store
+    it lists is not there), extra metrics targets and the signed evidence manifest (which must come
+    last: it hashes everything else)."""
     from verification.config import MetricsSettings
 
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -60,11 +61,12 @@ def write_reports(report: RunReport, run_dir: Path, settings: Settings | None = 
         from verification.evidence.bundle import write_bundle
         from verification.results import ResultStore
 
-        store = ResultStore(settings.results_database_url)
-        try:
-            outputs.index_path = write_index(run_dir.parent, store)
-        finally:
-            store.close()
+        if index:
+            store = ResultStore(settings.results_database_url, settings.results_retry)
+            try:
+                outputs.index_path = write_index(run_dir.parent, store)
+            finally:
+                store.close()
         # The shared plotly.js is outside the run folder, yet it runs in report.html: its hash is signed too.
         shared = [Path(os.path.relpath(asset, run_dir)).as_posix()]
         outputs.manifest_path = write_bundle(run_dir, settings, extra={"host": report.host}, shared=shared).manifest

@@ -7,10 +7,14 @@ The schema is made and upgraded by the Alembic migrations in verification/result
 
 from __future__ import annotations
 
+import functools
+import logging
 import os
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from pydantic import TypeAdapter
 from sqlalchemy import (
@@ -24,13 +28,18 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     create_engine,
+    event,
     select,
 )
-from sqlalchemy.engine import Dialect, Engine
+from sqlalchemy.engine import Connection, Dialect, Engine, make_url
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
-from verification.errors import StaleDiscoveryError
+from verification.config import ResultsRetrySettings
+from verification.errors import StaleDiscoveryError, StoreUnavailableError
 from verification.model import IncompleteUpload, RestorePlan, RunResult, UnreadableFile
+from verification.redaction import MASK
 from verification.report_model import DatabaseEntry
 from verification.results import migrations
 
@@ -158,23 +167,113 @@ class DatabaseReportRow(Base):
     report: Mapped[dict[str, Any]] = mapped_column(default=dict)
 
 
+log = logging.getLogger(__name__)
+P = ParamSpec("P")
+R = TypeVar("R")
+# The execution option that makes a SQLite transaction take the write lock when it begins.
+_WRITES = "restoreproof_writes"
+
+
+def unreachable(exc: BaseException) -> bool:
+    """An error of the way to the store, not of what was asked of it: a connection refused or lost, a
+    server shutting down or starting up, a SQLite file locked by another process. Worth trying again."""
+    if isinstance(exc, OperationalError | InterfaceError):
+        return True
+    return isinstance(exc, DBAPIError) and exc.connection_invalidated
+
+
+def _retried(method: Callable[Concatenate[ResultStore, P], R]) -> Callable[Concatenate[ResultStore, P], R]:
+    """The method tried again whole (one short transaction) while the store does not answer."""
+
+    def tried(self: ResultStore, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.retrying(functools.partial(method, self, *args, **kwargs), method.__name__)
+
+    tried.__name__, tried.__qualname__, tried.__doc__ = method.__name__, method.__qualname__, method.__doc__
+    return tried
+
+
+def _sqlite_connect(busy_timeout: float, dbapi_connection: Any, _record: Any) -> None:
+    """Several runs write one SQLite file at once (three CLI runs, an Airflow run's tasks): write-ahead
+    logging lets readers go on beside the one writer, and a writer waits up to `busy_timeout` for
+    another's lock instead of failing at once. pysqlite's own BEGIN is turned off: `_sqlite_begin`
+    says when a transaction begins, as SQLAlchemy's pysqlite documentation recommends."""
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+        cursor.execute("PRAGMA journal_mode = WAL")
+    finally:
+        cursor.close()
+
+
+def _sqlite_begin(connection: Connection) -> None:
+    # A transaction that will write takes the write lock at once (waiting for it under busy_timeout):
+    # one that read first and then asked for it could only fail, as SQLite cannot wait for a lock
+    # while holding an older snapshot.
+    connection.exec_driver_sql("BEGIN IMMEDIATE" if connection.get_execution_options().get(_WRITES) else "BEGIN")
+
+
 class ResultStore:
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, retry: ResultsRetrySettings | None = None) -> None:
+        self.url = make_url(url)
+        self.retry = retry or ResultsRetrySettings()
         if url.startswith("sqlite:///"):
             Path(url.removeprefix("sqlite:///")).expanduser().parent.mkdir(parents=True, exist_ok=True)
         self.engine: Engine = create_engine(url)
-        migrations.upgrade(self.engine)
+        if self.engine.dialect.name == "sqlite" and self.url.database not in (None, "", ":memory:"):
+            event.listen(self.engine, "connect", functools.partial(_sqlite_connect, self.retry.sqlite_busy_timeout))
+            event.listen(self.engine, "begin", _sqlite_begin)
+        # The same engine and pool, for the transactions that write.
+        self.writer: Engine = self.engine.execution_options(**{_WRITES: True})
+        self.retrying(lambda: migrations.upgrade(self.engine), "opening the store")
 
     def close(self) -> None:
         self.engine.dispose()
 
+    def retrying(self, call: Callable[[], R], what: str) -> R:
+        """`call` tried up to results_retry.attempts times with exponential waits while the store does not
+        answer; then a StoreUnavailableError naming the store (password masked) and the last error."""
+        settings, started = self.retry, time.monotonic()
+        where = migrations.masked(self.url)
+
+        def waiting(state: RetryCallState) -> None:
+            exc = state.outcome.exception() if state.outcome is not None else None
+            wait = state.next_action.sleep if state.next_action is not None else 0.0
+            log.warning("the results store %s did not answer (%s: %s); trying again in %.1f s (try %d of %d)",
+                        where, what, self._said(exc), wait, state.attempt_number + 1, settings.attempts)
+
+        try:
+            for attempt in Retrying(stop=stop_after_attempt(settings.attempts),
+                                    wait=wait_exponential(multiplier=settings.first_wait, max=settings.max_wait),
+                                    retry=retry_if_exception(unreachable), before_sleep=waiting, reraise=True):
+                with attempt:
+                    return call()
+        except DBAPIError as exc:
+            if not unreachable(exc):
+                raise
+            raise StoreUnavailableError(
+                f"the results store {where} did not answer ({what}) after {settings.attempts} tries over "
+                f"{time.monotonic() - started:.0f} s (results_retry): {self._said(exc)}") from None
+        raise AssertionError("tenacity neither returned nor raised")  # pragma: no cover
+
+    def _said(self, exc: BaseException | None) -> str:
+        """The driver's own first line (never SQLAlchemy's statement and parameters), password masked."""
+        if exc is None:
+            return "no error"
+        cause = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
+        line = next((line.strip() for line in str(cause).splitlines() if line.strip()), "")
+        said = f"{type(cause).__name__}: {line}" if line else type(cause).__name__
+        password = self.url.password
+        return said.replace(str(password), MASK) if password else said
+
+    @_retried
     def start_run(self, run: RunResult, report_dir: Path | None = None) -> None:
         """The run's row (verdict "running"); `report_dir` is the run's own folder, where its evidence
         and reports go whichever process writes them. A run started again under the same id (a
         scheduler's run discovered again) starts anew: its row takes the new facts, and every plan and
         entry of the earlier start is deleted, so nothing verified from an earlier plan can be
         published as this start's result."""
-        with Session(self.engine) as session, session.begin():
+        with Session(self.writer) as session, session.begin():
             old = session.scalar(select(RunRow).where(RunRow.run_id == run.run_id))
             if old is not None:
                 for table in (PlanRow, DatabaseReportRow):
@@ -191,20 +290,23 @@ class ResultStore:
                                      **({INCOMPLETE_UPLOADS: uploads_json(run.incomplete_uploads)}
                                         if run.incomplete_uploads else {})}))
 
+    @_retried
     def set_target_kind(self, run_id: str, kind: str) -> None:
         """The kind of target the run's restores got (what "auto" became)."""
-        with Session(self.engine) as session, session.begin():
+        with Session(self.writer) as session, session.begin():
             self._run_row(session, run_id).target_kind = kind
 
+    @_retried
     def record_plans(self, run_id: str, plans: list[RestorePlan]) -> None:
         """The run's plans, in the order they were made; replaces any recorded before."""
-        with Session(self.engine) as session, session.begin():
+        with Session(self.writer) as session, session.begin():
             run = self._run_row(session, run_id)
             for old in session.scalars(select(PlanRow).where(PlanRow.run_pk == run.id)):
                 session.delete(old)
             session.add_all(PlanRow(run_pk=run.id, database=plan.database, position=position,
                                     plan=_PLAN.dump_python(plan, mode="json")) for position, plan in enumerate(plans))
 
+    @_retried
     def plans(self, run_id: str) -> list[RestorePlan]:
         """The run's plans as discovery recorded them, in its order."""
         with Session(self.engine) as session:
@@ -219,6 +321,7 @@ class ResultStore:
             raise KeyError(f"run {run_id} was not started in the results store")
         return run
 
+    @_retried
     def record_database(self, run_id: str, entry: DatabaseEntry, discovery: str | None = None) -> None:
         """One database's report entry. Replaces an earlier try's. With `discovery`, only while the run
         is still that discovery's (a task of a discovery since replaced records nothing)."""
@@ -226,7 +329,7 @@ class ResultStore:
                                restore_target=entry.restore_point.target,
                                restore_achieved=entry.restore_point.achieved,
                                recovery_seconds=entry.recovery_seconds, target=entry.target)
-        with Session(self.engine) as session, session.begin():
+        with Session(self.writer) as session, session.begin():
             run = self._current_run(session, run_id, discovery)
             self._delete_entry(session, run, entry.database)
             database.run_pk = run.id
@@ -234,10 +337,11 @@ class ResultStore:
             session.add(DatabaseReportRow(run_pk=run.id, database=entry.database,
                                           report=entry.model_dump(mode="json")))
 
+    @_retried
     def forget_database(self, run_id: str, database: str, discovery: str | None = None) -> None:
         """Delete a database's entry before it is verified again: a try that dies leaves no result
         (the run then names it not verified), never the previous try's."""
-        with Session(self.engine) as session, session.begin():
+        with Session(self.writer) as session, session.begin():
             self._delete_entry(session, self._current_run(session, run_id, discovery), database)
 
     def _current_run(self, session: Session, run_id: str, discovery: str | None) -> RunRow:
@@ -255,11 +359,13 @@ class ResultStore:
                 DatabaseReportRow.run_pk == run.id, DatabaseReportRow.database == database)):
             session.delete(old_report)
 
+    @_retried
     def finish_run(self, run_id: str, finished_at: datetime, verdict: str) -> None:
-        with Session(self.engine) as session, session.begin():
+        with Session(self.writer) as session, session.begin():
             run = self._run_row(session, run_id)
             run.finished_at, run.verdict = finished_at, verdict
 
+    @_retried
     def run_with_reports(self, run_id: str) -> tuple[RunRow, list[DatabaseEntry]]:
         """A run and its databases' report entries, in the order they were recorded."""
         with Session(self.engine, expire_on_commit=False) as session:
@@ -270,6 +376,7 @@ class ResultStore:
                                    .order_by(DatabaseReportRow.id))
             return run, [DatabaseEntry.model_validate(row.report) for row in rows]
 
+    @_retried
     def last_verified(self) -> dict[str, datetime]:
         """Per database, when it was last verified to a verdict on its backups (passed or failed): the
         rotation order's key. An "error" (restoreproof could not finish) does not count as verified."""
@@ -278,6 +385,7 @@ class ResultStore:
                      .where(DatabaseRow.verdict != "error").order_by(RunRow.started_at))
             return {name: started for name, started in session.execute(query)}
 
+    @_retried
     def last_passed(self) -> dict[str, datetime]:
         """Per database, the start of the newest run in which it passed (the metrics' last success)."""
         with Session(self.engine) as session:
@@ -285,6 +393,7 @@ class ResultStore:
                      .where(DatabaseRow.verdict == "passed").order_by(RunRow.started_at))
             return {name: started for name, started in session.execute(query)}
 
+    @_retried
     def report_entries(self, *, engine: str | None = None, database: str | None = None,
                        limit: int = 500) -> list[tuple[str, datetime, DatabaseEntry]]:
         """Databases' report entries as recorded, newest run first: (run id, run start, entry).
@@ -302,6 +411,7 @@ class ResultStore:
             return [(run_id, started, DatabaseEntry.model_validate(report))
                     for run_id, started, report in session.execute(query)]
 
+    @_retried
     def last_passed_baseline(self, database: str) -> dict[str, Any] | None:
         """The data_baseline details of the newest verification of `database` to the latest point
         that passed with its baseline check passed: what the next verification is held to. However
@@ -319,16 +429,19 @@ class ResultStore:
                         return details
         return None
 
+    @_retried
     def run(self, run_id: str) -> RunRow | None:
         with Session(self.engine, expire_on_commit=False) as session:
             return session.scalar(select(RunRow).where(RunRow.run_id == run_id))
 
+    @_retried
     def recent_runs(self, limit: int = 20) -> list[RunRow]:
         with Session(self.engine, expire_on_commit=False) as session:
             return list(session.scalars(select(RunRow).order_by(RunRow.started_at.desc()).limit(limit)))
 
     # The listings (verification.results.summaries; imported here, as it maps this module's tables).
 
+    @_retried
     def run_page(self, number: int = 1, size: int = 50, *, folder: Path | None = None,
                  finished_only: bool = False) -> RunPage:
         """Page `number` of the runs' summaries, newest first (of `folder`'s runs when given)."""
@@ -336,32 +449,38 @@ class ResultStore:
 
         return run_page(self.engine, number, size, folder=folder, finished_only=finished_only)
 
+    @_retried
     def run_summaries(self, run_ids: Sequence[str]) -> list[RunSummary]:
         from verification.results.summaries import run_summaries
 
         return run_summaries(self.engine, run_ids)
 
+    @_retried
     def run_listing(self, folder: Path) -> list[ListedRun]:
         """Every run recorded in `folder` (running ones too), oldest first."""
         from verification.results.summaries import listing
 
         return listing(self.engine, folder)
 
+    @_retried
     def run_starts(self, run_ids: Sequence[str]) -> dict[str, datetime]:
         from verification.results.summaries import run_starts
 
         return run_starts(self.engine, run_ids)
 
+    @_retried
     def daily_recovery(self, folder: Path) -> list[DailyRecovery]:
         from verification.results.summaries import daily_recovery
 
         return daily_recovery(self.engine, folder)
 
+    @_retried
     def newest_rto_targets(self, folder: Path, databases: Iterable[str]) -> dict[str, float]:
         from verification.results.summaries import newest_rto_targets
 
         return newest_rto_targets(self.engine, folder, databases)
 
+    @_retried
     def report_folders(self) -> list[str]:
         from verification.results.summaries import report_folders
 

@@ -1,6 +1,7 @@
 """The results store on a real SQLite database: its column types, plans, baselines and run listings."""
 
 import json
+import re
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -249,3 +250,76 @@ def test_the_rto_target_is_the_newest_published_runs(tmp_path, new_store):
     _record(store, "r4", T0 + timedelta(days=3), tmp_path, entries=[demo1.model_copy(update={"objectives": None})])
     assert store.newest_rto_targets(tmp_path, ["demo1"]) == {}
     store.close()
+
+
+# --- a store that does not answer, or is busy ------------------------------------------------------
+
+def _quick(attempts: int = 3, busy: float = 30.0):  # type: ignore[no-untyped-def]
+    from verification.config import ResultsRetrySettings
+
+    return ResultsRetrySettings(attempts=attempts, first_wait=0.05, max_wait=0.2, sqlite_busy_timeout=busy)
+
+
+def test_a_store_that_does_not_answer_is_tried_again_then_named_with_its_password_masked(caplog):
+    import logging
+
+    from verification.errors import StoreUnavailableError
+
+    caplog.set_level(logging.WARNING, logger="verification.results.store")
+    # Port 9 (discard) on this host: nothing listens, every connection is refused at once.
+    url = "postgresql+psycopg://restoreproof:Se%40cret-7@127.0.0.1:9/results?connect_timeout=2"
+    with pytest.raises(StoreUnavailableError) as raised:
+        ResultStore(url, _quick())
+    said = str(raised.value)
+    assert said.startswith("the results store postgresql+psycopg://restoreproof:********@127.0.0.1:9/results"), said
+    assert re.search(r"did not answer \(opening the store\) after 3 tries over \d+ s \(results_retry\): "
+                     r"OperationalError: connection failed: ", said), said
+    assert "Se@cret" not in said and "Se%40cret" not in said
+    tries = [r.getMessage() for r in caplog.records]
+    assert len(tries) == 2 and all("trying again in" in t and "restoreproof:********@" in t for t in tries), tries
+    assert "(try 2 of 3)" in tries[0] and "(try 3 of 3)" in tries[1]
+
+
+def test_what_the_store_answers_is_never_tried_again(tmp_path, caplog):
+    import logging
+
+    caplog.set_level(logging.WARNING, logger="verification.results.store")
+    store = ResultStore(f"sqlite:///{tmp_path / 'r.db'}", _quick())
+    with pytest.raises(KeyError, match="run nope is not in the results store"):
+        store.run_with_reports("nope")
+    store.close()
+    assert caplog.records == []
+
+
+def test_a_sqlite_store_logs_ahead_and_waits_for_another_writer(tmp_path):
+    from sqlalchemy import text
+
+    store = ResultStore(f"sqlite:///{tmp_path / 'r.db'}", _quick(busy=12.5))
+    with store.engine.connect() as connection:
+        assert connection.execute(text("PRAGMA journal_mode")).scalar() == "wal"
+        assert connection.execute(text("PRAGMA busy_timeout")).scalar() == 12500
+    store.close()
+
+
+def test_a_sqlite_store_locked_longer_than_its_busy_timeout_is_tried_again_until_free(tmp_path, caplog):
+    import logging
+    import sqlite3
+    import threading
+
+    caplog.set_level(logging.WARNING, logger="verification.results.store")
+    path = tmp_path / "r.db"
+    ResultStore(f"sqlite:///{path}").close()
+    # Another process's long write: the file's write lock held for 0.6 s, three times the busy timeout.
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    release = threading.Timer(0.6, holder.execute, ["COMMIT"])
+    release.start()
+    store = ResultStore(f"sqlite:///{path}", _quick(attempts=10, busy=0.2))
+    try:
+        store.start_run(RunResult(run_id="r1", engine="postgres", source="/x", started_at=T0))
+        assert store.run("r1") is not None
+    finally:
+        release.join()
+        holder.close()
+        store.close()
+    assert any("database is locked" in r.getMessage() for r in caplog.records), [r.getMessage() for r in caplog.records]
