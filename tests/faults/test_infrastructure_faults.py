@@ -148,3 +148,56 @@ def test_the_results_store_back_within_its_retries_publishes_the_run(
     assert _store_rows(results_postgres.url, run_id) == ("passed", [("demo1", "passed")])
     assert run_id in (isolated / "reports" / "index.html").read_text()
     assert leftovers(run_id) == []
+
+
+# --- several runs at once on one store -----------------------------------------------------------
+
+CONCURRENT = 3
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_runs_at_once_on_one_store_lose_nothing_and_never_meet_a_lock(backend, mssql_copy, isolated, request):
+    """Three `verify` processes started together on one state folder (its default SQLite store) or one
+    PostgreSQL store, and one report folder: each records its run and both databases, none fails on a
+    lock, and the store and the folder's index hold all three runs afterwards."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from verification.results import ResultStore
+
+    root = mssql_copy("RestoreTimeClean", "DoubleDiffing")
+    env = {**os.environ, "XDG_STATE_HOME": str(isolated / "state"), "RESTOREPROOF_PREDICTION__PROBES": "never"}
+    url = f"sqlite:///{isolated / 'state' / 'restoreproof' / 'results.db'}"
+    if backend == "postgresql":
+        url = env["RESTOREPROOF_RESULTS_URL"] = request.getfixturevalue("results_postgres").url
+    reports = isolated / "reports"
+    # Offline: every step that writes the store (start, plans, each database's entry, finish, the index)
+    # runs at full speed, nothing restored in between, so the runs' writes overlap as much as they can.
+    runs = [subprocess.Popen([sys.executable, "-m", "verification.cli", "verify", str(root), "--engine", "mssql",
+                              "--target", "offline", "--json", "--report-dir", str(reports)],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for _ in range(CONCURRENT)]
+    finished = [run.communicate(timeout=300) for run in runs]
+    said = [json.loads(out) for out, _ in finished]
+    for run, (_, err) in zip(runs, finished, strict=True):
+        assert run.returncode == 2, err  # offline: "error", not restored, for want of a server
+        assert "locked" not in err.lower() and "did not answer" not in err, err
+    run_ids = sorted(report["run_id"] for report in said)
+    assert len(set(run_ids)) == CONCURRENT
+    store = ResultStore(url)
+    try:
+        for run_id in run_ids:
+            row, entries = store.run_with_reports(run_id)
+            assert row.verdict == "error" and row.finished_at is not None
+            assert sorted((e.database, str(e.verdict)) for e in entries) == [
+                ("RestoreTimeClean", "error"), ("doublediff", "error")]
+            assert len(store.plans(run_id)) == 2
+        assert sorted(r.run_id for r in store.recent_runs()) == run_ids
+    finally:
+        store.close()
+    index = (reports / "index.html").read_text()
+    assert all(run_id in index for run_id in run_ids)
+    for run_id in run_ids:
+        assert json.loads((reports / run_id / "report.json").read_text())["verdict"] == "error"
