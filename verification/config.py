@@ -52,6 +52,9 @@ class _ContainerLimits(_Section):
     # A tmpfs is memory: its pages count against `memory`, which must be larger. None: a volume on the
     # engine's disk, as large as that disk.
     data_size: str | None = None
+    # Seconds to wait for a Docker engine that stopped answering (restarted, upgraded) before a target's
+    # start or removal gives up: a run goes on with its next database once the engine is back.
+    engine_wait: float = Field(120.0, ge=0)
 
     @field_validator("memory", "data_size")
     @classmethod

@@ -19,6 +19,11 @@ class TargetError(RestoreproofError):
     """A disposable target could not be provisioned or driven (restoreproof's own infrastructure)."""
 
 
+class EngineUnavailableError(TargetError):
+    """The Docker engine does not answer, or failed in itself (restarting, shutting down): what was asked
+    of it may succeed once it is back."""
+
+
 class ImageMissingError(TargetError):
     """The target image is not present locally and could not be built."""
 

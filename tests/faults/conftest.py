@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,3 +125,107 @@ def results_postgres() -> Iterator[PostgresServer]:
     finally:
         server.stop("immediate")
         shutil.rmtree(folder, ignore_errors=True)
+
+
+class PrivateEngine:
+    """A Docker engine of the test's own, beside the shared one (Docker's "run multiple daemons"): its own
+    data and exec roots, socket, pidfile and managed containerd, no bridge and no iptables (targets have no
+    network). It can be stopped and started again, as a real engine restart, without touching the shared
+    engine or anything running there."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.url = f"unix://{root / 'docker.sock'}"
+        (root / "daemon.json").write_text(json.dumps({"storage-driver": self._shared_storage_driver()}))
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log = root / "dockerd.log"
+
+    @staticmethod
+    def _shared_storage_driver() -> str:
+        # The storage driver the shared engine works with here (fuse-overlayfs in a nested container).
+        import docker
+
+        shared = docker.DockerClient(base_url="unix:///var/run/docker.sock")
+        try:
+            return str(shared.info()["Driver"])
+        finally:
+            shared.close()
+
+    def client(self):  # type: ignore[no-untyped-def]
+        import docker
+
+        return docker.DockerClient(base_url=self.url, timeout=30)
+
+    def answers(self) -> bool:
+        try:
+            client = self.client()  # asks the engine's version: fails while it does not answer
+        except Exception:
+            return False
+        try:
+            return bool(client.ping())
+        except Exception:
+            return False
+        finally:
+            client.close()
+
+    def start(self, timeout: float = 60) -> None:
+        root = self.root
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                ["/usr/sbin/dockerd", "--config-file", str(root / "daemon.json"), "--data-root", str(root / "data"),
+                 "--exec-root", str(root / "exec"), "-H", self.url, "--pidfile", str(root / "docker.pid"),
+                 "--bridge=none", "--iptables=false", "--ip6tables=false"], stdout=log, stderr=log,
+                # Not pytest's COLUMNS: `docker top` runs ps, which would cut every command line to it.
+                env={k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")})
+        deadline = time.monotonic() + timeout
+        while not self.answers():
+            assert self.process.poll() is None, self.log.read_text()[-2000:]
+            assert time.monotonic() < deadline, f"the private engine did not answer in {timeout} s"
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        """SIGTERM, as `systemctl restart docker` does: the API closes at once, then it stops its containers."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=120)
+        self.process = None
+
+    def restart(self, down: float) -> None:
+        self.stop()
+        time.sleep(down)
+        self.start()
+
+    def load(self, image: str) -> None:
+        saved = subprocess.Popen(["docker", "-H", "unix:///var/run/docker.sock", "save", image],
+                                 stdout=subprocess.PIPE)
+        loaded = subprocess.run(["docker", "-H", self.url, "load"], stdin=saved.stdout, capture_output=True,
+                                timeout=600)
+        assert saved.wait(timeout=60) == 0 and loaded.returncode == 0, loaded.stderr
+
+
+@pytest.fixture(scope="module")
+def private_engine() -> Iterator[PrivateEngine]:
+    """A second Docker engine, private to these tests, holding the locally built PostgreSQL image."""
+    if os.geteuid() != 0 or not Path("/usr/sbin/dockerd").exists():
+        pytest.skip("a second Docker engine needs root and /usr/sbin/dockerd")
+    from verification.config import DockerSettings
+
+    root = Path(tempfile.mkdtemp(prefix="rp-engine-"))
+    engine = PrivateEngine(root)
+    try:
+        engine.start()
+        engine.load(DockerSettings().postgres_image)
+        yield engine
+    finally:
+        try:
+            if engine.process is not None and engine.answers():
+                client = engine.client()
+                try:  # everything in it is this module's
+                    for container in client.containers.list(all=True):
+                        container.remove(force=True)
+                    client.volumes.prune()
+                finally:
+                    client.close()
+        finally:
+            engine.stop()
+            shutil.rmtree(root, ignore_errors=True)

@@ -5,6 +5,7 @@ naming the cause, never "failed" and never "passed", and nothing is left behind.
 
 from __future__ import annotations
 
+import time
 from urllib.parse import quote
 
 import pytest
@@ -201,3 +202,112 @@ def test_runs_at_once_on_one_store_lose_nothing_and_never_meet_a_lock(backend, m
     assert all(run_id in index for run_id in run_ids)
     for run_id in run_ids:
         assert json.loads((reports / run_id / "report.json").read_text())["verdict"] == "error"
+
+
+# --- the Docker engine restarted -----------------------------------------------------------------
+# A private engine (tests/faults/conftest.py PrivateEngine), never the shared one: SIGTERM and started
+# again, as `systemctl restart docker` does. The shared engine's containers are not touched.
+
+def _verify_on(engine, repository, reports, isolated):  # type: ignore[no-untyped-def]
+    """`restoreproof verify` of both stanzas as a process on `engine`, its progress lines on stderr."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "DOCKER_HOST": engine.url, "XDG_STATE_HOME": str(isolated / "state"),
+           "RESTOREPROOF_PREDICTION__PROBES": "never", "COLUMNS": "400"}
+    return subprocess.Popen([sys.executable, "-m", "verification.cli", "verify", str(repository), "--target", "docker",
+                             "--report-dir", str(reports)], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _report(reports):  # type: ignore[no-untyped-def]
+    import json
+
+    (folder,) = [f for f in reports.iterdir() if f.is_dir() and f.name[0].isdigit()]
+    return json.loads((folder / "report.json").read_text())
+
+
+def test_the_docker_engine_restarted_mid_restore_errs_that_database_and_the_next_is_verified(
+        demo, private_engine, isolated, monkeypatch):
+    import re
+    import threading
+
+    from verification.targets.labels import DATABASE_LABEL, RUN_LABEL
+
+    monkeypatch.setenv("DOCKER_HOST", private_engine.url)  # for `leftovers`
+    restarted: list[str] = []
+
+    def restart_once_restoring() -> None:
+        client = private_engine.client()
+        try:
+            deadline = time.monotonic() + 180
+            while time.monotonic() < deadline and not restarted:
+                try:
+                    running = client.containers.list(filters={"label": RUN_LABEL})
+                except Exception:  # a container gone between the listing and its inspection
+                    time.sleep(0.05)
+                    continue
+                for container in running:
+                    try:
+                        commands = [process[-1] for process in container.top()["Processes"]]  # CMD
+                    except Exception:
+                        continue
+                    # pgBackRest's restore itself ("pgbackrest --stanza=... restore"), not a folder named so.
+                    if any(re.search(r"\bpgbackrest .* restore$", c) for c in commands):
+                        restarted.append(container.labels[DATABASE_LABEL])
+                        client.close()
+                        private_engine.restart(down=3.0)
+                        return
+                time.sleep(0.05)
+        finally:
+            client.close()
+
+    watcher = threading.Thread(target=restart_once_restoring, daemon=True)
+    watcher.start()
+    reports = isolated / "reports"
+    run = _verify_on(private_engine, demo.repository, reports, isolated)
+    _, err = run.communicate(timeout=600)
+    watcher.join(timeout=60)
+    assert restarted, f"no restore was seen to restart the engine in the middle of:\n{err}"
+    (in_flight,) = restarted
+    report = _report(reports)
+    verdicts = {d["database"]: d for d in report["databases"]}
+    db = verdicts[in_flight]
+    assert db["verdict"] == "error", db["reasons"]
+    assert any(r.startswith("target: the Docker engine became unreachable while running pgbackrest in container "
+                            f"restoreproof-{report['run_id'].lower()}-{in_flight}") for r in db["reasons"]), db["reasons"]
+    # Its target, stopped by the engine's shutdown, was removed once the engine was back: nothing to reap.
+    assert not [r for r in db["reasons"] if "was not removed" in r], db["reasons"]
+    assert f"the Docker engine did not answer (removing restoreproof-{report['run_id'].lower()}-{in_flight}" in err
+    (other,) = set(verdicts) - {in_flight}
+    assert verdicts[other]["verdict"] == "passed", verdicts[other]["reasons"]
+    assert run.returncode == 2 and report["verdict"] == "error"
+    assert leftovers(report["run_id"]) == []
+
+
+def test_the_docker_engine_down_when_the_next_target_starts_is_waited_for_and_the_run_passes(
+        demo, private_engine, isolated, monkeypatch):
+    import threading
+
+    monkeypatch.setenv("DOCKER_HOST", private_engine.url)
+    reports = isolated / "reports"
+    run = _verify_on(private_engine, demo.repository, reports, isolated)
+    assert run.stderr is not None
+    said, restart = [], None
+    for line in run.stderr:
+        said.append(line)
+        # The first database's target is gone (its files are hashed after it), the next one's not started.
+        if restart is None and ": hashing the " in line:
+            restart = threading.Thread(target=private_engine.restart, args=(5.0,))
+            restart.start()
+    run.wait(timeout=60)
+    assert restart is not None, "".join(said)
+    restart.join(timeout=120)
+    err = "".join(said)
+    report = _report(reports)
+    assert [d["verdict"] for d in report["databases"]] == ["passed", "passed"], err
+    assert run.returncode == 0, err
+    second = report["databases"][1]["database"]
+    assert f"the Docker engine did not answer (starting restoreproof-{report['run_id'].lower()}-{second}" in err, err
+    assert leftovers(report["run_id"]) == []

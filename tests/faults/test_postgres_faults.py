@@ -261,6 +261,8 @@ def test_the_docker_engine_gone_mid_restore_is_an_error_and_reap_removes_what_is
     # Unique to this process: the same test run elsewhere on this machine must not share the socket.
     proxy = DockerEngineProxy(Path("/tmp") / f"restoreproof-proxy-{os.getpid()}-{tmp_path.name[:30]}.sock")
     monkeypatch.setenv("DOCKER_HOST", proxy.url)
+    # The proxy never comes back: the teardown's wait for the engine (docker.engine_wait) is kept short.
+    monkeypatch.setenv("RESTOREPROOF_DOCKER__ENGINE_WAIT", "2")
 
     def cut_once_restoring() -> None:
         import docker
@@ -271,9 +273,14 @@ def test_the_docker_engine_gone_mid_restore_is_an_error_and_reap_removes_what_is
             while time.monotonic() < deadline:
                 for container in real.containers.list(filters={"label": RUN_LABEL, "status": "running"}):
                     with contextlib.suppress(Exception):
-                        commands = " ".join(" ".join(p) for p in container.top()["Processes"])
-                        # The restore has begun (pgBackRest moving files, or the server recovering).
-                        if ("pgbackrest" in commands and "restore" in commands) or "postgres -D" in commands:
+                        # This test's own target (its copy of the repository mounted), not another run's on
+                        # the shared engine.
+                        if not any(m.get("Source") == str(pg_repo) for m in container.attrs["Mounts"]):
+                            continue
+                        commands = [p[-1] for p in container.top()["Processes"]]
+                        # The restore has begun (pgBackRest's restore itself, not a folder named so, or the
+                        # server recovering).
+                        if any(re.search(r"\bpgbackrest .* restore$", c) or "postgres -D" in c for c in commands):
                             proxy.cut()
                             return
                 time.sleep(0.05)

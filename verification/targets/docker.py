@@ -8,6 +8,7 @@ restore throughput is the disk's). Both carry the run's label.
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -17,10 +18,11 @@ import docker.errors
 import requests
 from docker.models.containers import Container
 from docker.models.volumes import Volume
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_delay, wait_exponential
 
 import docker
 from verification.config import DockerSettings, MssqlSettings
-from verification.errors import ImageMissingError, TargetError
+from verification.errors import EngineUnavailableError, ImageMissingError, TargetError
 from verification.targets.base import NO_SPACE, ExecResult, timeout_argv
 from verification.targets.exchange import EXCHANGE_PATH, ExchangeFolder, make_exchange
 from verification.targets.labels import labels, slug
@@ -29,6 +31,7 @@ from verification.targets.polling import poll_until
 if TYPE_CHECKING:
     from verification.targets.egress import EgressLink, Endpoint
 
+log = logging.getLogger(__name__)
 WORK_DIR = "/var/lib/restoreproof"
 REPO_PATH = "/repo"
 OS_USER = "postgres"
@@ -48,8 +51,36 @@ def docker_client() -> docker.DockerClient:
         client = docker.from_env(timeout=120)
         client.ping()
         return client
-    except docker.errors.DockerException as exc:
-        raise TargetError(f"no Docker engine reachable: {exc}") from exc
+    except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+        # (ping's own connection error is requests', not the SDK's)
+        raise EngineUnavailableError(f"no Docker engine reachable: {exc}") from exc
+
+
+def engine_unavailable(exc: BaseException) -> bool:
+    """The engine itself failed rather than refused what was asked: no answer at all (the socket gone or
+    refusing, a connection dropped), or a server error of its own (as while it shuts down: "database not
+    open"). A 4xx (a name in use, no such image) is an answer."""
+    if isinstance(exc, EngineUnavailableError | requests.exceptions.ConnectionError):
+        return True
+    if isinstance(exc, docker.errors.APIError):
+        return bool(exc.is_server_error())
+    return isinstance(exc, docker.errors.DockerException)
+
+
+def _waiting(what: str) -> Callable[[RetryCallState], None]:
+    def said(state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        wait = state.next_action.sleep if state.next_action is not None else 0.0
+        log.warning("the Docker engine did not answer (%s: %s); %s again in %.1f s", what, exc, what, wait)
+
+    return said
+
+
+def engine_retrying(wait: float, what: str) -> Retrying:
+    """Tries while the engine is unavailable, for up to `wait` seconds (docker.engine_wait), then the
+    last error is raised."""
+    return Retrying(retry=retry_if_exception(engine_unavailable), stop=stop_after_delay(wait),
+                    wait=wait_exponential(multiplier=0.5, max=5), before_sleep=_waiting(what), reraise=True)
 
 
 def docker_available() -> bool:
@@ -74,12 +105,12 @@ def run_in_container(client: docker.DockerClient, container: Container, argv: li
         raise TargetError(f"cannot run {argv[0]} in container {container.name}: {exc.explanation or exc}") from exc
     except (requests.exceptions.ConnectionError, docker.errors.DockerException) as exc:
         # The engine itself went away (restarted, socket gone): restoreproof's infrastructure, not the backup.
-        raise TargetError(f"the Docker engine became unreachable while running {argv[0]} in container "
-                          f"{container.name}: {exc}") from exc
+        raise EngineUnavailableError(f"the Docker engine became unreachable while running {argv[0]} in container "
+                                     f"{container.name}: {exc}") from exc
     if code is None:
         # The output stream ended while the command still ran: the connection to the engine broke.
-        raise TargetError(f"the Docker engine became unreachable while running {argv[0]} in container "
-                          f"{container.name}: its output ended before the command finished")
+        raise EngineUnavailableError(f"the Docker engine became unreachable while running {argv[0]} in container "
+                                     f"{container.name}: its output ended before the command finished")
     return ExecResult(argv, int(code), (out or b"").decode("utf-8", "replace"),
                       (err or b"").decode("utf-8", "replace"), time.monotonic() - started, budget=timeout)
 
@@ -125,24 +156,28 @@ def start_disposable(client: docker.DockerClient, image: str, name: str, tags: d
             with contextlib.suppress(TargetError):
                 exchange.remove()
         if isinstance(exc, docker.errors.APIError):
-            raise TargetError(f"cannot start a container from {image}: {exc.explanation or exc}") from exc
+            error = EngineUnavailableError if exc.is_server_error() else TargetError
+            raise error(f"cannot start a container from {image}: {exc.explanation or exc}") from exc
         if isinstance(exc, requests.exceptions.ConnectionError | docker.errors.DockerException):
-            raise TargetError(f"the Docker engine became unreachable while starting {name}: {exc}") from exc
+            raise EngineUnavailableError(f"the Docker engine became unreachable while starting {name}: {exc}") from exc
         raise
     target.provision_seconds = time.monotonic() - started
     return target
 
 
-def remove_quietly(*resources: Container | Volume | None) -> list[str]:
-    """Remove containers and volumes (containers first), collecting errors instead of raising."""
+def remove_quietly(*resources: Container | Volume | None, wait: float = 0.0) -> list[str]:
+    """Remove containers and volumes (containers first), collecting errors instead of raising; an engine
+    that does not answer is waited for up to `wait` seconds in all (a restart), then said."""
     errors = []
+    deadline = time.monotonic() + wait
     for resource in resources:
         if resource is None:
             continue
         try:
-            resource.remove(force=True)
-        except docker.errors.NotFound:
-            pass
+            for attempt in engine_retrying(max(0.0, deadline - time.monotonic()),
+                                           f"removing {getattr(resource, 'name', resource)}"):
+                with attempt, contextlib.suppress(docker.errors.NotFound):
+                    resource.remove(force=True)
         except Exception as exc:  # an API error, or the engine unreachable: said, and the next one still tried
             errors.append(f"{getattr(resource, 'name', resource)}: {type(exc).__name__}: {exc}")
     return errors
@@ -271,8 +306,10 @@ class DockerTarget:
                 self.egress.close()
             except TargetError as exc:
                 errors.append(str(exc))
-        # The container first: a volume in use cannot be removed.
-        errors += remove_quietly(self.container, self.volume)
+        # The container first: a volume in use cannot be removed. An engine restarting is waited for: what
+        # it kept (a stopped container, its volume) is removed once it is back.
+        errors += remove_quietly(self.container, self.volume,
+                                 wait=self.limits.engine_wait if self.limits is not None else 0.0)
         if self._exchange is not None:
             try:
                 self._exchange.remove()
@@ -301,33 +338,58 @@ class DockerTargetProvider:
 
     def provision(self, run_id: str, database: str, repo_host_path: str, role: str = "target") -> DockerTarget:
         """A target for `database`; role "probe" is a second, short-lived one (its own name, the same
-        database label, so the database's teardown also finds it)."""
-        try:
-            self._client.images.get(self.image)
-        except docker.errors.ImageNotFound as exc:
-            raise ImageMissingError(f"image {self.image} is not present: build it with docker/build.sh") from exc
+        database label, so the database's teardown also finds it). An engine that does not answer (a
+        restart) is waited for, up to docker.engine_wait, and the start tried again."""
         suffix = "" if role == "target" else f"--{role}"
-        exchange = make_exchange(self.state_dir, run_id, database) if self.state_dir and role == "target" else None
-        target = start_disposable(
-            self._client, self.image, f"restoreproof-{run_id}-{slug(database)}{suffix}".lower(),
-            labels(run_id, role, database), limits=self.settings,
-            repo=(repo_host_path, REPO_PATH) if self.mount_repository else None,
-            data_path=WORK_DIR, wait_ready=self._wait_ready, exchange=exchange,
-            make_target=lambda container, volume: DockerTarget(self._client, container, volume, self.image, 0.0,
-                                                               exchange))
-        if self.egress is not None and exchange is not None:  # a probe only measures a start: no way out
+        name = f"restoreproof-{run_id}-{slug(database)}{suffix}".lower()
+        for attempt in engine_retrying(self.settings.engine_wait, f"starting {name}"):
+            with attempt:
+                if attempt.retry_state.attempt_number > 1:
+                    self._remove_named(name)  # what the failed try left under the names this one takes
+                target = self._start(name, run_id, database, repo_host_path, role)
+        if self.egress is not None and target.exchange is not None:  # a probe only measures a start: no way out
             from verification.targets.egress import EgressLink
 
             started = time.monotonic()
             try:
-                target.egress = EgressLink(self._client, target.container, self.egress,
-                                           (EXCHANGE_PATH, str(exchange.shared))).start()
+                target.egress = EgressLink(self._client, target.container, self.egress, target.exchange).start()
             except BaseException:
                 with contextlib.suppress(TargetError):
                     target.close()
                 raise
             target.provision_seconds += time.monotonic() - started
         return target
+
+    def _start(self, name: str, run_id: str, database: str, repo_host_path: str, role: str) -> DockerTarget:
+        try:
+            self._client.images.get(self.image)
+        except docker.errors.ImageNotFound as exc:
+            raise ImageMissingError(f"image {self.image} is not present: build it with docker/build.sh") from exc
+        except (requests.exceptions.ConnectionError, docker.errors.DockerException) as exc:
+            if engine_unavailable(exc):
+                raise EngineUnavailableError(f"the Docker engine did not answer before starting {name}: {exc}") from exc
+            raise TargetError(f"cannot look up the image {self.image}: {exc}") from exc
+        exchange = make_exchange(self.state_dir, run_id, database) if self.state_dir and role == "target" else None
+        return start_disposable(
+            self._client, self.image, name, labels(run_id, role, database), limits=self.settings,
+            repo=(repo_host_path, REPO_PATH) if self.mount_repository else None,
+            data_path=WORK_DIR, wait_ready=self._wait_ready, exchange=exchange,
+            make_target=lambda container, volume: DockerTarget(self._client, container, volume, self.image, 0.0,
+                                                               exchange))
+
+    def _remove_named(self, name: str) -> None:
+        """The container and volume a failed start left under `name` (ours: the run's own names), once the
+        engine answers; raises EngineUnavailableError while it does not."""
+        try:
+            self._client.ping()
+            for found in (self._client.containers, self._client.volumes):
+                suffix = "-data" if found is self._client.volumes else ""
+                with contextlib.suppress(docker.errors.NotFound):
+                    found.get(f"{name}{suffix}").remove(force=True)
+        except (requests.exceptions.ConnectionError, docker.errors.DockerException) as exc:
+            if engine_unavailable(exc):
+                raise EngineUnavailableError(f"the Docker engine does not answer: {exc}") from exc
+            raise TargetError(f"cannot remove what a failed start of {name} left: {exc}") from exc
 
     def _wait_ready(self, target: DockerTarget) -> None:
         def ready() -> bool:
