@@ -197,6 +197,22 @@ class DockerTarget:
             raise TargetError(f"cleanup of {self.name} incomplete: {'; '.join(errors)}")
 
 
+def open_egress(client: docker.DockerClient, target: DockerTarget, endpoint: Endpoint,
+                exchange: ExchangeFolder) -> None:
+    """Give a started target its one way out, to `endpoint`, through its exchange folder. The time it
+    takes is provisioning; a target whose way out cannot be made is removed before the error goes up."""
+    from verification.targets.egress import EgressLink
+
+    started = time.monotonic()
+    try:
+        target.egress = EgressLink(client, target.container, endpoint, (EXCHANGE_PATH, str(exchange.shared))).start()
+    except BaseException:
+        with contextlib.suppress(TargetError):
+            target.close()
+        raise
+    target.provision_seconds += time.monotonic() - started
+
+
 class DockerTargetProvider:
     kind = "docker"
 
@@ -231,17 +247,7 @@ class DockerTargetProvider:
             make_target=lambda container, volume: DockerTarget(self._client, container, volume, self.image, 0.0,
                                                                exchange))
         if self.egress is not None and exchange is not None:  # a probe only measures a start: no way out
-            from verification.targets.egress import EgressLink
-
-            started = time.monotonic()
-            try:
-                target.egress = EgressLink(self._client, target.container, self.egress,
-                                           (EXCHANGE_PATH, str(exchange.shared))).start()
-            except BaseException:
-                with contextlib.suppress(TargetError):
-                    target.close()
-                raise
-            target.provision_seconds += time.monotonic() - started
+            open_egress(self._client, target, self.egress, exchange)
         return target
 
     def _wait_ready(self, target: DockerTarget) -> None:
