@@ -834,6 +834,32 @@ def test_an_object_rewritten_between_discovery_and_a_later_step_is_that_database
     assert pipeline.publish(settings, "r1").report.verdict == "error"
 
 
+def test_a_store_that_lists_no_etag_holds_the_plan_to_each_objects_last_modified(s3, captured_repo, tmp_path):
+    import time
+
+    from tests.unit.sources.s3_helpers import LeavingOut, upload_tree
+    from verification import pipeline
+    from verification.config import S3Settings
+
+    upload_tree(s3.client, s3.name, "repo", captured_repo)
+    with LeavingOut(s3.endpoint, elements={"ETag"}) as store:
+        settings = settings_for(tmp_path).model_copy(update={"s3": S3Settings(endpoint_url=store.url)})
+        discovery = pipeline.discover(settings, pipeline.RunRequest(s3.url("repo"), "postgres"), "r1", START)
+        (plan,) = discovery.plans
+        manifest = next(p for p in plan.files if p.endswith("backup.manifest"))
+        assert pipeline.resume(settings, "r1").changed == {}  # nothing changed: nothing said
+        before = s3.client.head_object(Bucket=s3.name, Key=f"repo/{manifest}")
+        body = s3.client.get_object(Bucket=s3.name, Key=f"repo/{manifest}")["Body"].read()
+        time.sleep(1.1)  # a later second: the same bytes written again, only its LastModified tells
+        s3.put(f"repo/{manifest}", body)
+        after = s3.client.head_object(Bucket=s3.name, Key=f"repo/{manifest}")
+        resumed = pipeline.resume(settings, "r1")
+    when = [moment.replace(microsecond=0).isoformat() for moment in (before["LastModified"], after["LastModified"])]
+    assert resumed.changed == {"demo1": (
+        f"1 object(s) of the plan changed since the run's discovery listed {s3.url('repo')}, so the plan no longer "
+        f"holds: {s3.url('repo')}/{manifest}: LastModified {when[0]} when planned, {when[1]} now")}
+
+
 def test_an_object_deleted_between_discovery_and_a_later_step_is_named(s3, captured_repo, tmp_path):
     from verification import pipeline
 
