@@ -656,20 +656,26 @@ class S3Source:
     @staticmethod
     def _differences(listed: ObjectInfo, now: ObjectInfo) -> str:
         """What tells the object now from the object listed: its size; its ETag, or where the store gives
-        none, its LastModified (to the second) and the checksum S3 keeps (where both are known)."""
+        none, its LastModified (to the second) and the checksum S3 keeps (where both are known); and a
+        move into an archive storage class (GLACIER, DEEP_ARCHIVE), which leaves both alone."""
         said = []
         if listed.size != now.size:
             said.append(f"size {listed.size} bytes when listed, {now.size} now")
         if listed.etag is not None and now.etag is not None:
             if listed.etag != now.etag:
                 said.append(f"ETag {listed.etag} when listed, {now.etag} now")
-            return ", ".join(said)
-        if whole_seconds(listed.last_modified) != whole_seconds(now.last_modified):
-            said.append(f"LastModified {whole_seconds(listed.last_modified).isoformat()} when listed, "
-                        f"{whole_seconds(now.last_modified).isoformat()} now (the store gives no ETag)")
-        if (listed.checksum is not None and now.checksum is not None
-                and listed.checksum_algorithm == now.checksum_algorithm and listed.checksum != now.checksum):
-            said.append(f"{listed.checksum_algorithm} checksum {listed.checksum} when listed, {now.checksum} now")
+        else:
+            if whole_seconds(listed.last_modified) != whole_seconds(now.last_modified):
+                said.append(f"LastModified {whole_seconds(listed.last_modified).isoformat()} when listed, "
+                            f"{whole_seconds(now.last_modified).isoformat()} now (the store gives no ETag)")
+            if (listed.checksum is not None and now.checksum is not None
+                    and listed.checksum_algorithm == now.checksum_algorithm and listed.checksum != now.checksum):
+                said.append(f"{listed.checksum_algorithm} checksum {listed.checksum} when listed, {now.checksum} now")
+        # A lifecycle rule moves an object without rewriting it (same bytes, same ETag), yet once in an
+        # archive class it cannot be read: the tool in the target would meet "access denied".
+        if now.storage_class in ARCHIVE_CLASSES and now.storage_class != listed.storage_class:
+            said.append(f"moved to storage class {now.storage_class} since the plan (archived objects cannot be "
+                        "read until restored)")
         return ", ".join(said)
 
     def _check_same(self, listed: ObjectInfo, now: ObjectInfo) -> None:

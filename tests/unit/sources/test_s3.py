@@ -447,6 +447,32 @@ def test_an_object_archived_after_the_listing_says_so_when_read(s3: Bucket) -> N
     assert raised.value.storage_class == "GLACIER"
 
 
+@pytest.mark.parametrize("storage_class", ["GLACIER", "DEEP_ARCHIVE"])
+def test_an_object_moved_to_an_archive_class_since_the_plan_is_a_change_naming_it(s3: Bucket,
+                                                                                  storage_class: str) -> None:
+    s3.put("pg/backup/full.gz", b"F" * 4000)
+    s3.put("pg/backup/ir.gz", b"I" * 4000)
+    s3.put("pg/backup/same.gz", b"S" * 4000)
+    source = S3Source(s3.url("pg"))
+    listed = source.listed("backup/full.gz")
+    assert listed.storage_class == "STANDARD"
+    # A lifecycle rule moved them after the listing: same bytes, same ETag, same size, another class.
+    for key, moved_to in (("pg/backup/full.gz", storage_class), ("pg/backup/ir.gz", "GLACIER_IR")):
+        s3.client.copy_object(Bucket=s3.name, Key=key, CopySource={"Bucket": s3.name, "Key": key},
+                              StorageClass=moved_to, MetadataDirective="REPLACE")
+    head = s3.client.head_object(Bucket=s3.name, Key="pg/backup/full.gz")
+    assert (head["ETag"], head["ContentLength"], head["StorageClass"]) == (listed.etag, 4000, storage_class)
+    url = f"s3://{s3.name}/pg/backup/full.gz"
+    said = (f"moved to storage class {storage_class} since the plan (archived objects cannot be read until "
+            "restored)")
+    with pytest.raises(SourceError) as raised:
+        source.check_unchanged(["backup/full.gz", "backup/ir.gz", "backup/same.gz"])
+    # Instant Retrieval is read as any class: no change to speak of.
+    assert str(raised.value) == (f"1 object(s) of s3://{s3.name}/pg changed since the source was listed: "
+                                 f"{url}: {said}")
+    assert set(source.check_unchanged(["backup/ir.gz", "backup/same.gz"])) == {"backup/ir.gz", "backup/same.gz"}
+
+
 def test_an_object_whose_restore_is_in_progress_is_not_read_until_it_completes(s3: Bucket) -> None:
     from verification.errors import ArchivedObjectError
 
