@@ -41,12 +41,12 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime
 from io import RawIOBase
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from boto3.s3.transfer import TransferConfig, create_transfer_manager
 from botocore.compat import HAS_CRT
@@ -62,6 +62,9 @@ from verification.sources.base import Fingerprint
 from verification.sources.local import LocalSource
 from verification.sources.s3 import ObjectInfo, S3Source, whole_seconds
 from verification.sources.s3_errors import MISSING_KEY, client_error_code, translate
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 # Objects up to this size are fetched by one GET; larger ones in parts of this size, in parallel.
 PART_BYTES = 8 * 1024 * 1024
@@ -232,6 +235,43 @@ class _Guard:
         client.meta.events.unregister("after-call.s3.GetObject", unique_id=f"{self.id}-a")
 
 
+class _Stopped(Exception):
+    """A staged file's check stopped because another's failed (never raised to a caller)."""
+
+
+def each(pool: ThreadPoolExecutor, work: Callable[[T], R], items: Sequence[T],
+         stop: threading.Event | None = None) -> list[R]:
+    """work(item) for every item on the pool, results in the items' order. The first failure is raised
+    at once: what has not started is cancelled, and `stop` is set (a long check reads it between
+    chunks) so the checks running end at their next chunk; of the failures, the first in order."""
+    stop = stop or threading.Event()
+
+    def one(item: T) -> R:
+        if stop.is_set():
+            raise _Stopped()
+        try:
+            return work(item)
+        except _Stopped:
+            raise
+        except BaseException:
+            stop.set()  # by the thread that failed, before it takes another item
+            raise
+
+    futures: list[Future[R]] = [pool.submit(one, item) for item in items]
+    try:
+        wait(futures, return_when=FIRST_EXCEPTION)
+    finally:
+        stop.set()
+        for future in futures:
+            future.cancel()
+        wait(futures)  # the running ones end (at their next chunk) before anything is removed
+    failures = [error for future in futures if not future.cancelled()
+                and (error := future.exception()) is not None and not isinstance(error, _Stopped)]
+    if failures:
+        raise failures[0]
+    return [future.result() for future in futures]
+
+
 def transfer_config(threads: int) -> TransferConfig:
     """The transfer manager's settings for a source of `threads` parallel requests (also what the
     plain download the benchmark compares with uses)."""
@@ -377,15 +417,16 @@ class Stager:
         # also holds the object to the listed ETag.
         wanted: dict[str, tuple[str, str, str | None] | None] = {}
         heads = [path for path, info in infos.items() if info.key not in guard.checksums and info.checksum_algorithm]
+        stop = threading.Event()
         with ThreadPoolExecutor(self.source.threads, thread_name_prefix="restoreproof-stage") as pool:
-            for path, fresh in zip(heads, pool.map(self.source.object_info, heads), strict=True):
+            for path, fresh in zip(heads, each(pool, self.source.object_info, heads), strict=True):
                 if fresh.checksum is not None and fresh.checksum_algorithm is not None:
                     wanted[path] = (fresh.checksum_algorithm, fresh.checksum, fresh.checksum_type)
             for path, info in infos.items():
                 if path not in wanted:
                     wanted[path] = guard.checksums.get(info.key)
-            verdicts = list(pool.map(lambda item: self._verify(root / item[0], infos[item[0]], item[1]),
-                                     wanted.items()))
+            verdicts = each(pool, lambda item: self._verify(root / item[0], infos[item[0]], item[1], stop),
+                            list(wanted.items()), stop)
         checked: Counter[str] = Counter()
         not_checked: Counter[str] = Counter()
         for verified, why in verdicts:
@@ -401,8 +442,10 @@ class Stager:
         return checks
 
     @staticmethod
-    def _verify(staged: Path, info: ObjectInfo, kept: tuple[str, str, str | None] | None) -> tuple[str | None, str]:
-        """(the algorithm checked, "") or (None, why not); a SourceError when the bytes do not match."""
+    def _verify(staged: Path, info: ObjectInfo, kept: tuple[str, str, str | None] | None,
+                stop: threading.Event | None = None) -> tuple[str | None, str]:
+        """(the algorithm checked, "") or (None, why not); a SourceError when the bytes do not match.
+        `stop`, once set (another file failed), ends the read at its next chunk."""
         if kept is None:
             return None, NOT_CHECKED_NONE
         algorithm, value, kind = kept
@@ -415,6 +458,8 @@ class Stager:
         checksum = make()
         with staged.open("rb") as handle:
             for chunk in iter(lambda: handle.read(READ_BYTES), b""):
+                if stop is not None and stop.is_set():
+                    raise _Stopped()
                 checksum.update(chunk)
         computed = str(checksum.b64digest())
         if computed != value:

@@ -246,6 +246,29 @@ def test_bytes_that_do_not_match_the_checksum_s3_keeps_are_an_error(s3: Bucket, 
     nothing_left(tmp_path)
 
 
+def test_after_a_staged_file_fails_its_checksum_no_other_is_read_for_its_own(s3: Bucket, tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    # In parts, so the check is ours (botocore checks a whole object's body itself), and first in line.
+    s3.put("repo/rotten.gz", os.urandom(PART_BYTES + MiB), ChecksumAlgorithm="CRC32", ChecksumCRC32=wrong_crc32())
+    good = [f"wal/{index:02d}.gz" for index in range(6)]
+    for path in good:
+        s3.put(f"repo/{path}", os.urandom(2000), ChecksumAlgorithm="CRC32")
+    source = S3Source(s3.url("repo"), S3Settings(threads=1))
+    staging = Stager(source, tmp_path / "state" / "staging", leftovers_dir(tmp_path / "state"))
+    checked: list[str] = []
+    verify = Stager._verify
+
+    def watched(staged: Path, *args: Any) -> Any:
+        checked.append(staged.name)
+        return verify(staged, *args)
+
+    monkeypatch.setattr(Stager, "_verify", staticmethod(watched))
+    with pytest.raises(SourceError, match=r"rotten.gz: the bytes downloaded do not match the CRC32 checksum"):
+        staging.stage(["rotten.gz", *good], "run-1", "db")
+    assert checked == ["rotten.gz"]  # the failure is said at once: none of the files after it is read again
+    nothing_left(tmp_path)
+
+
 def test_what_is_not_checked_is_said_with_why(s3: Bucket, tmp_path: Path) -> None:
     key = "repo/multi.gz"
     started = s3.client.create_multipart_upload(Bucket=s3.name, Key=key, ChecksumAlgorithm="CRC32")
