@@ -588,12 +588,13 @@ def resume(settings: Settings, run_id: str) -> Discovery:
 
 
 def planned_objects(source: Source, plans: list[RestorePlan]) -> dict[str, Any]:
-    """The run fact holding each planned object as discovery listed it: its size and ETag. A local folder
+    """The run fact holding each planned object as discovery listed it: its size and ETag (and its
+    LastModified, what tells versions apart where a store lists no ETag). A local folder
     records nothing: its files are read where they are, and nothing in a folder says a file was
     rewritten in place (the evidence's hashes are what shows the bytes read)."""
     if not is_s3_url(source.describe()):
         return {}  # no boto3 loaded for a folder
-    from verification.sources.s3 import S3Source
+    from verification.sources.s3 import S3Source, whole_seconds
 
     if not isinstance(source, S3Source):
         return {}
@@ -603,7 +604,8 @@ def planned_objects(source: Source, plans: list[RestorePlan]) -> dict[str, Any]:
             info = source.listed(path)
         except SourceError:
             continue  # not in the listing (a broken chain names what it misses): nothing to hold it to
-        recorded[path] = {"url": info.url, "size": info.size, "etag": info.etag}
+        recorded[path] = {"url": info.url, "size": info.size, "etag": info.etag,
+                          "last_modified": whole_seconds(info.last_modified).isoformat()}
     return {PLANNED_OBJECTS: recorded}
 
 
@@ -612,7 +614,7 @@ def changed_since_discovery(source: Source, recorded: dict[str, Any], plans: lis
     discovery listed them, said as a reason naming each s3:// URL and what changed."""
     if not recorded or not is_s3_url(source.describe()):
         return {}
-    from verification.sources.s3 import S3Source
+    from verification.sources.s3 import S3Source, whole_seconds
 
     if not isinstance(source, S3Source):
         return {}
@@ -628,10 +630,13 @@ def changed_since_discovery(source: Source, recorded: dict[str, Any], plans: lis
             except SourceError:
                 said.append(f"{then['url']}: gone since discovery listed it")
                 continue
-            differences = [f"{what} {then[what]} when planned, {value} now"
-                           for what, value in (("size", now.size), ("etag", now.etag)) if then[what] != value]
+            compared: list[tuple[str, str, object]] = [("size", "size", now.size), ("etag", "ETag", now.etag)]
+            if then["etag"] is None or now.etag is None:  # a store that lists no ETag: its LastModified
+                compared[1] = ("last_modified", "LastModified", whole_seconds(now.last_modified).isoformat())
+            differences = [f"{label} {then[field]} when planned, {value} now"
+                           for field, label, value in compared if field in then and then[field] != value]
             if differences:
-                said.append(f"{then['url']}: {', '.join(differences).replace('etag', 'ETag')}")
+                said.append(f"{then['url']}: {', '.join(differences)}")
         if said:
             changed[plan.database] = (f"{len(said)} object(s) of the plan changed since the run's discovery listed "
                                       f"{source.describe()}, so the plan no longer holds: " + "; ".join(said))

@@ -834,6 +834,32 @@ def test_an_object_rewritten_between_discovery_and_a_later_step_is_that_database
     assert pipeline.publish(settings, "r1").report.verdict == "error"
 
 
+def test_a_store_that_lists_no_etag_holds_the_plan_to_each_objects_last_modified(s3, captured_repo, tmp_path):
+    import time
+
+    from tests.unit.sources.s3_helpers import LeavingOut, upload_tree
+    from verification import pipeline
+    from verification.config import S3Settings
+
+    upload_tree(s3.client, s3.name, "repo", captured_repo)
+    with LeavingOut(s3.endpoint, elements={"ETag"}) as store:
+        settings = settings_for(tmp_path).model_copy(update={"s3": S3Settings(endpoint_url=store.url)})
+        discovery = pipeline.discover(settings, pipeline.RunRequest(s3.url("repo"), "postgres"), "r1", START)
+        (plan,) = discovery.plans
+        manifest = next(p for p in plan.files if p.endswith("backup.manifest"))
+        assert pipeline.resume(settings, "r1").changed == {}  # nothing changed: nothing said
+        before = s3.client.head_object(Bucket=s3.name, Key=f"repo/{manifest}")
+        body = s3.client.get_object(Bucket=s3.name, Key=f"repo/{manifest}")["Body"].read()
+        time.sleep(1.1)  # a later second: the same bytes written again, only its LastModified tells
+        s3.put(f"repo/{manifest}", body)
+        after = s3.client.head_object(Bucket=s3.name, Key=f"repo/{manifest}")
+        resumed = pipeline.resume(settings, "r1")
+    when = [moment.replace(microsecond=0).isoformat() for moment in (before["LastModified"], after["LastModified"])]
+    assert resumed.changed == {"demo1": (
+        f"1 object(s) of the plan changed since the run's discovery listed {s3.url('repo')}, so the plan no longer "
+        f"holds: {s3.url('repo')}/{manifest}: LastModified {when[0]} when planned, {when[1]} now")}
+
+
 def test_an_object_deleted_between_discovery_and_a_later_step_is_named(s3, captured_repo, tmp_path):
     from verification import pipeline
 
@@ -953,6 +979,46 @@ class RewritingEngine(OnlineEngine):
                           outcome: RestoreOutcome | None = None, data_checks: Any = None) -> RestoreOutcome:
         self.s3.put(self.key, b"rewritten while the target read it")
         return super().restore_and_check(plan, target, evidence, outcome, data_checks)
+
+
+class ArchivingEngine(OnlineEngine):
+    """A restore during which a lifecycle rule moves one of the plan's objects to an archive class: the
+    same bytes and ETag, which the tool in the target then cannot read ("access denied")."""
+
+    def __init__(self, s3: Any, key: str) -> None:
+        super().__init__(AssertionError())
+        self.s3, self.key = s3, key
+
+    def restore_and_check(self, plan: Any, target: Any, evidence: Evidence,
+                          outcome: RestoreOutcome | None = None, data_checks: Any = None) -> RestoreOutcome:
+        from tests.unit.factories import online_outcome
+
+        archive(self.s3, self.key, "DEEP_ARCHIVE")
+        # What the tool in the target makes of an object it may no longer read: a check that fails.
+        return online_outcome(CheckResult("pg_amcheck", CheckStatus.FAILED, "AccessDenied reading the repository"))
+
+
+def test_direct_mode_says_an_object_archived_during_the_restore_is_an_error_not_a_failure(s3, tmp_path):
+    plan, source, _ = staged_plan(s3, tmp_path)
+    key = "repo/backup/demo1/20261122-195034F/backup.manifest"
+    url = f"{s3.url('repo')}/backup/demo1/20261122-195034F/backup.manifest"
+    provider = MemoryProvider()
+    result = verify_database(ArchivingEngine(s3, key), plan, provider, "run-s3", source.describe(),
+                             Evidence(tmp_path / "ev"), source=source, watch=source.check_unchanged)
+    assert result.verdict is Verdict.ERROR and len(provider.targets) == 1
+    assert result.reasons[0] == (f"during the restore, 1 object(s) of {s3.url('repo')} changed since the source was "
+                                 f"listed: {url}: moved to storage class DEEP_ARCHIVE since the plan (archived objects "
+                                 "cannot be read until restored)")
+    assert all(reason.startswith("not taken as a verdict (failed): ") for reason in result.reasons[1:])
+    # Archived before the restore: no target is started.
+    provider = MemoryProvider()
+    result = verify_database(OnlineEngine(AssertionError("must not run")), plan, provider, "run-s3",
+                             source.describe(), Evidence(tmp_path / "ev2"), source=source,
+                             watch=source.check_unchanged)
+    assert result.verdict is Verdict.ERROR and provider.targets == []
+    assert result.reasons == [f"not restored: 1 object(s) of {s3.url('repo')} changed since the source was listed: "
+                              f"{url}: moved to storage class DEEP_ARCHIVE since the plan (archived objects cannot be "
+                              "read until restored)"]
 
 
 def test_direct_mode_holds_the_objects_to_the_listing_before_and_after_the_restore(s3, tmp_path):
