@@ -825,11 +825,11 @@ def _record_killed(settings: Settings, store: ResultStore, run_id: str, database
 
 
 def end_dead_runs(settings: Settings, progress: ProgressFn = _quiet, *, keep_runs: frozenset[str] = frozenset(),
-                  only_run: str | None = None, force: bool = False) -> DeadRuns:
+                  only_run: str | None = None, force: bool = False, use_docker: bool = True) -> DeadRuns:
     """Remove what dead runs left (judged by their leases; a live or unknown run is kept), record each
     killed database as "error" with why, and close a run whose only worker died: its report is
     published from what the store holds, so nothing it recorded is lost."""
-    found = DeadRuns(sweep(settings, keep_runs=keep_runs, only_run=only_run, force=force))
+    found = DeadRuns(sweep(settings, keep_runs=keep_runs, only_run=only_run, force=force, use_docker=use_docker))
     for decision in found.sweep.reaped.decisions:
         if decision.judgement.dead and decision.removed:
             progress(f"run {decision.run_id}: removed {', '.join(decision.removed)} ({decision.judgement.reason})")
