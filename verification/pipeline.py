@@ -2,7 +2,9 @@
 
 The one code path behind the CLI and the Airflow DAGs. Each database gets its own disposable
 target, removed in a `finally` whatever happens (failure, Ctrl-C, SIGTERM turned into
-KeyboardInterrupt by the CLI); a SIGKILLed run leaves labelled leftovers for `restoreproof reap`.
+KeyboardInterrupt by the CLI). A SIGKILLed run cannot: what it started is labelled with its run and
+its process, its lease in the store stops being renewed, and the next run's start (or `restoreproof
+reap`) removes what it left, records its killed databases as "error" and closes it (end_dead_runs).
 """
 
 from __future__ import annotations
