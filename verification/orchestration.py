@@ -103,7 +103,7 @@ def discover(settings: Settings, params: NightlyParams, run_id: str, started: da
     """Remove what dead runs left, then plan the run once; the databases to verify: those that ended
     in error last time (a worker killed at work) first, then never verified, then least recently verified."""
     with LeaseKeeper(settings, run_id, "task", progress=progress) as lease:
-        pipeline.end_dead_runs(settings, lease.tracking(progress), keep_runs=frozenset({run_id}))
+        pipeline.end_dead_runs_quietly(settings, lease.tracking(progress), run_id)
         discovery = pipeline.discover(settings, params.request(), run_id, started, progress=lease.tracking(progress))
     store = ResultStore(settings.results_database_url)
     try:
@@ -129,8 +129,8 @@ def verify(settings: Settings, params: NightlyParams, run_id: str, database: str
     # The task's lease: its heartbeat keeps its target from every other run's reaper while it works.
     with LeaseKeeper(settings, run_id, "task", database=database, progress=progress) as lease:
         discovery = pipeline.resume(settings, run_id)
-        entry = pipeline.verify_one(settings, discovery, discovery.plan(database), progress=progress,
-                                    lease=lease).entry
+        entry = pipeline.verify_one(settings, discovery, discovery.plan(database),
+                                    progress=lease.tracking(progress), lease=lease).entry
     return {"database": database, "verdict": str(entry.verdict), "reasons": entry.reasons,
             "recovery_seconds": entry.recovery_seconds}
 

@@ -848,12 +848,15 @@ def end_dead_runs(settings: Settings, progress: ProgressFn = _quiet, *, keep_run
             closing = row is not None and row.finished_at is None
             claimed = False
             for killed in judged.killed:
+                # Ended once, first: of several runs starting at the same moment, the one that ends the
+                # lease records its database (and closes the run), the others leave it to that one.
+                if not store.release_lease(killed.lease.lease_id, f"killed: {killed.reason}"[:500]):
+                    continue
+                claimed = True
                 database = killed.lease.database
                 if closing and database and _record_killed(settings, store, judged.run_id, database,
                                                            killed_reason(killed, True), killed.lease):
                     said.append(f"{database}: error, killed ({killed.reason})")
-                # Ended once: whoever ends it (another run's sweep at the same moment) closes the run.
-                claimed |= store.release_lease(killed.lease.lease_id, f"killed: {killed.reason}"[:500])
             if row is not None and closing and judged.dead and claimed:
                 recorded = store.recorded(judged.run_id)
                 for name in [name for name in (row.host.get(DUE) or []) if name not in recorded]:
@@ -875,6 +878,17 @@ def end_dead_runs(settings: Settings, progress: ProgressFn = _quiet, *, keep_run
     return found
 
 
+def end_dead_runs_quietly(settings: Settings, progress: ProgressFn, run_id: str) -> DeadRuns | None:
+    """end_dead_runs at the start of a run: whatever goes wrong there (the store busy, an engine that
+    answers oddly) is said, and the run goes on: what dead runs left is never this run's verdict."""
+    try:
+        return end_dead_runs(settings, progress, keep_runs=frozenset({run_id}))
+    except Exception as exc:
+        progress(f"warning: what dead runs left was not looked at ({type(exc).__name__}: {exc}); "
+                 "`restoreproof reap` does it on demand")
+        return None
+
+
 def end_killed_task(settings: Settings, run_id: str, database: str, progress: ProgressFn = _quiet) -> list[str]:
     """A scheduler's teardown of one database, once its task is over: a lease of that task still open
     names a worker killed at work; the database is then recorded "error" with why (if it has no entry)."""
@@ -885,9 +899,9 @@ def end_killed_task(settings: Settings, run_id: str, database: str, progress: Pr
     store = ResultStore(settings.results_database_url)
     try:
         for one in killed:
-            if _record_killed(settings, store, run_id, database, killed_reason(one, True), one.lease):
+            if store.release_lease(one.lease.lease_id, f"killed: {one.reason}"[:500]) and _record_killed(
+                    settings, store, run_id, database, killed_reason(one, True), one.lease):
                 said.append(f"{database}: error, killed ({one.reason})")
-            store.release_lease(one.lease.lease_id, f"killed: {one.reason}"[:500])
     finally:
         store.close()
     for line in said:
@@ -917,7 +931,7 @@ def run_verification(settings: Settings, source_path: str | Path, *, engine_name
     with LeaseKeeper(settings, run_id, "run", progress=_redacting(progress, redact)) as lease:
         progress = _redacting(lease.tracking(progress), redact)
         # First what dead runs left (never a live one's): their targets, and their databases recorded.
-        end_dead_runs(settings, progress, keep_runs=frozenset({run_id}))
+        end_dead_runs_quietly(settings, progress, run_id)
         progress(f"run {run_id}: reading {source_path}")
         request = RunRequest(str(source_path), engine_name or settings.engine, tuple(databases or ()), at=at,
                              point=point, target=target_kind or settings.target)

@@ -1110,3 +1110,18 @@ def test_a_run_started_here_holds_a_lease_while_it_works_and_releases_it(capture
         store.close()
     assert (lease.scope, lease.pid, lease.ended) == ("run", os.getpid(), "released")
     assert lease.released_at is not None
+
+
+def test_a_sweep_that_fails_at_a_runs_start_is_said_and_the_run_goes_on(captured_repo, tmp_path, monkeypatch):
+    from verification import pipeline
+
+    def broken(*_: object, **__: object) -> None:
+        raise RuntimeError("the engine answered oddly")
+
+    monkeypatch.setattr(pipeline, "sweep", broken)
+    said: list[str] = []
+    result = pipeline.run_verification(settings_for(tmp_path), captured_repo, engine_name="postgres",
+                                       target_kind="offline", progress=said.append)
+    assert [d.database for d in result.run.databases] == ["demo1"]
+    assert "warning: what dead runs left was not looked at (RuntimeError: the engine answered oddly); " \
+           "`restoreproof reap` does it on demand" in said

@@ -26,6 +26,7 @@ from sqlalchemy import (
     create_engine,
     func,
     select,
+    update,
 )
 from sqlalchemy.engine import Dialect, Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
@@ -411,13 +412,15 @@ class ResultStore:
             return row.heartbeat_at
 
     def release_lease(self, lease_id: int, ended: str) -> bool:
-        """End a lease (once: False when it had ended already, a reaper having judged it killed)."""
+        """End a lease, once: False when it had ended already (its holder released it, or another
+        reaper ended it first). One conditional UPDATE, so of two processes ending it at the same
+        moment exactly one is told it did (PostgreSQL re-checks the condition after the row lock)."""
         with Session(self.engine) as session, session.begin():
-            row = session.get(RunLeaseRow, lease_id)
-            if row is None or row.released_at is not None:
-                return False
-            row.released_at, row.ended = self._now(session), ended
-            return True
+            now = self._now(session)
+            done = session.execute(update(RunLeaseRow).where(RunLeaseRow.id == lease_id,
+                                                             RunLeaseRow.released_at.is_(None))
+                                   .values(released_at=now, ended=ended))
+            return bool(getattr(done, "rowcount", 0) == 1)
 
     def leases(self, run_ids: Iterable[str] | None = None, *, open_only: bool = False) -> list[RunLeaseRow]:
         """The leases of these runs (of every run when None), oldest first; only those not released
