@@ -41,6 +41,7 @@ from verification.targets.lease import (
     process_alive,
     this_process,
     use_worker_name,
+    utc_text,
 )
 from verification.targets.reaper import ReapReport, reap_dead
 
@@ -249,6 +250,6 @@ def ended_task_leases(settings: Settings, run_id: str, database: str,
         judged = judge(run_id, lease.holder, RunFacts(run_id, "running", None, (lease,)), now, alive)
         reason = judged.reason if judged.dead else (
             f"its task is over (the scheduler ran its teardown) but {lease.holder.describe()} never released its "
-            f"lease (last heartbeat at {lease.heartbeat_at.isoformat(timespec='seconds')})")
+            f"lease (last heartbeat at {utc_text(lease.heartbeat_at)})")
         killed.append(Killed(lease, reason))
     return killed

@@ -57,6 +57,7 @@ from verification.results.store import (
     INCOMPLETE_UPLOADS,
     PLANNED_OBJECTS,
     UNREADABLE,
+    RunRow,
     in_rotation,
     unreadable_of,
     uploads_of,
@@ -66,7 +67,7 @@ from verification.sources.base import Source
 from verification.sources.s3_url import is_s3_url
 from verification.targets.base import Target, TargetProvider
 from verification.targets.labels import new_run_id, slug
-from verification.targets.lease import Killed, LeaseFacts, describe_phase, this_process
+from verification.targets.lease import Killed, LeaseFacts, describe_phase, this_process, utc_text
 from verification.verdict import decide
 
 if TYPE_CHECKING:
@@ -782,7 +783,7 @@ def publish(settings: Settings, run_id: str) -> Publication:
     return Publication(report, run_dir, outputs)
 
 
-def run_folder(settings: Settings, run: Any) -> Path:
+def run_folder(settings: Settings, run: RunRow) -> Path:
     """A run's own folder as every process sharing its report folder names it: the absolute report
     folder the run row keeps (a relative report_dir means the starting process's working folder)."""
     if run.report_dir and run.report_folder and not Path(run.report_dir).is_absolute():
@@ -805,7 +806,7 @@ def killed_reason(killed: Killed, in_flight: bool) -> str:
     lease = killed.lease
     if in_flight:
         return (f"restoreproof was killed while verifying it: {killed.reason}; last heard from at "
-                f"{lease.heartbeat_at.isoformat(timespec='seconds')} {describe_phase(lease)}. Not a verdict on "
+                f"{utc_text(lease.heartbeat_at)} {describe_phase(lease)}. Not a verdict on "
                 "the backups: it goes first in the next run")
     return (f"not verified: the run was killed before it started this database ({killed.reason}); it goes first "
             "in the next run")

@@ -201,7 +201,8 @@ class Judgement:
         return f"{'dead' if self.dead else 'kept'}: {self.reason}"
 
 
-def _at(when: datetime) -> str:
+def utc_text(when: datetime) -> str:
+    """A time as the reasons say it: 2026-11-25T03:00:00Z."""
     return when.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
@@ -221,13 +222,13 @@ def _lease_judgement(lease: LeaseFacts, now: datetime, alive: ProcessCheck) -> J
         return Judgement(True, f"{who} is gone (no process {lease.holder.pid} with its start time on this host)",
                          lease)
     if lease.released_at is not None:
-        return Judgement(True, f"{who} released its lease at {_at(lease.released_at)} ({lease.ended or 'ended'})",
+        return Judgement(True, f"{who} released its lease at {utc_text(lease.released_at)} ({lease.ended or 'ended'})",
                          lease)
     if lease.expired(now):
-        return Judgement(True, f"no heartbeat from {who} since {_at(lease.heartbeat_at)} (its lease of "
-                               f"{lease.lease_seconds:.0f} s ran out at {_at(lease.expires_at)})", lease)
-    return Judgement(False, f"{who} is not on this host; its heartbeat at {_at(lease.heartbeat_at)} holds its "
-                            f"lease until {_at(lease.expires_at)}", lease, live=True)
+        return Judgement(True, f"no heartbeat from {who} since {utc_text(lease.heartbeat_at)} (its lease of "
+                               f"{lease.lease_seconds:.0f} s ran out at {utc_text(lease.expires_at)})", lease)
+    return Judgement(False, f"{who} is not on this host; its heartbeat at {utc_text(lease.heartbeat_at)} holds its "
+                            f"lease until {utc_text(lease.expires_at)}", lease, live=True)
 
 
 def judge(run_id: str, holder: Holder | None, run: RunFacts | StoreUnreadable | None, now: datetime,
@@ -249,7 +250,7 @@ def judge(run_id: str, holder: Holder | None, run: RunFacts | StoreUnreadable | 
         return Judgement(False, f"run {run_id} is not in this results store (another store's run, or one not "
                                 "started yet): whether it is alive is unknown")
     if run.finished_at is not None:
-        return Judgement(True, f"run {run_id} finished at {_at(run.finished_at)} ({run.verdict}), yet this is "
+        return Judgement(True, f"run {run_id} finished at {utc_text(run.finished_at)} ({run.verdict}), yet this is "
                                "still labelled with it")
     if holder is not None:
         lease = _lease_of(run, holder)
