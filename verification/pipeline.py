@@ -2,7 +2,9 @@
 
 The one code path behind the CLI and the Airflow DAGs. Each database gets its own disposable
 target, removed in a `finally` whatever happens (failure, Ctrl-C, SIGTERM turned into
-KeyboardInterrupt by the CLI); a SIGKILLed run leaves labelled leftovers for `restoreproof reap`.
+KeyboardInterrupt by the CLI). A SIGKILLed run cannot: what it started is labelled with its run and
+its process, its lease in the store stops being renewed, and the next run's start (or `restoreproof
+reap`) removes what it left, records its killed databases as "error" and closes it (end_dead_runs).
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from verification import __version__
 from verification.checks.suites import check_all, unknown_databases
 from verification.config import Settings
 from verification.engines.base import DataChecks, Engine, Evidence, RestoreOutcome, SourcePlan
-from verification.errors import RestoreproofError, SourceError, TargetError
+from verification.errors import RestoreproofError, SourceError, StaleDiscoveryError, TargetError
+from verification.leases import LeaseKeeper, Sweep, ended_task_leases, sweep
 from verification.model import (
     ChainStatus,
     CheckName,
@@ -54,6 +57,8 @@ from verification.results.store import (
     INCOMPLETE_UPLOADS,
     PLANNED_OBJECTS,
     UNREADABLE,
+    RunRow,
+    in_rotation,
     unreadable_of,
     uploads_of,
 )
@@ -62,6 +67,7 @@ from verification.sources.base import Source
 from verification.sources.s3_url import is_s3_url
 from verification.targets.base import Target, TargetProvider
 from verification.targets.labels import new_run_id, slug
+from verification.targets.lease import Killed, LeaseFacts, describe_phase, this_process, utc_text
 from verification.verdict import decide
 
 if TYPE_CHECKING:
@@ -553,6 +559,9 @@ def discover(settings: Settings, request: RunRequest, run_id: str, started: date
     generation = uuid.uuid4().hex[:12]
     store = ResultStore(settings.results_database_url)
     try:
+        # The run's order: a database that ended in error last time (killed with its worker, timed
+        # out) first, then those never verified, then the least recently verified.
+        plans = in_rotation(plans, store.rotation(), key=lambda plan: plan.database)
         # The target kind stays unset until a restore gets one: a run that restored nothing names none.
         store.start_run(RunResult(run_id=run_id, engine=engine.name, source=source.describe(), started_at=started,
                                     unreadable=unreadable, incomplete_uploads=uploads, host={**host_facts(), **{
@@ -679,7 +688,8 @@ def stager_for(settings: Settings, source: Source, provider: TargetProvider | No
 
     if not isinstance(source, S3Source):
         raise SourceError(f"{source.describe()} is an S3 URL but was not opened as object storage")
-    return Stager(source, settings.s3.staging_dir or settings.state_dir / "staging", leftovers_dir(settings.state_dir))
+    return Stager(source, settings.s3.staging_dir or settings.state_dir / "staging", leftovers_dir(settings.state_dir),
+                  holder=lambda: this_process().record())
 
 
 def direct_watch(source: Source, provider: TargetProvider | None,
@@ -702,11 +712,15 @@ class Verified:
 
 def verify_one(settings: Settings, discovery: Discovery, plan: RestorePlan, *,
                target: tuple[TargetProvider | None, str | None] | None = None,
-               context: PredictionContext | None = None, progress: ProgressFn = _quiet) -> Verified:
+               context: PredictionContext | None = None, progress: ProgressFn = _quiet,
+               lease: LeaseKeeper | None = None) -> Verified:
     """Verify one database of a discovered run and record its entry in the store; `target` is a
-    provider already chosen for the run (else one is chosen for this plan alone)."""
+    provider already chosen for the run (else one is chosen for this plan alone). `lease`: the
+    process's lease on the run, told which database it works on (what a reaper names if it dies)."""
     redact = Redactor(settings)
     progress = _redacting(progress, redact)
+    if lease is not None:
+        lease.doing(f"{plan.database}: starting", database=plan.database, generation=discovery.generation)
     store = ResultStore(settings.results_database_url)
     try:
         # An earlier try's entry goes first: if this one dies, the database has no result, not that one.
@@ -729,6 +743,8 @@ def verify_one(settings: Settings, discovery: Discovery, plan: RestorePlan, *,
         store.record_database(discovery.run_id, entry, discovery.generation)
     finally:
         store.close()
+    if lease is not None:
+        lease.doing(f"{plan.database}: recorded {result.verdict}", database=None)
     progress(f"{plan.database}: {result.verdict}")
     return Verified(result, entry)
 
@@ -762,7 +778,7 @@ def publish(settings: Settings, run_id: str) -> Publication:
             unreadable=unreadable_of(run.host), not_verified=not_verified,
             warnings=[str(said) for said in run.host.get(WARNINGS, [])],
             incomplete_uploads=uploads_of(run.host)))
-        run_dir = Path(run.report_dir or settings.report_dir / run_id)
+        run_dir = run_folder(settings, run)
         store.finish_run(run_id, finished, str(report.verdict))
         last_success = store.last_passed()
     finally:
@@ -770,6 +786,133 @@ def publish(settings: Settings, run_id: str) -> Publication:
     outputs = write_reports(report, run_dir, settings, last_success)
     outputs.warnings = [Redactor(settings)(warning) for warning in outputs.warnings]
     return Publication(report, run_dir, outputs)
+
+
+def run_folder(settings: Settings, run: RunRow) -> Path:
+    """A run's own folder as every process sharing its report folder names it: the absolute report
+    folder the run row keeps (a relative report_dir means the starting process's working folder)."""
+    if run.report_dir and run.report_folder and not Path(run.report_dir).is_absolute():
+        return Path(run.report_folder) / Path(run.report_dir).name
+    return Path(run.report_dir or settings.report_dir / run.run_id)
+
+
+@dataclass
+class DeadRuns:
+    """What the sweep at a run's start (or `restoreproof reap`) found and did."""
+
+    sweep: Sweep
+    # Per run: what was recorded for its killed databases, and how the run was closed.
+    recorded: dict[str, list[str]] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+
+def killed_reason(killed: Killed, in_flight: bool) -> str:
+    """Why a database of a killed worker has no verdict on its backups."""
+    lease = killed.lease
+    if in_flight:
+        return (f"restoreproof was killed while verifying it: {killed.reason}; last heard from at "
+                f"{utc_text(lease.heartbeat_at)} {describe_phase(lease)}. Not a verdict on "
+                "the backups: it goes first in the next run")
+    return (f"not verified: the run was killed before it started this database ({killed.reason}); it goes first "
+            "in the next run")
+
+
+def _record_killed(settings: Settings, store: ResultStore, run_id: str, database: str, reason: str,
+                   lease: LeaseFacts) -> bool:
+    """The database's "error" entry, unless it has one already (nothing recorded is replaced)."""
+    plan = next((p for p in store.plans(run_id) if p.database == database), None)
+    if plan is None:
+        return False
+    point = RestorePoint(target=plan.stop_at.isoformat() if plan.stop_at else "latest")
+    result = DatabaseResult(database, Verdict.ERROR, [reason], plan, point)
+    redact_result(result, Redactor(settings))
+    try:
+        return store.record_if_absent(run_id, Redactor(settings).model(database_entry(result)), lease.generation)
+    except StaleDiscoveryError:
+        return False  # the run was discovered again since: the killed task's plan is no longer its
+
+
+def end_dead_runs(settings: Settings, progress: ProgressFn = _quiet, *, keep_runs: frozenset[str] = frozenset(),
+                  only_run: str | None = None, force: bool = False, use_docker: bool = True) -> DeadRuns:
+    """Remove what dead runs left (judged by their leases; a live or unknown run is kept), record each
+    killed database as "error" with why, and close a run whose only worker died: its report is
+    published from what the store holds, so nothing it recorded is lost."""
+    found = DeadRuns(sweep(settings, keep_runs=keep_runs, only_run=only_run, force=force, use_docker=use_docker))
+    for decision in found.sweep.reaped.decisions:
+        if decision.judgement.dead and decision.removed:
+            progress(f"run {decision.run_id}: removed {', '.join(decision.removed)} ({decision.judgement.reason})")
+    if found.sweep.error is not None:
+        progress(f"leftovers of other runs kept: {found.sweep.error}")
+    store = ResultStore(settings.results_database_url) if found.sweep.runs else None
+    try:
+        for judged in found.sweep.runs:
+            if not judged.killed:
+                continue
+            assert store is not None
+            row = found.sweep.rows.get(judged.run_id)
+            said = found.recorded.setdefault(judged.run_id, [])
+            closing = row is not None and row.finished_at is None
+            claimed = False
+            for killed in judged.killed:
+                # Ended once, first: of several runs starting at the same moment, the one that ends the
+                # lease records its database (and closes the run), the others leave it to that one.
+                if not store.release_lease(killed.lease.lease_id, f"killed: {killed.reason}"[:500]):
+                    continue
+                claimed = True
+                database = killed.lease.database
+                if closing and database and _record_killed(settings, store, judged.run_id, database,
+                                                           killed_reason(killed, True), killed.lease):
+                    said.append(f"{database}: error, killed ({killed.reason})")
+            if row is not None and closing and judged.dead and claimed:
+                recorded = store.recorded(judged.run_id)
+                for name in [name for name in (row.host.get(DUE) or []) if name not in recorded]:
+                    if _record_killed(settings, store, judged.run_id, name, killed_reason(judged.killed[-1], False),
+                                      judged.killed[-1].lease):
+                        said.append(f"{name}: error, not started")
+                try:
+                    published = publish(settings, judged.run_id)
+                    said.append(f"closed as {published.report.verdict}; report {published.outputs.json_path}")
+                except Exception as exc:  # the store at least says it is over
+                    store.finish_run(judged.run_id, datetime.now(UTC), str(Verdict.ERROR))
+                    said.append(f"closed as error; its report could not be written: {type(exc).__name__}: {exc}")
+                    found.errors.append(f"run {judged.run_id}: report not written: {exc}")
+            for line in said:
+                progress(f"run {judged.run_id} (killed: {judged.reason}): {line}")
+    finally:
+        if store is not None:
+            store.close()
+    return found
+
+
+def end_dead_runs_quietly(settings: Settings, progress: ProgressFn, run_id: str) -> DeadRuns | None:
+    """end_dead_runs at the start of a run: whatever goes wrong there (the store busy, an engine that
+    answers oddly) is said, and the run goes on: what dead runs left is never this run's verdict."""
+    try:
+        return end_dead_runs(settings, progress, keep_runs=frozenset({run_id}))
+    except Exception as exc:
+        progress(f"warning: what dead runs left was not looked at ({type(exc).__name__}: {exc}); "
+                 "`restoreproof reap` does it on demand")
+        return None
+
+
+def end_killed_task(settings: Settings, run_id: str, database: str, progress: ProgressFn = _quiet) -> list[str]:
+    """A scheduler's teardown of one database, once its task is over: a lease of that task still open
+    names a worker killed at work; the database is then recorded "error" with why (if it has no entry)."""
+    said: list[str] = []
+    killed = ended_task_leases(settings, run_id, database)
+    if not killed:
+        return said
+    store = ResultStore(settings.results_database_url)
+    try:
+        for one in killed:
+            if store.release_lease(one.lease.lease_id, f"killed: {one.reason}"[:500]) and _record_killed(
+                    settings, store, run_id, database, killed_reason(one, True), one.lease):
+                said.append(f"{database}: error, killed ({one.reason})")
+    finally:
+        store.close()
+    for line in said:
+        progress(f"run {run_id}: {line}")
+    return said
 
 
 @dataclass
@@ -788,17 +931,24 @@ def run_verification(settings: Settings, source_path: str | Path, *, engine_name
     """The whole run in one process: discover, verify each database, publish (the scheduler's steps)."""
     started = datetime.now(UTC)
     run_id = run_id or new_run_id(started)
-    progress = _redacting(progress, Redactor(settings))
-    progress(f"run {run_id}: reading {source_path}")
-    request = RunRequest(str(source_path), engine_name or settings.engine, tuple(databases or ()), at=at,
-                         point=point, target=target_kind or settings.target)
-    discovery = discover(settings, request, run_id, started, report_dir=report_dir, progress=progress)
-    # One provider for the whole run, chosen once (a scheduler's tasks each choose their own).
-    target = choose_target(settings, discovery, discovery.plans, progress)
-    context = PredictionContext.load_or_cold(settings, discovery.engine.name, progress)
-    results = [verify_one(settings, discovery, plan, target=target, context=context, progress=progress).result
-               for plan in discovery.plans]
-    published = publish(settings, run_id)
+    redact = Redactor(settings)
+    # The run's lease, held by this process until the run is published: what this run starts is
+    # labelled with this process, and the heartbeat tells every other run that it is alive.
+    with LeaseKeeper(settings, run_id, "run", progress=_redacting(progress, redact)) as lease:
+        progress = _redacting(lease.tracking(progress), redact)
+        # First what dead runs left (never a live one's): their targets, and their databases recorded.
+        end_dead_runs_quietly(settings, progress, run_id)
+        progress(f"run {run_id}: reading {source_path}")
+        request = RunRequest(str(source_path), engine_name or settings.engine, tuple(databases or ()), at=at,
+                             point=point, target=target_kind or settings.target)
+        discovery = discover(settings, request, run_id, started, report_dir=report_dir, progress=progress)
+        # One provider for the whole run, chosen once (a scheduler's tasks each choose their own).
+        target = choose_target(settings, discovery, discovery.plans, progress)
+        context = PredictionContext.load_or_cold(settings, discovery.engine.name, progress)
+        results = [verify_one(settings, discovery, plan, target=target, context=context, progress=progress,
+                              lease=lease).result for plan in discovery.plans]
+        lease.doing("publishing the run's reports")
+        published = publish(settings, run_id)
     for warning in published.outputs.warnings:
         progress(f"warning: {warning}")
     report = published.report

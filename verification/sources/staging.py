@@ -284,10 +284,14 @@ class Stager:
     """Stages plans' files from one object-storage source into folders under `folder`, each recorded in
     `leftovers` (the folder `restoreproof reap` reads) until it is removed."""
 
-    def __init__(self, source: S3Source, folder: Path, leftovers: Path) -> None:
+    def __init__(self, source: S3Source, folder: Path, leftovers: Path,
+                 holder: Callable[[], dict[str, Any]] | None = None) -> None:
         self.source = source
         self.folder = folder
         self.leftovers = leftovers
+        # Who stages (the lease holder's host, pid and process identity, as the reaper judges it);
+        # given by the caller, which knows the process's lease (sources know no targets).
+        self.holder = holder or (lambda: {"pid": os.getpid()})
         self._scrub = Redactor(secrets=source.secrets())
 
     def stage(self, files: Sequence[str], run_id: str, database: str,
@@ -328,7 +332,7 @@ class Stager:
         root = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX, dir=self.folder))
         state_file = self.leftovers / f"{root.name}.json"
         state_file.write_text(json.dumps({"run_id": run_id, "database": database, "folder": str(root),
-                                          "pid": os.getpid(), "kind": STATE_KIND}))
+                                          **self.holder(), "kind": STATE_KIND}))
         copy = StagedCopy(root, self.source.describe(), tuple(paths), total, 0.0, self.source.threads, state_file)
         try:
             os.chmod(root, FOLDER_MODE)
