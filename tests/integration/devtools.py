@@ -137,9 +137,29 @@ class Chromium:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(timeout=30)
+        # A kill is delivered, not done: the helpers may take a moment to go. Wait for them, by the profile on
+        # their command line (a process already dead but not yet reaped shows none).
+        deadline = time.monotonic() + 30
+        while running(self.profile) and time.monotonic() < deadline:
+            time.sleep(0.1)
 
     def __enter__(self) -> Chromium:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def running(profile: Path) -> list[int]:
+    """Processes still running with this private profile on their command line."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes()
+        except OSError:  # exited meanwhile, or not ours to read
+            continue
+        if f"--user-data-dir={profile}".encode() in cmdline:
+            found.append(int(proc.name))
+    return found

@@ -31,8 +31,7 @@ from fastapi import HTTPException
 from fastapi.testclient import TestClient
 
 from tests.integration.airflow.conftest import ROOT
-from tests.integration.devtools import CHROMIUM, Chromium
-from tests.integration.test_html_chromium import leftovers
+from tests.integration.devtools import CHROMIUM, Chromium, running
 from tests.unit.reports.test_json_report import make_run
 from verification.config import load_settings
 from verification.orchestration import DAG_ID
@@ -52,7 +51,7 @@ def record_run(report_dir: Path, results_url: str) -> str:
     report = build_report(run)
     run_dir = report_dir / run.run_id
     write_reports(report, run_dir)
-    (run_dir / "evidence" / "demo1").mkdir(parents=True)
+    (run_dir / "evidence" / "demo1").mkdir(parents=True, exist_ok=True)  # recorded again: the run starts anew
     (run_dir / "evidence" / "demo1" / "server.log").write_text(EVIDENCE)
     store = ResultStore(results_url)
     try:
@@ -159,6 +158,19 @@ def test_ten_thousand_runs_are_paged_newest_first(airflow_env, airflow_client):
         assert client.get(f"/restoreproof/?page={number}").status_code == 200
         took.append(time.perf_counter() - started)
     assert max(took) < 2, took
+
+
+def test_loading_the_plugin_imports_nothing_of_the_api_server():
+    """Airflow loads the plugin in every task's process: the page's application, and the API server's security
+    it needs, are built only when the API server serves it (importing them cost a task about a second and a
+    warning line in its log)."""
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys; import restoreproof_plugin; "
+         "print(sorted(m for m in sys.modules if m.startswith('airflow.api_fastapi')))"],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "plugins"), str(ROOT)])},
+        capture_output=True, text=True, timeout=120)
+    assert loaded.returncode == 0, loaded.stderr[-2000:]
+    assert loaded.stdout.strip().splitlines()[-1] == "[]"
 
 
 # --- Who may see it: a real `airflow api-server`, two users -------------------------------------------------
@@ -408,4 +420,4 @@ def test_a_person_logs_in_opens_the_page_from_the_menu_and_a_report(api_server, 
         assert run_id not in refused
         assert_png(browser.screenshot(ARTIFACTS / "airflow-restoreproof-forbidden.png"), 10)
     for person in ("admin", "viewer"):
-        assert leftovers(tmp_path / person / "profile") == [], "chromium processes outlived the test"
+        assert running(tmp_path / person / "profile") == [], "chromium processes outlived the test"
