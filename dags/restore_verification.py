@@ -71,7 +71,7 @@ def _deadline(params: orchestration.NightlyParams) -> datetime | None:
 
 
 with DAG(
-    dag_id="restore_verification",
+    dag_id=orchestration.DAG_ID,
     description="Restore every database's backup chain in a disposable server, time it, check it, report.",
     # RESTOREPROOF_SCHEDULE: a cron expression, or "none" for runs only when triggered.
     schedule=None if os.environ.get("RESTOREPROOF_SCHEDULE", "").lower() == "none"

@@ -31,6 +31,10 @@ from verification.results.store import in_rotation
 from verification.targets.labels import slug
 from verification.targets.reaper import ReapReport, reap_run
 
+# The nightly DAG's id. The Airflow page serves its reports to whoever Airflow's auth manager lets read
+# this DAG, so the DAG and the page must name the same one.
+DAG_ID = "restore_verification"
+
 
 class BudgetExceeded(RestoreproofError):
     """The run's time budget is spent: this database is not started tonight (it goes first next time)."""
