@@ -122,6 +122,8 @@ class AirflowStack:
     # -- starting and stopping ------------------------------------------------------------------
 
     def start(self, timeout: float = 300.0) -> AirflowStack:
+        if self._processes is not None:  # started already (`with stack:` after `stack.start()`)
+            return self
         try:
             return self._start(timeout)
         except BaseException:  # a failure or an interrupt while starting: nothing is left either

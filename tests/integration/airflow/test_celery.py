@@ -10,9 +10,12 @@ when it fails.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import secrets
+import threading
 import time
-from datetime import UTC, datetime
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -26,34 +29,58 @@ pytestmark = pytest.mark.integration
 STANZAS = 4
 
 
-@pytest.fixture(scope="module")
-def demo4(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+class ContainerEvents:
+    """The Docker engine's container events of one run (create, destroy, ...), recorded as they happen:
+    the engine keeps only its last 256 events, too few on a shared engine to ask for them afterwards."""
+
+    def __init__(self, run_id: str) -> None:
+        from verification.targets.docker import docker_client
+
+        self.events: list[dict] = []  # type: ignore[type-arg]
+        self._client = docker_client()
+        self._stream = self._client.events(decode=True, filters={"type": "container",
+                                                                  "label": f"{RUN_LABEL}={run_id}"})
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        with contextlib.suppress(Exception):  # the stream closed by stop()
+            for event in self._stream:
+                self.events.append(event)
+
+    def stop(self) -> list[dict]:  # type: ignore[type-arg]
+        time.sleep(1)  # the last destroy reaches the stream after the API call that made it returned
+        self._stream.close()
+        self._thread.join(10)
+        self._client.close()
+        return self.events
+
+
+def test_two_celery_workers_share_the_nightly_run(tmp_path):
     from verification.demo.source import make_demo
 
-    result = make_demo(tmp_path_factory.mktemp("demo4"), scale=1, clusters=STANZAS)
-    assert leftovers(result.run_id) == [], "making the demo left containers behind"
-    return result
-
-
-def container_events(run_id: str, since: datetime, until: datetime) -> list[dict]:  # type: ignore[type-arg]
-    """The Docker engine's container events of the run (create, destroy, ...), oldest first."""
-    from verification.targets.docker import docker_client
-
-    client = docker_client()
-    try:
-        return list(client.events(since=since, until=until, decode=True,
-                                  filters={"type": "container", "label": f"{RUN_LABEL}={run_id}"}))
-    finally:
-        client.close()
-
-
-def test_two_celery_workers_share_the_nightly_run(demo4):
-    started = datetime.now(UTC)
     clock = time.monotonic()
-    with AirflowStack(workers=2, pool_slots=2) as stack:
+    # The demo's four clusters are made while the stack starts (each takes about a minute).
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        making = pool.submit(make_demo, tmp_path / "demo", scale=1, clusters=STANZAS)
+        stack = AirflowStack(workers=2, pool_slots=2)
+        try:
+            stack.start()  # when it fails, the pool still waits for the demo, which cleans up after itself
+            demo4 = making.result()
+        except BaseException:
+            stack.stop(failed=True)
+            raise
+    assert leftovers(demo4.run_id) == [], "making the demo left containers behind"
+    airflow_run = f"celery-{secrets.token_hex(4)}"
+    run_id = scheduler_run_id("restore_verification", airflow_run)
+    with stack:
         up = time.monotonic() - clock
-        airflow_run = stack.trigger({"source": str(demo4.repository), "target": "docker"})
-        state = stack.wait_for_run(airflow_run, timeout=420)
+        recorder = ContainerEvents(run_id)
+        try:
+            stack.trigger({"source": str(demo4.repository), "target": "docker"}, run_id=airflow_run)
+            state = stack.wait_for_run(airflow_run, timeout=420)
+        finally:
+            events = recorder.stop()
         tis = stack.task_instances(airflow_run)
         run_seconds = stack.run_seconds(airflow_run)
         logs = stack.logs() if state != "success" else ""
@@ -62,12 +89,10 @@ def test_two_celery_workers_share_the_nightly_run(demo4):
         report_dir, results_url = stack.report_dir, stack.results_url
         leftover_records = {name: sorted(p.name for p in (folder / "leftovers").glob("*.json"))
                             for name, folder in state_dirs.items()}
-        report = json.loads((report_dir / scheduler_run_id("restore_verification", airflow_run)
-                             / "report.json").read_text()) if state == "success" else None
-        store = _store_rows(results_url, scheduler_run_id("restore_verification", airflow_run))
-    print(f"stack up in {up:.0f} s, run {run_seconds:.1f} s, everything in {time.monotonic() - clock:.0f} s")
+        report = json.loads((report_dir / run_id / "report.json").read_text()) if state == "success" else None
+        store = _store_rows(results_url, run_id)
+    print(f"demo made and stack up in {up:.0f} s, run {run_seconds:.1f} s, everything in {time.monotonic() - clock:.0f} s")
     assert state == "success", {(t.task_id, t.name): t.state for t in tis} | {"logs": logs}
-    run_id = scheduler_run_id("restore_verification", airflow_run)
 
     # Both workers ran verifications, each under its own host name; no task ran anywhere else.
     by_task: dict[str, dict[str, object]] = {}
@@ -81,7 +106,6 @@ def test_two_celery_workers_share_the_nightly_run(demo4):
 
     # Each database's target was made and removed on the one Docker engine both workers use, by the
     # time its teardown (run on a worker) had finished; nothing of the run is left.
-    events = container_events(run_id, started, datetime.now(UTC))
     for database in demo4.stanzas:
         mine = [e for e in events if e["Actor"]["Attributes"].get(DATABASE_LABEL) == database
                 and e["Actor"]["Attributes"].get(ROLE_LABEL) == "target"]
