@@ -36,9 +36,10 @@ def airflow_image() -> str:
     if subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True, check=False).returncode != 0:
         pytest.skip(f"the image {IMAGE} is not built here (it takes about 8 minutes: {BUILD}); "
                     "the celery profile cannot start without it")
-    probe = subprocess.run(["docker", "run", "--rm", "--entrypoint", "bash", IMAGE, "-c",
+    probe = subprocess.run(["docker", "run", "--rm", "--network", "none", "--entrypoint", "bash", IMAGE, "-c",
                             "command -v redis-server && python -c 'import airflow.providers.celery'"],
                            capture_output=True, text=True, check=False)
+    assert probe.returncode != 125, f"docker run {IMAGE} failed: {probe.stderr}"  # Docker's own error, not the image's
     if probe.returncode != 0:
         pytest.skip(f"the image {IMAGE} was built before the celery profile (no redis-server or Celery "
                     f"provider in it): rebuild it with {BUILD}")
@@ -60,7 +61,7 @@ def test_celery_profile_runs_the_nightly_dag_on_two_workers(airflow_image, demo)
            "RESTOREPROOF_BACKUPS": str(demo.repository), "RESTOREPROOF_EXECUTOR": "CeleryExecutor",
            "RESTOREPROOF_BROKER_PASSWORD": secrets.token_hex(12), "RESTOREPROOF_STATE_ROOT": str(state_root),
            "RESTOREPROOF_CELERY_WORKERS": "2", "RESTOREPROOF_API_PORT": str(free_port()),
-           "RESTOREPROOF_S3_PORT": str(free_port())}
+           "RESTOREPROOF_S3_PORT": str(free_port()), "RESTOREPROOF_SCHEDULE": "none"}
     base = [*compose(), "-p", project, "-f", str(DOCKER / "compose.yaml"), "--profile", "celery"]
 
     def run(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -93,8 +94,9 @@ def test_celery_profile_runs_the_nightly_dag_on_two_workers(airflow_image, demo)
         assert len(workers) == 2, workers
         hostnames = {subprocess.run(["docker", "inspect", "--format", "{{.Config.Hostname}}", worker],
                                     capture_output=True, text=True, check=True).stdout.strip() for worker in workers}
-        wait("the DAG", lambda: sql("SELECT NOT is_paused FROM dag WHERE dag_id = 'restore_verification'") == ["t"],
-             300)
+        wait("the DAG", lambda: sql("SELECT count(*) FROM dag WHERE dag_id = 'restore_verification'") == ["1"], 300)
+        unpaused = run("exec", "-T", "scheduler", "airflow", "dags", "unpause", "restore_verification", timeout=180)
+        assert unpaused.returncode == 0, unpaused.stderr[-3000:]
         conf = json.dumps({"source": str(demo.repository), "target": "docker"})
         triggered = run("exec", "-T", "scheduler", "airflow", "dags", "trigger", "restore_verification",
                         "--run-id", airflow_run, "--conf", conf, timeout=180)
