@@ -11,7 +11,7 @@ CARGO ?= $(shell command -v cargo || echo $(HOME)/.cargo/bin/cargo)
 GARAGE_VERSION := 2.5.0
 GARAGE := build/garage-$(GARAGE_VERSION)/bin/garage
 
-.PHONY: setup system venv images demo test lint unit integration faults mutation bench bench-mssql-pages bench-s3 bench-s3-restore bench-reports clean reap
+.PHONY: setup system venv images demo test lint unit integration faults mutation bench bench-celery bench-mssql-pages bench-s3 bench-s3-restore bench-reports clean reap
 
 setup: system venv images
 
@@ -61,6 +61,11 @@ mutation: venv
 
 bench: setup
 	$(BIN)/python bench/e2e_postgres.py
+
+# The nightly DAG on Airflow's CeleryExecutor with one worker and with two (and the LocalExecutor for
+# reference): real processes (Redis, PostgreSQL, the scheduler, workers), a demo repository of 4 stanzas.
+bench-celery: setup
+	$(BIN)/python bench/airflow_celery.py --repeat 3
 
 # Offline SQL Server page verification against a plain read (no Docker: a venv is enough).
 bench-mssql-pages: venv

@@ -6,16 +6,19 @@ steps), the same code the CLI runs. Tasks:
     discover -> database[db]: reserve_target (setup) -> verify -> remove_target (teardown)
              -> publish (report Asset) -> verdict
 
-- `discover` reads and plans the source once and records each database's plan in the results
-  store; each mapped task gets only the database's name and works from its recorded plan;
+- `discover` first removes what dead runs left (workers killed at work: judged by their leases,
+  never a live run's), then reads and plans the source once and records each database's plan in
+  the results store; each mapped task gets only the database's name and works from its recorded plan;
 - a task group mapped per database (each task named by the database), so each database's
   teardown follows its own verification; `verify` runs in the pool `restoreproof_targets` and
   creates and removes its target itself, so the pool's slots bound how many targets exist at once;
 - the setup task reserves and checks the target (retried: only restoreproof's own
   infrastructure is retried); the teardown removes whatever carries the run's and database's
-  labels, also when `verify` failed or timed out;
+  labels, also when `verify` failed or timed out, and records a database whose worker was killed
+  (its lease left open) as "error" with why;
 - a verification that failed is never retried: the task fails with the reasons in its log;
-- a time budget stops starting new verifications; the least recently verified go first next night.
+- a time budget stops starting new verifications; next night a database that ended in error (a
+  killed worker) goes first, then the never verified, then the least recently verified.
 """
 
 from __future__ import annotations
@@ -68,7 +71,7 @@ def _deadline(params: orchestration.NightlyParams) -> datetime | None:
 
 
 with DAG(
-    dag_id="restore_verification",
+    dag_id=orchestration.DAG_ID,
     description="Restore every database's backup chain in a disposable server, time it, check it, report.",
     # RESTOREPROOF_SCHEDULE: a cron expression, or "none" for runs only when triggered.
     schedule=None if os.environ.get("RESTOREPROOF_SCHEDULE", "").lower() == "none"
@@ -106,8 +109,9 @@ with DAG(
 
     @task
     def discover() -> list[str]:
-        """Plan the source once (each chain's status logged); the databases to verify tonight, least
-        recently verified first."""
+        """Remove what dead runs left, then plan the source once (each chain's status logged); the
+        databases to verify tonight: those that ended in error last time first, then the never and
+        least recently verified."""
         context = get_current_context()
         started = context["dag_run"].start_date or datetime.now(UTC)
         return orchestration.discover(_settings(), _params(), _run_id(), started)

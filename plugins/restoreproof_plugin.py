@@ -1,5 +1,6 @@
-"""Registers restoreproof with Airflow: its web page (a FastAPI app in the Airflow 3 API server,
-linked from the UI's navigation), hook and notifier."""
+"""Registers restoreproof with Airflow: its web page (an application in the Airflow 3 API server at
+/restoreproof/, shown in the UI under Browse -> Restore verification, for whom Airflow's auth manager lets
+read the DAG restore_verification), hook and notifier."""
 
 from __future__ import annotations
 

@@ -381,22 +381,39 @@ def schema(
 
 @app.command()
 def reap(
-    run: Annotated[str | None, typer.Option("--run", help="Only what this run id left.")] = None,
+    run: Annotated[str | None, typer.Option("--run", help="Only what this run id left (removed unless it shows "
+                                                          "signs of life).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="With --run: remove it even if its worker looks alive "
+                                                        "(its heartbeat is fresh, or its process runs).")] = False,
     config: ConfigOpt = None,
 ) -> None:
-    """Remove containers, volumes, processes and folders that killed runs left behind (by label)."""
-    from verification.targets.reaper import reap as do_reap
+    """Remove what dead runs left behind: containers, volumes, processes and folders (by label), and
+    record their killed databases as errors. A run whose worker may be alive is kept, saying why."""
+    from verification.pipeline import end_dead_runs
 
+    if force and run is None:
+        fail("--force needs --run: only a run named on purpose is removed when it may be alive")
     settings = settings_from(config)
-    report = do_reap(settings.state_dir, run)
-    for kind, names in (("container", report.containers), ("volume", report.volumes), ("folder", report.folders)):
-        for name in names:
-            err.print(f"removed {kind} {name}", highlight=False)
-    err.print(f"{report.total} leftover(s) removed", highlight=False)
-    for error in report.errors:
+    found = end_dead_runs(settings, lambda _: None, only_run=run, force=force)
+    report = found.sweep.reaped
+    for decision in report.decisions:
+        who = decision.holder.describe() if decision.holder else "no holder labels"
+        err.print(f"run {escape(decision.run_id)} ({escape(who)}): {escape(decision.judgement.describe())}",
+                  highlight=False)
+        for thing in decision.found:
+            done = "removed" if thing.split(" ", 1)[1] in decision.removed else "kept"
+            err.print(f"  {done} {escape(thing)}", highlight=False)
+    for run_id, lines in found.recorded.items():
+        for line in lines:
+            err.print(f"run {escape(run_id)}: {escape(line)}", highlight=False)
+    err.print(f"{report.total} leftover(s) removed, {len(report.kept)} run(s) kept", highlight=False)
+    for error in report.errors + found.errors:
         err.print(f"[red]not removed:[/] {escape(error)}", highlight=False)
+    named_but_kept = run is not None and any(d.run_id == run for d in report.kept)
+    if named_but_kept:
+        err.print(f"run {escape(run or '')} was kept: --force removes it anyway", highlight=False)
     # Something left running is restoreproof's problem to report, never a clean exit.
-    raise typer.Exit(2 if report.errors else 0)
+    raise typer.Exit(2 if report.errors or found.errors or named_but_kept else 0)
 
 
 class ShippedPath(StrEnum):

@@ -378,6 +378,33 @@ class S3Settings(_Section):
         return value
 
 
+class LeaseSettings(_Section):
+    """Every process working for a run holds a lease on it in the results store, renewed by a heartbeat.
+
+    A lease not renewed for `seconds` names a dead worker: the next run (or `restoreproof reap`) on
+    any host sharing the store then removes what it left. On the worker's own host a dead process is
+    known at once (its pid and start time gone from /proc); the lease is what other hosts go by, so
+    it must outlast any pause a live worker may have (a store briefly unreachable, a slow disk)."""
+
+    seconds: float = Field(180.0, ge=10)
+    # How often the heartbeat renews it; None: a sixth of the lease.
+    heartbeat_seconds: float | None = Field(None, gt=0)
+    # The name this worker gives itself in labels and leases; None: the host name. Set one per worker
+    # where several share a host name (containers started with the same --hostname).
+    worker: str | None = Field(None, min_length=1, max_length=200)
+
+    @model_validator(mode="after")
+    def _beats_within_the_lease(self) -> LeaseSettings:
+        if self.heartbeat_seconds is not None and self.heartbeat_seconds * 2 > self.seconds:
+            raise ValueError("lease.heartbeat_seconds must be at most half of lease.seconds: a single late "
+                             "heartbeat must not make a live worker look dead")
+        return self
+
+    @property
+    def interval(self) -> float:
+        return self.heartbeat_seconds if self.heartbeat_seconds is not None else self.seconds / 6
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="RESTOREPROOF_", env_nested_delimiter="__", extra="forbid", validate_default=True
@@ -405,6 +432,7 @@ class Settings(BaseSettings):
     metrics: MetricsSettings = MetricsSettings()
     evidence: EvidenceSettings = EvidenceSettings()
     s3: S3Settings = S3Settings()
+    lease: LeaseSettings = LeaseSettings()
 
     @property
     def results_database_url(self) -> str:

@@ -24,11 +24,16 @@ from typing import Any
 from verification import pipeline
 from verification.config import Settings
 from verification.errors import RestoreproofError
+from verification.leases import LeaseKeeper
 from verification.restore_points import PointChoice, PointStrategy
 from verification.results import ResultStore
+from verification.results.store import in_rotation
 from verification.targets.labels import slug
-from verification.targets.local import reap_local
-from verification.targets.reaper import ReapReport, reap_docker
+from verification.targets.reaper import ReapReport, reap_run
+
+# The nightly DAG's id. The Airflow page serves its reports to whoever Airflow's auth manager lets read
+# this DAG, so the DAG and the page must name the same one.
+DAG_ID = "restore_verification"
 
 
 class BudgetExceeded(RestoreproofError):
@@ -99,15 +104,17 @@ def scheduler_run_id(dag_id: str, scheduler_run: str) -> str:
 
 def discover(settings: Settings, params: NightlyParams, run_id: str, started: datetime,
              progress: pipeline.ProgressFn = print) -> list[str]:
-    """Plan the run once; the databases to verify, least recently verified first (never verified first)."""
-    discovery = pipeline.discover(settings, params.request(), run_id, started, progress=progress)
+    """Remove what dead runs left, then plan the run once; the databases to verify: those that ended
+    in error last time (a worker killed at work) first, then never verified, then least recently verified."""
+    with LeaseKeeper(settings, run_id, "task", progress=progress) as lease:
+        pipeline.end_dead_runs_quietly(settings, lease.tracking(progress), run_id)
+        discovery = pipeline.discover(settings, params.request(), run_id, started, progress=lease.tracking(progress))
     store = ResultStore(settings.results_database_url, settings.results_retry)
     try:
-        last = store.last_verified()
+        rotation = store.rotation()
     finally:
         store.close()
-    never = datetime.min.replace(tzinfo=UTC)
-    return sorted((p.database for p in discovery.plans), key=lambda n: (last.get(n) or never, n))
+    return in_rotation(sorted(p.database for p in discovery.plans), rotation, key=lambda name: name)
 
 
 def reserve(settings: Settings, run_id: str) -> None:
@@ -123,16 +130,24 @@ def verify(settings: Settings, params: NightlyParams, run_id: str, database: str
     if deadline is not None and datetime.now(UTC) > deadline:
         raise BudgetExceeded(f"the run's time budget ended at {deadline.isoformat()}: {database} is not started "
                              "tonight and goes first next time")
-    discovery = pipeline.resume(settings, run_id)
-    entry = pipeline.verify_one(settings, discovery, discovery.plan(database), progress=progress).entry
+    # The task's lease: its heartbeat keeps its target from every other run's reaper while it works.
+    with LeaseKeeper(settings, run_id, "task", database=database, progress=progress) as lease:
+        discovery = pipeline.resume(settings, run_id)
+        entry = pipeline.verify_one(settings, discovery, discovery.plan(database),
+                                    progress=lease.tracking(progress), lease=lease).entry
     return {"database": database, "verdict": str(entry.verdict), "reasons": entry.reasons,
             "recovery_seconds": entry.recovery_seconds}
 
 
-def remove(settings: Settings, run_id: str, database: str | None = None) -> ReapReport:
-    """Remove whatever the run (or one database of it) left: containers, volumes, local targets."""
-    report = ReapReport(folders=reap_local(settings.state_dir, run_id, database))
-    return reap_docker(run_id, report, database)
+def remove(settings: Settings, run_id: str, database: str | None = None,
+           progress: pipeline.ProgressFn = print) -> ReapReport:
+    """Remove whatever the run (or one database of it) left: containers, volumes, local targets. The
+    scheduler runs this once the database's task is over, so a lease of it still open names a
+    worker killed at work: the database is then recorded "error" with why (never over an entry)."""
+    report = reap_run(settings.state_dir, run_id, database)
+    if database is not None:
+        pipeline.end_killed_task(settings, run_id, database, progress)
+    return report
 
 
 def publish(settings: Settings, run_id: str) -> dict[str, Any]:

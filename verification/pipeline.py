@@ -2,7 +2,9 @@
 
 The one code path behind the CLI and the Airflow DAGs. Each database gets its own disposable
 target, removed in a `finally` whatever happens (failure, Ctrl-C, SIGTERM turned into
-KeyboardInterrupt by the CLI); a SIGKILLed run leaves labelled leftovers for `restoreproof reap`.
+KeyboardInterrupt by the CLI). A SIGKILLed run cannot: what it started is labelled with its run and
+its process, its lease in the store stops being renewed, and the next run's start (or `restoreproof
+reap`) removes what it left, records its killed databases as "error" and closes it (end_dead_runs).
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from verification import __version__
 from verification.checks.suites import check_all, unknown_databases
 from verification.config import Settings
 from verification.engines.base import DataChecks, Engine, Evidence, RestoreOutcome, SourcePlan
-from verification.errors import RestoreproofError, SourceError, StoreUnavailableError, TargetError
+from verification.errors import RestoreproofError, SourceError, StaleDiscoveryError, StoreUnavailableError, TargetError
+from verification.leases import LeaseKeeper, Sweep, ended_task_leases, sweep
 from verification.model import (
     ChainStatus,
     CheckName,
@@ -55,6 +58,8 @@ from verification.results.store import (
     INCOMPLETE_UPLOADS,
     PLANNED_OBJECTS,
     UNREADABLE,
+    RunRow,
+    in_rotation,
     unreadable_of,
     uploads_of,
 )
@@ -63,6 +68,7 @@ from verification.sources.base import Source
 from verification.sources.s3_url import is_s3_url
 from verification.targets.base import ResourceLimited, Target, TargetProvider
 from verification.targets.labels import new_run_id, slug
+from verification.targets.lease import Killed, LeaseFacts, describe_phase, this_process, utc_text
 from verification.verdict import decide
 
 if TYPE_CHECKING:
@@ -574,10 +580,13 @@ def discover(settings: Settings, request: RunRequest, run_id: str, started: date
         progress(f"warning: {said}")
     run_dir = (report_dir or settings.report_dir) / run_id
     generation = uuid.uuid4().hex[:12]
-    host = {**host_facts(), DUE: [p.database for p in plans], TARGET_ASKED: request.target, DISCOVERY: generation,
-            WARNINGS: warnings, **planned_objects(source, plans)}
     store = ResultStore(settings.results_database_url, settings.results_retry)
     try:
+        # The run's order: a database that ended in error last time (killed with its worker, timed
+        # out) first, then those never verified, then the least recently verified.
+        plans = in_rotation(plans, store.rotation(), key=lambda plan: plan.database)
+        host = {**host_facts(), DUE: [p.database for p in plans], TARGET_ASKED: request.target,
+                DISCOVERY: generation, WARNINGS: warnings, **planned_objects(source, plans)}
         # The target kind stays unset until a restore gets one: a run that restored nothing names none.
         store.start_run(RunResult(run_id=run_id, engine=engine.name, source=source.describe(), started_at=started,
                                   unreadable=unreadable, incomplete_uploads=uploads, host=host), run_dir)
@@ -612,12 +621,13 @@ def resume(settings: Settings, run_id: str) -> Discovery:
 
 
 def planned_objects(source: Source, plans: list[RestorePlan]) -> dict[str, Any]:
-    """The run fact holding each planned object as discovery listed it: its size and ETag. A local folder
+    """The run fact holding each planned object as discovery listed it: its size and ETag (and its
+    LastModified, what tells versions apart where a store lists no ETag). A local folder
     records nothing: its files are read where they are, and nothing in a folder says a file was
     rewritten in place (the evidence's hashes are what shows the bytes read)."""
     if not is_s3_url(source.describe()):
         return {}  # no boto3 loaded for a folder
-    from verification.sources.s3 import S3Source
+    from verification.sources.s3 import S3Source, whole_seconds
 
     if not isinstance(source, S3Source):
         return {}
@@ -627,7 +637,8 @@ def planned_objects(source: Source, plans: list[RestorePlan]) -> dict[str, Any]:
             info = source.listed(path)
         except SourceError:
             continue  # not in the listing (a broken chain names what it misses): nothing to hold it to
-        recorded[path] = {"url": info.url, "size": info.size, "etag": info.etag}
+        recorded[path] = {"url": info.url, "size": info.size, "etag": info.etag,
+                          "last_modified": whole_seconds(info.last_modified).isoformat()}
     return {PLANNED_OBJECTS: recorded}
 
 
@@ -636,7 +647,7 @@ def changed_since_discovery(source: Source, recorded: dict[str, Any], plans: lis
     discovery listed them, said as a reason naming each s3:// URL and what changed."""
     if not recorded or not is_s3_url(source.describe()):
         return {}
-    from verification.sources.s3 import S3Source
+    from verification.sources.s3 import S3Source, whole_seconds
 
     if not isinstance(source, S3Source):
         return {}
@@ -652,10 +663,13 @@ def changed_since_discovery(source: Source, recorded: dict[str, Any], plans: lis
             except SourceError:
                 said.append(f"{then['url']}: gone since discovery listed it")
                 continue
-            differences = [f"{what} {then[what]} when planned, {value} now"
-                           for what, value in (("size", now.size), ("etag", now.etag)) if then[what] != value]
+            compared: list[tuple[str, str, object]] = [("size", "size", now.size), ("etag", "ETag", now.etag)]
+            if then["etag"] is None or now.etag is None:  # a store that lists no ETag: its LastModified
+                compared[1] = ("last_modified", "LastModified", whole_seconds(now.last_modified).isoformat())
+            differences = [f"{label} {then[field]} when planned, {value} now"
+                           for field, label, value in compared if field in then and then[field] != value]
             if differences:
-                said.append(f"{then['url']}: {', '.join(differences).replace('etag', 'ETag')}")
+                said.append(f"{then['url']}: {', '.join(differences)}")
         if said:
             changed[plan.database] = (f"{len(said)} object(s) of the plan changed since the run's discovery listed "
                                       f"{source.describe()}, so the plan no longer holds: " + "; ".join(said))
@@ -698,7 +712,8 @@ def stager_for(settings: Settings, source: Source, provider: TargetProvider | No
 
     if not isinstance(source, S3Source):
         raise SourceError(f"{source.describe()} is an S3 URL but was not opened as object storage")
-    return Stager(source, settings.s3.staging_dir or settings.state_dir / "staging", leftovers_dir(settings.state_dir))
+    return Stager(source, settings.s3.staging_dir or settings.state_dir / "staging", leftovers_dir(settings.state_dir),
+                  holder=lambda: this_process().record())
 
 
 def direct_watch(source: Source, provider: TargetProvider | None,
@@ -721,11 +736,15 @@ class Verified:
 
 def verify_one(settings: Settings, discovery: Discovery, plan: RestorePlan, *,
                target: tuple[TargetProvider | None, str | None] | None = None,
-               context: PredictionContext | None = None, progress: ProgressFn = _quiet) -> Verified:
+               context: PredictionContext | None = None, progress: ProgressFn = _quiet,
+               lease: LeaseKeeper | None = None) -> Verified:
     """Verify one database of a discovered run and record its entry in the store; `target` is a
-    provider already chosen for the run (else one is chosen for this plan alone)."""
+    provider already chosen for the run (else one is chosen for this plan alone). `lease`: the
+    process's lease on the run, told which database it works on (what a reaper names if it dies)."""
     redact = Redactor(settings)
     progress = _redacting(progress, redact)
+    if lease is not None:
+        lease.doing(f"{plan.database}: starting", database=plan.database, generation=discovery.generation)
     store = ResultStore(settings.results_database_url, settings.results_retry)
     try:
         # An earlier try's entry goes first: if this one dies, the database has no result, not that one.
@@ -748,6 +767,8 @@ def verify_one(settings: Settings, discovery: Discovery, plan: RestorePlan, *,
         store.record_database(discovery.run_id, entry, discovery.generation)
     finally:
         store.close()
+    if lease is not None:
+        lease.doing(f"{plan.database}: recorded {result.verdict}", database=None)
     progress(f"{plan.database}: {result.verdict}")
     return Verified(result, entry)
 
@@ -789,7 +810,7 @@ def publish(settings: Settings, run_id: str) -> Publication:
         report = assemble(settings, run_id=run.run_id, engine=run.engine, source=run.source,
                           target_kind=run.target_kind, started_at=run.started_at, host=run.host, entries=entries,
                           unreadable=unreadable_of(run.host), uploads=uploads_of(run.host))
-        run_dir = Path(run.report_dir or settings.report_dir / run_id)
+        run_dir = run_folder(settings, run)
         assert report.finished_at is not None
         store.finish_run(run_id, report.finished_at, str(report.verdict))
         last_success = store.last_passed()
@@ -816,6 +837,133 @@ def publish_unrecorded(settings: Settings, discovery: Discovery, entries: list[D
     return Publication(report, discovery.run_dir, outputs)
 
 
+def run_folder(settings: Settings, run: RunRow) -> Path:
+    """A run's own folder as every process sharing its report folder names it: the absolute report
+    folder the run row keeps (a relative report_dir means the starting process's working folder)."""
+    if run.report_dir and run.report_folder and not Path(run.report_dir).is_absolute():
+        return Path(run.report_folder) / Path(run.report_dir).name
+    return Path(run.report_dir or settings.report_dir / run.run_id)
+
+
+@dataclass
+class DeadRuns:
+    """What the sweep at a run's start (or `restoreproof reap`) found and did."""
+
+    sweep: Sweep
+    # Per run: what was recorded for its killed databases, and how the run was closed.
+    recorded: dict[str, list[str]] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+
+def killed_reason(killed: Killed, in_flight: bool) -> str:
+    """Why a database of a killed worker has no verdict on its backups."""
+    lease = killed.lease
+    if in_flight:
+        return (f"restoreproof was killed while verifying it: {killed.reason}; last heard from at "
+                f"{utc_text(lease.heartbeat_at)} {describe_phase(lease)}. Not a verdict on "
+                "the backups: it goes first in the next run")
+    return (f"not verified: the run was killed before it started this database ({killed.reason}); it goes first "
+            "in the next run")
+
+
+def _record_killed(settings: Settings, store: ResultStore, run_id: str, database: str, reason: str,
+                   lease: LeaseFacts) -> bool:
+    """The database's "error" entry, unless it has one already (nothing recorded is replaced)."""
+    plan = next((p for p in store.plans(run_id) if p.database == database), None)
+    if plan is None:
+        return False
+    point = RestorePoint(target=plan.stop_at.isoformat() if plan.stop_at else "latest")
+    result = DatabaseResult(database, Verdict.ERROR, [reason], plan, point)
+    redact_result(result, Redactor(settings))
+    try:
+        return store.record_if_absent(run_id, Redactor(settings).model(database_entry(result)), lease.generation)
+    except StaleDiscoveryError:
+        return False  # the run was discovered again since: the killed task's plan is no longer its
+
+
+def end_dead_runs(settings: Settings, progress: ProgressFn = _quiet, *, keep_runs: frozenset[str] = frozenset(),
+                  only_run: str | None = None, force: bool = False, use_docker: bool = True) -> DeadRuns:
+    """Remove what dead runs left (judged by their leases; a live or unknown run is kept), record each
+    killed database as "error" with why, and close a run whose only worker died: its report is
+    published from what the store holds, so nothing it recorded is lost."""
+    found = DeadRuns(sweep(settings, keep_runs=keep_runs, only_run=only_run, force=force, use_docker=use_docker))
+    for decision in found.sweep.reaped.decisions:
+        if decision.judgement.dead and decision.removed:
+            progress(f"run {decision.run_id}: removed {', '.join(decision.removed)} ({decision.judgement.reason})")
+    if found.sweep.error is not None:
+        progress(f"leftovers of other runs kept: {found.sweep.error}")
+    store = ResultStore(settings.results_database_url, settings.results_retry) if found.sweep.runs else None
+    try:
+        for judged in found.sweep.runs:
+            if not judged.killed:
+                continue
+            assert store is not None
+            row = found.sweep.rows.get(judged.run_id)
+            said = found.recorded.setdefault(judged.run_id, [])
+            closing = row is not None and row.finished_at is None
+            claimed = False
+            for killed in judged.killed:
+                # Ended once, first: of several runs starting at the same moment, the one that ends the
+                # lease records its database (and closes the run), the others leave it to that one.
+                if not store.release_lease(killed.lease.lease_id, f"killed: {killed.reason}"[:500]):
+                    continue
+                claimed = True
+                database = killed.lease.database
+                if closing and database and _record_killed(settings, store, judged.run_id, database,
+                                                           killed_reason(killed, True), killed.lease):
+                    said.append(f"{database}: error, killed ({killed.reason})")
+            if row is not None and closing and judged.dead and claimed:
+                recorded = store.recorded(judged.run_id)
+                for name in [name for name in (row.host.get(DUE) or []) if name not in recorded]:
+                    if _record_killed(settings, store, judged.run_id, name, killed_reason(judged.killed[-1], False),
+                                      judged.killed[-1].lease):
+                        said.append(f"{name}: error, not started")
+                try:
+                    published = publish(settings, judged.run_id)
+                    said.append(f"closed as {published.report.verdict}; report {published.outputs.json_path}")
+                except Exception as exc:  # the store at least says it is over
+                    store.finish_run(judged.run_id, datetime.now(UTC), str(Verdict.ERROR))
+                    said.append(f"closed as error; its report could not be written: {type(exc).__name__}: {exc}")
+                    found.errors.append(f"run {judged.run_id}: report not written: {exc}")
+            for line in said:
+                progress(f"run {judged.run_id} (killed: {judged.reason}): {line}")
+    finally:
+        if store is not None:
+            store.close()
+    return found
+
+
+def end_dead_runs_quietly(settings: Settings, progress: ProgressFn, run_id: str) -> DeadRuns | None:
+    """end_dead_runs at the start of a run: whatever goes wrong there (the store busy, an engine that
+    answers oddly) is said, and the run goes on: what dead runs left is never this run's verdict."""
+    try:
+        return end_dead_runs(settings, progress, keep_runs=frozenset({run_id}))
+    except Exception as exc:
+        progress(f"warning: what dead runs left was not looked at ({type(exc).__name__}: {exc}); "
+                 "`restoreproof reap` does it on demand")
+        return None
+
+
+def end_killed_task(settings: Settings, run_id: str, database: str, progress: ProgressFn = _quiet) -> list[str]:
+    """A scheduler's teardown of one database, once its task is over: a lease of that task still open
+    names a worker killed at work; the database is then recorded "error" with why (if it has no entry)."""
+    said: list[str] = []
+    killed = ended_task_leases(settings, run_id, database)
+    if not killed:
+        return said
+    store = ResultStore(settings.results_database_url, settings.results_retry)
+    try:
+        for one in killed:
+            if store.release_lease(one.lease.lease_id, f"killed: {one.reason}"[:500]) and _record_killed(
+                    settings, store, run_id, database, killed_reason(one, True), one.lease):
+                said.append(f"{database}: error, killed ({one.reason})")
+    finally:
+        store.close()
+    for line in said:
+        progress(f"run {run_id}: {line}")
+    return said
+
+
 @dataclass
 class VerificationRun:
     run: RunResult
@@ -832,27 +980,34 @@ def run_verification(settings: Settings, source_path: str | Path, *, engine_name
     """The whole run in one process: discover, verify each database, publish (the scheduler's steps)."""
     started = datetime.now(UTC)
     run_id = run_id or new_run_id(started)
-    progress = _redacting(progress, Redactor(settings))
-    progress(f"run {run_id}: reading {source_path}")
-    request = RunRequest(str(source_path), engine_name or settings.engine, tuple(databases or ()), at=at,
-                         point=point, target=target_kind or settings.target)
-    discovery = discover(settings, request, run_id, started, report_dir=report_dir, progress=progress)
-    # One provider for the whole run, chosen once (a scheduler's tasks each choose their own).
-    target = choose_target(settings, discovery, discovery.plans, progress)
-    context = PredictionContext.load_or_cold(settings, discovery.engine.name, progress)
-    verified = [verify_one(settings, discovery, plan, target=target, context=context, progress=progress)
-                for plan in discovery.plans]
-    results = [one.result for one in verified]
-    try:
-        published = publish(settings, run_id)
-    except StoreUnavailableError as exc:
-        # Everything was verified and is held here: the reports on disk are still complete, and the run
-        # still fails, saying where they are, since no later step or run can find it in the store.
-        kind = target[0].kind if target[0] is not None else None
-        kept = publish_unrecorded(settings, discovery, [one.entry for one in verified], kind, exc)
-        raise StoreUnavailableError(
-            f"run {run_id} verified ({kept.report.verdict}) but not recorded: {exc}; its reports are complete on "
-            f"disk: {kept.outputs.json_path}, {kept.outputs.html_path}") from None
+    redact = Redactor(settings)
+    # The run's lease, held by this process until the run is published: what this run starts is
+    # labelled with this process, and the heartbeat tells every other run that it is alive.
+    with LeaseKeeper(settings, run_id, "run", progress=_redacting(progress, redact)) as lease:
+        progress = _redacting(lease.tracking(progress), redact)
+        # First what dead runs left (never a live one's): their targets, and their databases recorded.
+        end_dead_runs_quietly(settings, progress, run_id)
+        progress(f"run {run_id}: reading {source_path}")
+        request = RunRequest(str(source_path), engine_name or settings.engine, tuple(databases or ()), at=at,
+                             point=point, target=target_kind or settings.target)
+        discovery = discover(settings, request, run_id, started, report_dir=report_dir, progress=progress)
+        # One provider for the whole run, chosen once (a scheduler's tasks each choose their own).
+        target = choose_target(settings, discovery, discovery.plans, progress)
+        context = PredictionContext.load_or_cold(settings, discovery.engine.name, progress)
+        verified = [verify_one(settings, discovery, plan, target=target, context=context, progress=progress,
+                               lease=lease) for plan in discovery.plans]
+        results = [one.result for one in verified]
+        lease.doing("publishing the run's reports")
+        try:
+            published = publish(settings, run_id)
+        except StoreUnavailableError as exc:
+            # Everything was verified and is held here: the reports on disk are still complete, and the run
+            # still fails, saying where they are, since no later step or run can find it in the store.
+            kind = target[0].kind if target[0] is not None else None
+            kept = publish_unrecorded(settings, discovery, [one.entry for one in verified], kind, exc)
+            raise StoreUnavailableError(
+                f"run {run_id} verified ({kept.report.verdict}) but not recorded: {exc}; its reports are complete "
+                f"on disk: {kept.outputs.json_path}, {kept.outputs.html_path}") from None
     for warning in published.outputs.warnings:
         progress(f"warning: {warning}")
     report = published.report

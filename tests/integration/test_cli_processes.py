@@ -61,10 +61,13 @@ def test_a_run_killed_during_the_restore_leaves_nothing_after_reap(demo, tmp_pat
     assert len(left) == 2, f"a SIGKILLed run cannot clean up: its container and volume should remain: {left}"
 
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    # Without --run: only runs proven dead go (this one: its worker's pid and start time are gone), never
+    # another run on this engine.
     reaped = subprocess.run([*CLI, "reap"], env=env, capture_output=True, text=True, timeout=120)
     assert reaped.returncode == 0, reaped.stderr
+    assert f"run {run_id} (worker " in reaped.stderr and f"pid {process.pid}): dead: worker " in reaped.stderr
     for name in left:
-        assert f" {name}" in reaped.stderr
+        assert f"  removed {'volume' if name.endswith('-data') else 'container'} {name}" in reaped.stderr
     assert leftovers(run_id) == []
 
 

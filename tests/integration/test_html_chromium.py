@@ -136,6 +136,29 @@ def test_a_report_copied_without_the_assets_says_why_it_has_no_charts(tmp_path, 
     assert "pg_amcheck: 2 corrupt blocks in public.t" in dom  # the rest of the report is all there
 
 
+def test_subresource_integrity_would_keep_plotly_from_loading_over_file_urls(tmp_path, browser_home):
+    """Why the page's <script> carries no integrity="sha384-...": Chromium enforces Subresource Integrity
+    only on a CORS-enabled fetch, and a page opened from file:// (an opaque origin) can make none, so it
+    refuses the script whatever its hash ("the resource requires the request to be CORS enabled to check
+    the integrity"). The asset's SHA-256 is in the page, and the signed manifest holds it instead. Should
+    a Chromium ever load it, this fails: then the attribute can be added."""
+    import base64
+    import hashlib
+
+    reports = tmp_path / "reports"
+    outputs = write_reports(typed_report(json.loads(SAMPLE.read_text())), reports / "20261122T010000Z-abc123")
+    html = outputs.html_path.read_text()
+    tag = f'<script src="../assets/{plotly_asset().name}"></script>'
+    assert tag in html and "integrity=" not in html
+    asset = (reports / "assets" / plotly_asset().name).read_bytes()
+    digest = base64.b64encode(hashlib.sha384(asset).digest()).decode()  # the right hash of the file written
+    outputs.html_path.write_text(html.replace(tag, tag.replace("></script>", f' integrity="sha384-{digest}">'
+                                                                              "</script>")))
+    dom = chromium(browser_home, "--dump-dom", outputs.html_path.as_uri()).stdout.decode()
+    assert re.search(r'<p id="rp-no-plotly" class="alerts">', dom), "plotly.js loaded with integrity over file://"
+    assert 'class="main-svg"' not in dom
+
+
 def test_index_chart_draws_in_chromium(tmp_path, browser_home):
     report = RunReport.model_validate_json(SAMPLE.read_text())
     reports = tmp_path / "reports"

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import tempfile
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from verification.engines.base import RestoreOutcome
@@ -21,6 +26,8 @@ from verification.model import (
     WalRange,
 )
 from verification.report_model import DatabaseEntry, RunReport
+from verification.targets.lease import Holder, process_identity, worker_name
+from verification.targets.local import leftovers_dir
 
 T0 = datetime(2026, 11, 22, 1, 0, tzinfo=UTC)
 
@@ -78,3 +85,27 @@ def history_entry(database: str, key: dict[str, str], phases: list[dict[str, Any
         "chain": {"status": "complete", "backups": [], "problems": []}, "checks": [], "prediction": prediction,
         "phases": [{"bytes": None, **p, **({"prediction": {**planned, **p["prediction"]}} if "prediction" in p else {})}
                    for p in phases]})
+
+
+def dead_holder(host: str | None = None) -> Holder:
+    """The holder a worker killed on this host leaves in its labels and lease: a real process of this
+    host that ran (its pid and start time read from /proc while it lived) and is gone."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        holder = Holder(host or worker_name(), child.pid, process_identity(child.pid))
+    finally:
+        child.kill()
+        child.wait()
+    return holder
+
+
+def leftover_record(state_dir: Path, run_id: str, holder: Holder | None, database: str = "demo2") -> Path:
+    """A local leftover (a target's folder and its state record) as a worker leaves it when killed."""
+    folder = Path(tempfile.mkdtemp(prefix=f"restoreproof-{run_id}-", dir=state_dir))
+    (folder / "data").mkdir()
+    records = leftovers_dir(state_dir)
+    records.mkdir(parents=True, exist_ok=True)
+    owner: dict[str, Any] = holder.record() if holder is not None else {"pid": 1}
+    (records / f"{folder.name}.json").write_text(json.dumps({"run_id": run_id, "database": database,
+                                                             "folder": str(folder), **owner}))
+    return folder

@@ -23,7 +23,7 @@ RANKS = {
     "config": 1, "report_model": 1, "restore_points": 1,
     "redaction": 2,
     "sources": 3, "targets": 3, "results": 3, "evidence": 3, "airflow_files": 3,
-    "images": 4,
+    "images": 4, "leases": 4,
     "engines": 5, "demo": 5,
     "checks": 6, "prediction": 6, "verdict": 6, "reports": 6,
     "pipeline": 7, "airflow_once": 7,

@@ -243,3 +243,50 @@ def test_an_offline_run_asked_for_every_backup_fails_a_database_whose_other_full
     assert said["reasons"][0].startswith("page_verification failed: 1 damaged page(s) (in backup(s) outside the "
                                          "planned chain: OlaMsFilter/Simple/test_FULL_20160629_141300.bak; none in "
                                          "the planned chain's own)")
+
+
+def test_a_teardown_after_a_killed_verify_records_the_database_error_and_the_next_run_takes_it_first(
+        captured_repo, tmp_path):
+    import shutil
+
+    from tests.unit.factories import leftover_record
+    from verification.targets.lease import Holder
+
+    shutil.copytree(captured_repo / "backup" / "demo1", captured_repo / "backup" / "demo2")
+    shutil.copytree(captured_repo / "archive" / "demo1", captured_repo / "archive" / "demo2")
+    settings = load_settings(None, state_dir=tmp_path, results_url=f"sqlite:///{tmp_path / 'r.db'}",
+                             report_dir=tmp_path / "reports")
+    params = orchestration.NightlyParams(source=str(captured_repo), engine="postgres", target="local")
+    started = datetime(2026, 11, 24, 1, 0, tzinfo=UTC)
+    assert orchestration.discover(settings, params, "r1", started, progress=lambda _: None) == ["demo1", "demo2"]
+    # demo2's verify task ran on another worker, which was killed with its target half restored.
+    elsewhere = Holder("worker-b", 4242, "another-boot/4026531836/777")
+    store = ResultStore(settings.results_database_url)
+    try:
+        lease = store.take_lease("r1", host=elsewhere.host, pid=elsewhere.pid, process=elsewhere.process,
+                                 scope="task", lease_seconds=180, database="demo2")
+        store.renew_lease(lease, database="demo2", phase="demo2: restoring 20261122-010000F")
+    finally:
+        store.close()
+    left = leftover_record(tmp_path, "r1", elsewhere, "demo2")
+    said: list[str] = []
+    removed = orchestration.remove(settings, "r1", "demo2", progress=said.append)
+    assert removed.folders == [str(left)] and not left.exists()
+    assert len(said) == 1 and said[0].startswith("run r1: demo2: error, killed (its task is over")
+    published = orchestration.publish(settings, "r1")
+    assert published["verdict"] == "error" and published["failed"] == ["demo2", "demo1"]
+    report = pipeline_report(settings, "r1")
+    (reason,) = next(d for d in report["databases"] if d["database"] == "demo2")["reasons"]
+    assert reason.startswith("restoreproof was killed while verifying it: its task is over (the scheduler ran its "
+                             "teardown) but worker worker-b pid 4242 never released its lease")
+    assert "while: demo2: restoring 20261122-010000F" in reason
+    # A teardown of a task that ended well finds nothing to say.
+    assert orchestration.remove(settings, "r1", "demo1", progress=said.append).total == 0 and len(said) == 1
+    assert orchestration.discover(settings, params, "r2", started + timedelta(days=1),
+                                  progress=lambda _: None) == ["demo2", "demo1"]
+
+
+def pipeline_report(settings, run_id):  # type: ignore[no-untyped-def]
+    import json
+
+    return json.loads((settings.report_dir / run_id / "report.json").read_text())

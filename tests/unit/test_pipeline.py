@@ -4,8 +4,9 @@ unexpected exception becomes that database's "error" verdict with the reason and
 from __future__ import annotations
 
 import json
+import os
 import shutil
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -834,6 +835,32 @@ def test_an_object_rewritten_between_discovery_and_a_later_step_is_that_database
     assert pipeline.publish(settings, "r1").report.verdict == "error"
 
 
+def test_a_store_that_lists_no_etag_holds_the_plan_to_each_objects_last_modified(s3, captured_repo, tmp_path):
+    import time
+
+    from tests.unit.sources.s3_helpers import LeavingOut, upload_tree
+    from verification import pipeline
+    from verification.config import S3Settings
+
+    upload_tree(s3.client, s3.name, "repo", captured_repo)
+    with LeavingOut(s3.endpoint, elements={"ETag"}) as store:
+        settings = settings_for(tmp_path).model_copy(update={"s3": S3Settings(endpoint_url=store.url)})
+        discovery = pipeline.discover(settings, pipeline.RunRequest(s3.url("repo"), "postgres"), "r1", START)
+        (plan,) = discovery.plans
+        manifest = next(p for p in plan.files if p.endswith("backup.manifest"))
+        assert pipeline.resume(settings, "r1").changed == {}  # nothing changed: nothing said
+        before = s3.client.head_object(Bucket=s3.name, Key=f"repo/{manifest}")
+        body = s3.client.get_object(Bucket=s3.name, Key=f"repo/{manifest}")["Body"].read()
+        time.sleep(1.1)  # a later second: the same bytes written again, only its LastModified tells
+        s3.put(f"repo/{manifest}", body)
+        after = s3.client.head_object(Bucket=s3.name, Key=f"repo/{manifest}")
+        resumed = pipeline.resume(settings, "r1")
+    when = [moment.replace(microsecond=0).isoformat() for moment in (before["LastModified"], after["LastModified"])]
+    assert resumed.changed == {"demo1": (
+        f"1 object(s) of the plan changed since the run's discovery listed {s3.url('repo')}, so the plan no longer "
+        f"holds: {s3.url('repo')}/{manifest}: LastModified {when[0]} when planned, {when[1]} now")}
+
+
 def test_an_object_deleted_between_discovery_and_a_later_step_is_named(s3, captured_repo, tmp_path):
     from verification import pipeline
 
@@ -955,6 +982,46 @@ class RewritingEngine(OnlineEngine):
         return super().restore_and_check(plan, target, evidence, outcome, data_checks)
 
 
+class ArchivingEngine(OnlineEngine):
+    """A restore during which a lifecycle rule moves one of the plan's objects to an archive class: the
+    same bytes and ETag, which the tool in the target then cannot read ("access denied")."""
+
+    def __init__(self, s3: Any, key: str) -> None:
+        super().__init__(AssertionError())
+        self.s3, self.key = s3, key
+
+    def restore_and_check(self, plan: Any, target: Any, evidence: Evidence,
+                          outcome: RestoreOutcome | None = None, data_checks: Any = None) -> RestoreOutcome:
+        from tests.unit.factories import online_outcome
+
+        archive(self.s3, self.key, "DEEP_ARCHIVE")
+        # What the tool in the target makes of an object it may no longer read: a check that fails.
+        return online_outcome(CheckResult("pg_amcheck", CheckStatus.FAILED, "AccessDenied reading the repository"))
+
+
+def test_direct_mode_says_an_object_archived_during_the_restore_is_an_error_not_a_failure(s3, tmp_path):
+    plan, source, _ = staged_plan(s3, tmp_path)
+    key = "repo/backup/demo1/20261122-195034F/backup.manifest"
+    url = f"{s3.url('repo')}/backup/demo1/20261122-195034F/backup.manifest"
+    provider = MemoryProvider()
+    result = verify_database(ArchivingEngine(s3, key), plan, provider, "run-s3", source.describe(),
+                             Evidence(tmp_path / "ev"), source=source, watch=source.check_unchanged)
+    assert result.verdict is Verdict.ERROR and len(provider.targets) == 1
+    assert result.reasons[0] == (f"during the restore, 1 object(s) of {s3.url('repo')} changed since the source was "
+                                 f"listed: {url}: moved to storage class DEEP_ARCHIVE since the plan (archived objects "
+                                 "cannot be read until restored)")
+    assert all(reason.startswith("not taken as a verdict (failed): ") for reason in result.reasons[1:])
+    # Archived before the restore: no target is started.
+    provider = MemoryProvider()
+    result = verify_database(OnlineEngine(AssertionError("must not run")), plan, provider, "run-s3",
+                             source.describe(), Evidence(tmp_path / "ev2"), source=source,
+                             watch=source.check_unchanged)
+    assert result.verdict is Verdict.ERROR and provider.targets == []
+    assert result.reasons == [f"not restored: 1 object(s) of {s3.url('repo')} changed since the source was listed: "
+                              f"{url}: moved to storage class DEEP_ARCHIVE since the plan (archived objects cannot be "
+                              "read until restored)"]
+
+
 def test_direct_mode_holds_the_objects_to_the_listing_before_and_after_the_restore(s3, tmp_path):
     plan, source, _ = staged_plan(s3, tmp_path)
     key = "repo/backup/demo1/20261122-195034F/backup.manifest"
@@ -980,3 +1047,147 @@ def test_direct_mode_holds_the_objects_to_the_listing_before_and_after_the_resto
     assert result.verdict is Verdict.ERROR and provider.targets == []
     assert result.reasons[0].startswith(f"not restored: 1 object(s) of {s3.url('repo')} changed since the source "
                                         f"was listed: {url}: size 450 bytes when listed")
+
+
+# ---- the start of a run: what dead runs left, and their killed databases ----------------------------
+
+def three_stanzas(repo: Path) -> Path:
+    two_stanzas(repo)
+    shutil.copytree(repo / "backup" / "demo1", repo / "backup" / "demo3")
+    shutil.copytree(repo / "archive" / "demo1", repo / "archive" / "demo3")
+    return repo
+
+
+def take_lease(settings: Any, run_id: str, holder: Any, *, scope: str = "run", database: str | None = None,
+               phase: str | None = None, generation: str | None = None) -> int:
+    from verification.results import ResultStore
+
+    store = ResultStore(settings.results_database_url)
+    try:
+        lease = store.take_lease(run_id, host=holder.host, pid=holder.pid, process=holder.process, scope=scope,
+                                 lease_seconds=settings.lease.seconds, database=database, generation=generation)
+        store.renew_lease(lease, database=database, phase=phase)
+        return lease
+    finally:
+        store.close()
+
+
+def test_a_run_whose_worker_was_killed_is_closed_with_its_database_error_and_nothing_recorded_lost(
+        captured_repo, tmp_path):
+    from tests.unit.factories import dead_holder, leftover_record
+    from verification import pipeline
+    from verification.results import ResultStore
+    from verification.targets.lease import this_process
+
+    repo = three_stanzas(captured_repo)
+    settings = settings_for(tmp_path)
+    discovery = pipeline.discover(settings, pipeline.RunRequest(str(repo), "postgres"), "killed", START)
+    record_passed(settings, "killed", "demo1", discovery.generation)
+    gone = dead_holder()
+    take_lease(settings, "killed", gone, database="demo2", phase="demo2: restoring 20261122-010000F",
+               generation=discovery.generation)
+    # What it left, and beside it: a live run's target (this process) and another store's run's.
+    left = leftover_record(tmp_path, "killed", gone)
+    pipeline.discover(settings, pipeline.RunRequest(str(repo), "postgres", ("demo1",)), "alive", START)
+    take_lease(settings, "alive", this_process(), database="demo1")
+    live = leftover_record(tmp_path, "alive", this_process(), "demo1")
+    foreign = leftover_record(tmp_path, "another-stores-run", gone)
+
+    said: list[str] = []
+    found = pipeline.end_dead_runs(settings, said.append, use_docker=False)
+
+    assert not left.exists() and live.exists() and foreign.exists()
+    decisions = {d.run_id: d.judgement for d in found.sweep.reaped.decisions}
+    assert decisions["killed"].dead and decisions["killed"].reason == (
+        f"{gone.describe()} is gone (no process {gone.pid} with its start time on this host)")
+    assert not decisions["alive"].dead and decisions["alive"].reason == f"{this_process().describe()} is running"
+    assert not decisions["another-stores-run"].dead
+    assert "not in this results store" in decisions["another-stores-run"].reason
+    store = ResultStore(settings.results_database_url)
+    try:
+        run, entries = store.run_with_reports("killed")
+        leases = store.leases(["killed"])
+        alive_run = store.run("alive")
+    finally:
+        store.close()
+    assert run.finished_at is not None and run.verdict == "error"
+    assert alive_run is not None and alive_run.finished_at is None  # the live run is not closed
+    verdicts = {e.database: (str(e.verdict), e.reasons) for e in entries}
+    assert verdicts["demo1"] == ("passed", ["ok"])  # recorded before the kill: kept as it was
+    (killed_reason,) = verdicts["demo2"][1]
+    assert verdicts["demo2"][0] == "error"
+    assert killed_reason.startswith(f"restoreproof was killed while verifying it: {gone.describe()} is gone")
+    assert "while: demo2: restoring 20261122-010000F" in killed_reason
+    assert verdicts["demo3"][0] == "error" and verdicts["demo3"][1][0].startswith(
+        "not verified: the run was killed before it started this database")
+    assert [(lease.released_at is not None, (lease.ended or "").split(":")[0]) for lease in leases] == [
+        (True, "killed")]
+    # The killed run's report is published from the store, in its own folder.
+    report = json.loads((tmp_path / "reports" / "killed" / "report.json").read_text())
+    assert report["verdict"] == "error"
+    assert [(d["database"], d["verdict"]) for d in report["databases"]] == [
+        ("demo1", "passed"), ("demo2", "error"), ("demo3", "error")]
+    assert any(line.startswith("run killed (killed: ") and "demo2: error, killed" in line for line in said), said
+    # Once closed, nothing more is done with it; and the next run takes its killed databases first.
+    assert pipeline.end_dead_runs(settings, use_docker=False).recorded == {}
+    following = pipeline.discover(settings, pipeline.RunRequest(str(repo), "postgres"), "next", START)
+    assert [p.database for p in following.plans] == ["demo2", "demo3", "demo1"]
+
+
+def test_a_killed_worker_on_another_host_is_judged_by_its_heartbeat(captured_repo, tmp_path):
+    from verification import pipeline
+    from verification.results import ResultStore
+    from verification.targets.lease import Holder
+
+    settings = settings_for(tmp_path, lease={"seconds": 10})
+    discovery = pipeline.discover(settings, pipeline.RunRequest(str(captured_repo), "postgres"), "r1", START)
+    elsewhere = Holder("worker-b", 4242, "another-boot/4026531836/777")
+    lease = take_lease(settings, "r1", elsewhere, database="demo1", phase="demo1: restoring",
+                       generation=discovery.generation)
+    assert pipeline.end_dead_runs(settings, use_docker=False).recorded == {}  # its lease still runs
+    store = ResultStore(settings.results_database_url)
+    try:
+        from sqlalchemy import update
+
+        from verification.results.store import RunLeaseRow
+
+        with store.engine.begin() as connection:  # ten minutes without a heartbeat
+            connection.execute(update(RunLeaseRow).where(RunLeaseRow.id == lease).values(
+                heartbeat_at=store.now() - timedelta(minutes=10)))
+    finally:
+        store.close()
+    found = pipeline.end_dead_runs(settings, use_docker=False)
+    (line, _closed) = found.recorded["r1"]
+    assert line.startswith("demo1: error, killed (no heartbeat from worker worker-b pid 4242 since ")
+
+
+def test_a_run_started_here_holds_a_lease_while_it_works_and_releases_it(captured_repo, tmp_path):
+    from verification import pipeline
+    from verification.results import ResultStore
+
+    settings = settings_for(tmp_path)
+    said: list[str] = []
+    pipeline.run_verification(settings, captured_repo, engine_name="postgres", target_kind="offline",
+                              run_id="r1", progress=said.append)
+    store = ResultStore(settings.results_database_url)
+    try:
+        (lease,) = store.leases(["r1"])
+    finally:
+        store.close()
+    assert (lease.scope, lease.pid, lease.ended) == ("run", os.getpid(), "released")
+    assert lease.released_at is not None
+
+
+def test_a_sweep_that_fails_at_a_runs_start_is_said_and_the_run_goes_on(captured_repo, tmp_path, monkeypatch):
+    from verification import pipeline
+
+    def broken(*_: object, **__: object) -> None:
+        raise RuntimeError("the engine answered oddly")
+
+    monkeypatch.setattr(pipeline, "sweep", broken)
+    said: list[str] = []
+    result = pipeline.run_verification(settings_for(tmp_path), captured_repo, engine_name="postgres",
+                                       target_kind="offline", progress=said.append)
+    assert [d.database for d in result.run.databases] == ["demo1"]
+    assert "warning: what dead runs left was not looked at (RuntimeError: the engine answered oddly); " \
+           "`restoreproof reap` does it on demand" in said

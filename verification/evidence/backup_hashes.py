@@ -6,13 +6,17 @@ The hashes are taken through the same `Source` the restore reads, so an auditor 
 Where a source serves reads better in parallel (object storage: its `parallel_reads`, s3.threads),
 files are hashed that many at once, each by one thread from start to end: a chain's thousand small
 WAL and backup objects then cost their requests' latency once per thread, not once per file. The
-hashes and their order are the same as one file after the other.
+hashes and their order are the same as one file after the other. The first file that cannot be
+hashed stops the others at once: no file not yet started is read, and those being read stop at
+their next chunk, so an expired or rewritten object is said in the time of one chunk, not of the
+whole chain's reads.
 """
 
 from __future__ import annotations
 
 import hashlib
-from concurrent.futures import Future, ThreadPoolExecutor
+import threading
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -32,6 +36,10 @@ class ReadableSource(Protocol):
     def size(self, path: str) -> int: ...
 
 
+class _Stopped(Exception):
+    """A file's hashing stopped because another file could not be hashed (never raised to a caller)."""
+
+
 @dataclass(frozen=True)
 class FileHash:
     """One file's path (relative to its source), size in bytes and SHA-256 (lowercase hex)."""
@@ -41,13 +49,18 @@ class FileHash:
     sha256: str
 
 
-def hash_source_file(source: ReadableSource, path: str, chunk_bytes: int = CHUNK_BYTES) -> FileHash:
-    """Read one file of the source to its end and hash it; SourceError names the file when it cannot."""
+def hash_source_file(source: ReadableSource, path: str, chunk_bytes: int = CHUNK_BYTES,
+                     stop: threading.Event | None = None) -> FileHash:
+    """Read one file of the source to its end and hash it; SourceError names the file when it cannot.
+    `stop`, once set, ends the read at the next chunk (after the first: a file started is read enough
+    to say whether it can be read at all)."""
     digest = hashlib.sha256()
     size = 0
     try:
         expected = source.size(path)
         while True:
+            if stop is not None and size and stop.is_set():
+                raise _Stopped(path)
             chunk = source.read_bytes(path, size, chunk_bytes)
             if not chunk:
                 break
@@ -68,17 +81,38 @@ def hash_source_file(source: ReadableSource, path: str, chunk_bytes: int = CHUNK
 
 def hash_source_files(source: ReadableSource, paths: list[str], threads: int | None = None) -> list[FileHash]:
     """SHA-256 and size of each file, in the order given; `threads` files at once (default: the source's
-    `parallel_reads`, 1 for a folder). A file that cannot be hashed raises as it would one by one:
-    the first such file in the order given, and no file after it is started."""
+    `parallel_reads`, 1 for a folder). A file that cannot be hashed raises at once, and as one by one
+    would: no file is started after it; with several threads, those being read stop at their next
+    chunk, and of the files that could not be hashed the first in the order given is named."""
     workers = min(threads or int(getattr(source, "parallel_reads", 1) or 1), len(paths))
     if workers <= 1:
         return [hash_source_file(source, path) for path in paths]
+    stop = threading.Event()
+
+    def one(path: str) -> FileHash:
+        if stop.is_set():
+            raise _Stopped(path)  # taken from the queue after a failure: not read
+        try:
+            return hash_source_file(source, path, stop=stop)
+        except _Stopped:
+            raise
+        except BaseException:
+            # Set by the thread that failed, before it takes another file: none is started after it.
+            stop.set()
+            raise
+
     pool = ThreadPoolExecutor(workers, thread_name_prefix="restoreproof-hash")
-    futures: list[Future[FileHash]] = [pool.submit(hash_source_file, source, path) for path in paths]
+    futures: list[Future[FileHash]] = [pool.submit(one, path) for path in paths]
     try:
-        return [future.result() for future in futures]
+        wait(futures, return_when=FIRST_EXCEPTION)
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)  # after a failure: nothing more is read
+        stop.set()  # nothing more is read after a failure (or an interrupt); a no-op once all are done
+        pool.shutdown(wait=True, cancel_futures=True)
+    failures = [error for future in futures if not future.cancelled()
+                and (error := future.exception()) is not None and not isinstance(error, _Stopped)]
+    if failures:
+        raise failures[0]
+    return [future.result() for future in futures]
 
 
 def _escape(path: str) -> tuple[str, str]:

@@ -153,6 +153,15 @@ def _write_atomically(path: Path, data: bytes) -> None:
         temp.unlink(missing_ok=True)
 
 
+def _entry(run_dir: Path, relative: str) -> dict[str, Any]:
+    """A manifest entry: the file's path under the run folder, its size and SHA-256."""
+    try:
+        size, digest = sha256_file(run_dir / relative)
+    except OSError as exc:
+        raise EvidenceError(f"cannot hash {run_dir / relative}: {exc.strerror or type(exc).__name__}") from exc
+    return {"path": relative, "size": size, "sha256": digest}
+
+
 def write_bundle(run_dir: Path, settings: Settings, *, extra: dict[str, Any] | None = None,
                  signer: Signer | None = None, shared: Sequence[str] = ()) -> BundleInfo:
     """Hash every file of the run folder into manifest.json and sign it into manifest.sig.
@@ -168,21 +177,13 @@ def write_bundle(run_dir: Path, settings: Settings, *, extra: dict[str, Any] | N
     entries = []
     total = 0
     for relative in _bundle_files(run_dir):
-        try:
-            size, digest = sha256_file(run_dir / relative)
-        except OSError as exc:
-            raise EvidenceError(f"cannot hash {run_dir / relative}: {exc.strerror or type(exc).__name__}") from exc
-        entries.append({"path": relative, "size": size, "sha256": digest})
-        total += size
+        entries.append(_entry(run_dir, relative))
+        total += entries[-1]["size"]
     shared_files = []
     for relative in shared:
         if not _valid_shared(relative):
             raise EvidenceError(f"{relative} is not a file the report folder shares (../{SHARED_FOLDER}/<name>)")
-        try:
-            size, digest = sha256_file(run_dir / relative)
-        except OSError as exc:
-            raise EvidenceError(f"cannot hash {run_dir / relative}: {exc.strerror or type(exc).__name__}") from exc
-        shared_files.append({"path": relative, "size": size, "sha256": digest})
+        shared_files.append(_entry(run_dir, relative))
     run_id = _read_run_id(run_dir)
     manifest: dict[str, Any] = {
         "format": FORMAT,
@@ -367,6 +368,17 @@ def _valid_shared_entry(entry: Any) -> bool:
             and isinstance(entry.get("sha256"), str) and _valid_shared(entry["path"]))
 
 
+def _hash_checked(root: Path, path: str, result: VerifyResult) -> tuple[int, str] | None:
+    """A listed file's size and SHA-256, counted as checked; None (and said) when it cannot be read."""
+    try:
+        hashed = sha256_file(root / path)
+    except OSError as exc:
+        result.add(path, "changed", f"cannot be read: {exc.strerror or type(exc).__name__}")
+        return None
+    result.files_checked += 1
+    return hashed
+
+
 def _compare_shared(root: Path, entries: Any, result: VerifyResult) -> None:
     """The report folder's shared files the manifest signed, where present beside the run folder."""
     if not isinstance(entries, list) or not all(_valid_shared_entry(e) for e in entries):
@@ -378,12 +390,9 @@ def _compare_shared(root: Path, entries: Any, result: VerifyResult) -> None:
         if not (root / path).is_file():
             result.shared_absent.append(path)
             continue
-        try:
-            found_size, found = sha256_file(root / path)
-        except OSError as exc:
-            result.add(path, "changed", f"cannot be read: {exc.strerror or type(exc).__name__}")
+        if (hashed := _hash_checked(root, path, result)) is None:
             continue
-        result.files_checked += 1
+        found_size, found = hashed
         if (found, found_size) != (expected, size):
             result.add(path, "changed", f"the report folder's shared file differs from the manifest (expected "
                                         f"{size} bytes, SHA-256 {expected}; found {found_size} bytes, {found}): "
@@ -399,12 +408,9 @@ def _compare_files(root: Path, entries: list[dict[str, Any]], result: VerifyResu
         if path not in present:
             result.add(path, "missing", "missing (listed in the manifest)")
             continue
-        try:
-            found_size, found = sha256_file(root / path)
-        except OSError as exc:
-            result.add(path, "changed", f"cannot be read: {exc.strerror or type(exc).__name__}")
+        if (hashed := _hash_checked(root, path, result)) is None:
             continue
-        result.files_checked += 1
+        found_size, found = hashed
         problems = []
         if found != expected:
             problems.append(f"SHA-256 differs from the manifest (expected {expected}, found {found})")

@@ -109,7 +109,9 @@ build_one() {
   local mirror; mirror=$(debian_mirror)
   if [ -f "$dir/ON_DEMAND" ]; then
     context=$(project_context "$dir")
+    # Removed when the function returns, and when a failed build ends the script (set -e: no RETURN then).
     trap 'rm -rf "$context"' RETURN
+    trap "rm -rf '$context'" EXIT
   fi
   docker build -q --label "$HASH_LABEL=$hash" --build-arg "BASE_IMAGE=$BASE_IMAGE" \
       --build-arg "DEBIAN_MIRROR=$mirror" -t "$tag" "$context" >/dev/null

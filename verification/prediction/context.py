@@ -112,9 +112,12 @@ class PredictionContext:
         limit = self.settings.prediction.probe_megabytes * MB
         # The files the transfer reads (not the WAL): backup data, in order.
         data_files = [f for f in plan.files if not f.startswith("archive/") and not f.endswith((".info", ".copy"))]
+        # Read as the transfer reads them: as many at once as the engine's restore reads (pgBackRest's
+        # process-max), not as many as restoreproof's own reads of the source would make (s3.threads).
+        transfer = next((w for w in engine.phase_work(plan) if w.phase == PhaseName.TRANSFER), None)
         probes: list[Probe | None] = []
         if source is not None:
-            probes.append(source_read_probe(source, data_files, limit))
+            probes.append(source_read_probe(source, data_files, limit, transfer.parallel if transfer else None))
             probes.append(decompression_probe(source, data_files, limit))
         probes.append(target_write_probe(target, limit))
         from verification.targets.docker import DockerTargetProvider

@@ -1,8 +1,10 @@
 """Probes for a cold start: rates measured in the same run, before the restore.
 
-- source read: a read of the chain's own backup files, as the restore will read them: one after the
-  other from a folder, `parallel_reads` at once from a source that serves reads better in parallel
-  (object storage: s3.threads), where each request's latency would otherwise be the measure;
+- source read: a read of the chain's own backup files, as the restore will read them: as many at once
+  as the restore it predicts reads (the transfer phase's `parallel`: pgBackRest's process-max, one
+  for SQL Server), whatever the source serves; not s3.threads, which is restoreproof's own
+  parallelism: pgBackRest in the target reading S3 with process-max 2 was predicted 5.8 s from a
+  probe of 16 reads at once and took 37.3 s;
 - decompression: the first compressed backup files decompressed on this host (one process; from
   object storage, the files are fetched ahead in parallel and only the decompression is timed);
 - target write: a sequential write, flushed to disk, in the target's data folder;
@@ -57,9 +59,10 @@ def _chunks(source: Source, files: list[str], limit: int) -> list[tuple[str, int
     return chunks
 
 
-def source_read_probe(source: Source, files: list[str], limit: int) -> Probe | None:
-    """Read up to `limit` bytes of `files` in order, in 4 MiB chunks; `parallel_reads` chunks at once."""
-    threads = parallel_reads(source)
+def source_read_probe(source: Source, files: list[str], limit: int, reads: int | None = None) -> Probe | None:
+    """Read up to `limit` bytes of `files` in order, in 4 MiB chunks, `reads` chunks at once: as many as
+    the restore it predicts reads at once (without it, the source's own `parallel_reads`)."""
+    threads = max(1, reads) if reads is not None else parallel_reads(source)
     if threads > 1:
         return _parallel_source_read(source, files, limit, threads)
     read, started = 0, time.perf_counter()
@@ -96,8 +99,9 @@ def _parallel_source_read(source: Source, files: list[str], limit: int, threads:
     if read == 0:
         return None
     names = list(dict.fromkeys(path for path, _, _ in chunks))
-    return Probe("source read", read, seconds, f"parallel read ({workers} at once) of {read / MB:.1f} MB of "
-                                               f"{_shown(names)} in {source.describe()}")
+    how = f"parallel read ({workers} at once)" if workers > 1 else "sequential read"
+    return Probe("source read", read, seconds, f"{how} of {read / MB:.1f} MB of {_shown(names)} in "
+                                               f"{source.describe()}")
 
 
 def _shown(names: list[str]) -> str:

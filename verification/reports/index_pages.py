@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
@@ -31,7 +32,7 @@ from verification.reports.charts import chart_div, daily_history_figure
 from verification.reports.html_report import env, plotly_ref
 from verification.results import ResultStore
 from verification.results.migrations import masked
-from verification.results.summaries import ListedRun, RunSummary
+from verification.results.summaries import ListedRun, RunPage, RunSummary
 
 PAGE_SIZE = 50
 INDEX = "index.html"
@@ -88,6 +89,15 @@ def write_index(report_dir: Path, store: ResultStore, *, page_size: int = PAGE_S
     for stale in written - set(range(1, len(chunks) + 1)):
         (report_dir / page_file(stale)).unlink(missing_ok=True)
     return target
+
+
+def render_store_page(found: RunPage, links: Mapping[str, str | None], page_href: Callable[[int], str]) -> str:
+    """One page of the store's runs, newest first, for a web app to serve (the Airflow plugin's page):
+    `links` maps each run to its report.html's URL (None: no report to open), `page_href` a page number
+    to that page's URL. What it shows is the page's own queries (ResultStore.run_page): one page of runs,
+    however many the store holds."""
+    return env.get_template("store_page.html.j2").render(found=found, links=links, page_href=page_href,
+                                                         plotly=None)
 
 
 def scan(report_dir: Path) -> tuple[set[str], set[int]]:

@@ -29,7 +29,9 @@ from sqlalchemy import (
     TypeDecorator,
     create_engine,
     event,
+    func,
     select,
+    update,
 )
 from sqlalchemy.engine import Connection, Dialect, Engine, make_url
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
@@ -44,7 +46,7 @@ from verification.report_model import DatabaseEntry
 from verification.results import migrations
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
 
     from verification.results.summaries import DailyRecovery, ListedRun, RunPage, RunSummary
 
@@ -59,6 +61,7 @@ PLANNED_OBJECTS = "planned_objects"
 # The databases a run's discovery found due (a name without an entry at publication is "not verified").
 DUE = "due"
 _PLAN = TypeAdapter(RestorePlan)
+T = TypeVar("T")
 
 
 def folder_key(folder: Path) -> str:
@@ -82,6 +85,19 @@ def uploads_json(uploads: list[IncompleteUpload]) -> list[Any]:
 
 def uploads_of(host: dict[str, Any]) -> list[IncompleteUpload]:
     return _UPLOADS.validate_python(host.get(INCOMPLETE_UPLOADS, []))
+
+
+def in_rotation(items: Sequence[T], rotation: dict[str, tuple[bool, datetime | None]],
+                key: Callable[[T], str]) -> list[T]:
+    """`items` in the order a run takes them (ResultStore.rotation): those whose newest entry is an
+    error first, then the never verified, then the least recently verified; ties keep their order."""
+    never = datetime.min.replace(tzinfo=UTC)
+
+    def rank(item: T) -> tuple[int, datetime]:
+        errored, last = rotation.get(key(item), (False, None))
+        return (0 if errored else 1 if last is None else 2), last or never
+
+    return sorted(items, key=rank)
 
 
 class UtcDateTime(TypeDecorator[datetime]):
@@ -165,6 +181,36 @@ class DatabaseReportRow(Base):
     run_pk: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
     database: Mapped[str] = mapped_column(String(256))
     report: Mapped[dict[str, Any]] = mapped_column(default=dict)
+
+
+class RunLeaseRow(Base):
+    """A lease on a run: a process working for it (the CLI's whole run, or one task of a scheduler's
+    run), renewed by its heartbeat while it works and released when it is done. A lease neither
+    released nor renewed names a worker that died at work (revision 0005). Keyed by the run id, not
+    the run's row: a process holds its lease before its discovery makes the row, and a run
+    discovered again keeps the leases of its earlier start (their holders may still be at work)."""
+
+    __tablename__ = "run_leases"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[str] = mapped_column(String(64), index=True)
+    # The holder: its worker (host name or configured name), pid and process identity (boot, pid
+    # namespace, start time: verification.targets.lease).
+    host: Mapped[str] = mapped_column(String(255))
+    pid: Mapped[int] = mapped_column(Integer)
+    process: Mapped[str] = mapped_column(String(128))
+    scope: Mapped[str] = mapped_column(String(16))
+    # The database it works on and what it said it was doing, as of its last heartbeat.
+    database: Mapped[str | None] = mapped_column(String(256))
+    phase: Mapped[str | None] = mapped_column(Text)
+    # The run's discovery the holder works from (a killed task's database is recorded only in it).
+    generation: Mapped[str | None] = mapped_column(String(32))
+    lease_seconds: Mapped[float] = mapped_column(Float)
+    # Times by the store's own clock, so hosts whose clocks differ still agree on what is stale.
+    acquired_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    heartbeat_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    released_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), index=True)
+    # How it ended: "released", the exception that ended the work, or "killed: <why>" by a reaper.
+    ended: Mapped[str | None] = mapped_column(Text)
 
 
 log = logging.getLogger(__name__)
@@ -438,6 +484,113 @@ class ResultStore:
     def recent_runs(self, limit: int = 20) -> list[RunRow]:
         with Session(self.engine, expire_on_commit=False) as session:
             return list(session.scalars(select(RunRow).order_by(RunRow.started_at.desc()).limit(limit)))
+
+    # Leases: who works for which run, and whether they still do (verification.leases).
+
+    @staticmethod
+    def _now(session: Session) -> datetime:
+        """The store's clock: one clock for every host that shares the store."""
+        now: datetime | None = session.scalar(select(func.now(type_=UtcDateTime())))
+        assert now is not None
+        return now
+
+    @_retried
+    def now(self) -> datetime:
+        with Session(self.engine) as session:
+            return self._now(session)
+
+    @_retried
+    def take_lease(self, run_id: str, *, host: str, pid: int, process: str, scope: str, lease_seconds: float,
+                   database: str | None = None, generation: str | None = None) -> int:
+        """A new lease on the run for this holder; its id."""
+        with Session(self.writer) as session, session.begin():
+            now = self._now(session)
+            row = RunLeaseRow(run_id=run_id, host=host[:255], pid=pid, process=process[:128], scope=scope,
+                              database=database, generation=generation, lease_seconds=lease_seconds,
+                              acquired_at=now, heartbeat_at=now)
+            session.add(row)
+            session.flush()
+            return row.id
+
+    @_retried
+    def renew_lease(self, lease_id: int, *, database: str | None, phase: str | None,
+                    generation: str | None = None) -> datetime:
+        """The holder's heartbeat, with what it is doing now; the time it was taken at."""
+        with Session(self.writer) as session, session.begin():
+            row = session.get(RunLeaseRow, lease_id)
+            if row is None:
+                raise KeyError(f"lease {lease_id} is not in the results store")
+            row.heartbeat_at = self._now(session)
+            row.database, row.phase = database, phase
+            if generation is not None:
+                row.generation = generation
+            return row.heartbeat_at
+
+    @_retried
+    def release_lease(self, lease_id: int, ended: str) -> bool:
+        """End a lease, once: False when it had ended already (its holder released it, or another
+        reaper ended it first). One conditional UPDATE, so of two processes ending it at the same
+        moment exactly one is told it did (PostgreSQL re-checks the condition after the row lock)."""
+        with Session(self.writer) as session, session.begin():
+            now = self._now(session)
+            done = session.execute(update(RunLeaseRow).where(RunLeaseRow.id == lease_id,
+                                                             RunLeaseRow.released_at.is_(None))
+                                   .values(released_at=now, ended=ended))
+            return bool(getattr(done, "rowcount", 0) == 1)
+
+    @_retried
+    def leases(self, run_ids: Iterable[str] | None = None, *, open_only: bool = False) -> list[RunLeaseRow]:
+        """The leases of these runs (of every run when None), oldest first; only those not released
+        with `open_only`."""
+        with Session(self.engine, expire_on_commit=False) as session:
+            query = select(RunLeaseRow).order_by(RunLeaseRow.id)
+            if run_ids is not None:
+                query = query.where(RunLeaseRow.run_id.in_(list(run_ids)))
+            if open_only:
+                query = query.where(RunLeaseRow.released_at.is_(None))
+            return list(session.scalars(query))
+
+    @_retried
+    def runs(self, run_ids: Iterable[str]) -> dict[str, RunRow]:
+        with Session(self.engine, expire_on_commit=False) as session:
+            return {row.run_id: row for row in session.scalars(select(RunRow).where(RunRow.run_id.in_(list(run_ids))))}
+
+    @_retried
+    def recorded(self, run_id: str) -> set[str]:
+        """The databases the run has an entry for."""
+        with Session(self.engine) as session:
+            run = self._run_row(session, run_id)
+            return set(session.scalars(select(DatabaseReportRow.database).where(DatabaseReportRow.run_pk == run.id)))
+
+    @_retried
+    def record_if_absent(self, run_id: str, entry: DatabaseEntry, discovery: str | None = None) -> bool:
+        """A database's entry, only if the run has none for it yet (what was recorded is never
+        replaced by what a reaper concludes); False when it had one."""
+        with Session(self.writer) as session, session.begin():
+            run = self._current_run(session, run_id, discovery)
+            if any(d.database == entry.database for d in run.databases):
+                return False
+            session.add(DatabaseRow(run_pk=run.id, database=entry.database, verdict=str(entry.verdict),
+                                    reasons=entry.reasons, restore_target=entry.restore_point.target,
+                                    restore_achieved=entry.restore_point.achieved,
+                                    recovery_seconds=entry.recovery_seconds, target=entry.target))
+            session.add(DatabaseReportRow(run_pk=run.id, database=entry.database,
+                                          report=entry.model_dump(mode="json")))
+            return True
+
+    @_retried
+    def rotation(self) -> dict[str, tuple[bool, datetime | None]]:
+        """Per database: whether its newest entry is an "error" (restoreproof could not finish it:
+        killed, timed out, no target), and when it was last verified to a verdict (None: never).
+        The order of a run's databases: errors first, then never verified, then least recently."""
+        with Session(self.engine) as session:
+            newest: dict[str, str] = {}
+            query = (select(DatabaseRow.database, DatabaseRow.verdict).join(RunRow)
+                     .order_by(RunRow.started_at, DatabaseRow.id))
+            for name, verdict in session.execute(query):
+                newest[name] = verdict
+        last = self.last_verified()
+        return {name: (verdict == "error", last.get(name)) for name, verdict in newest.items()}
 
     # The listings (verification.results.summaries; imported here, as it maps this module's tables).
 

@@ -9,9 +9,16 @@ by its own paginator, in a thread pool whose size the connection pool matches.
 
 Reads are ranged GETs (one GET for a whole small file such as backup.info), each made with If-Match
 on the ETag listed: an object rewritten since the listing is an error naming it, never other bytes
-read as the same file. The first 16 KiB of an object are fetched once and kept for the small reads
-at its start (a SQL Server header is read as 8, 16, then 16 KiB from offset 0), so a backup's headers
-cost two GETs, its head and its trailer; an object of at most 64 KiB is fetched whole, once.
+read as the same file. A store that lists an object without an ETag (some S3-compatible ones) has it
+read with If-Unmodified-Since its listed LastModified instead, and checked for a change by its size,
+LastModified (to the second: HTTP dates have no finer unit) and the checksum S3 keeps where one is
+known; such an object has no fingerprint (nothing tells two versions written in the same second
+apart), so nothing found in it is kept against one. An object listed without a Key, Size or
+LastModified is a SourceError naming it and the field.
+
+The first 16 KiB of an object are fetched once and kept for the small reads at its start (a SQL
+Server header is read as 8, 16, then 16 KiB from offset 0), so a backup's headers cost two GETs, its
+head and its trailer; an object of at most 64 KiB is fetched whole, once.
 
 Unfinished multipart uploads under the prefix (what a failed backup leaves) are listed too.
 
@@ -101,7 +108,8 @@ class ObjectInfo:
     url: str
     key: str
     size: int
-    etag: str
+    # As S3 gives it (quoted); None where the store gives none (absent or empty).
+    etag: str | None
     last_modified: datetime
     # S3's additional checksum: its algorithm (CRC32, CRC32C, CRC64NVME, SHA1, SHA256) as listed, and
     # its value (base64, as S3 gives it) once a HEAD asked for it; type FULL_OBJECT or COMPOSITE.
@@ -110,6 +118,27 @@ class ObjectInfo:
     checksum_type: str | None = None
     # As the listing names it (STANDARD, GLACIER, ...); None where a store lists none.
     storage_class: str | None = None
+
+
+def etag_of(value: object) -> str | None:
+    """An ETag as a response gives it, None where it gives none: absent, or empty ('""')."""
+    text = "" if value is None else str(value)
+    return text if text.strip('"').strip() else None
+
+
+def required(response: dict[str, Any], name: str, url: str, operation: str) -> Any:
+    """A field every S3 response of `operation` about an object carries; a SourceError naming the object
+    and the field where a store left it out (never a bare KeyError)."""
+    value = response.get(name)
+    if value is None:
+        raise SourceError(f"{url}: the S3 endpoint's {operation} response gives no {name} for the object; "
+                          f"restoreproof cannot read an object without its {name}")
+    return value
+
+
+def whole_seconds(moment: datetime) -> datetime:
+    """A time as HTTP dates carry it: a listing may give milliseconds, a HEAD gives whole seconds."""
+    return moment.replace(microsecond=0)
 
 
 def restore_state(header: str | None) -> str | None:
@@ -296,7 +325,7 @@ class S3Source:
         `reliable`; and every read is made If-Match on it, so what was read is what the fingerprint
         names. (ListObjectsV2 gives no version id; a new version of an object has its own ETag.)"""
         entry = self._objects.get(self._path(path))
-        if entry is None or not entry.etag.strip('"'):
+        if entry is None or entry.etag is None:
             return None  # a store that gives no ETag cannot tell versions apart
         return Fingerprint(f"etag={entry.etag};size={entry.size}", reliable=True)
 
@@ -350,9 +379,10 @@ class S3Source:
         return known
 
     def check_unchanged(self, paths: Iterable[str]) -> dict[str, ObjectInfo]:
-        """HEAD each object (in parallel): its size and ETag now, against the listing. Any object gone
-        or changed is a SourceError naming each (its URL and what changed); else the fresh infos, with
-        their checksums."""
+        """HEAD each object (in parallel): its size, ETag (else LastModified), checksum and storage class
+        now, against the listing (`_differences`). Any object gone, changed or moved into an archive
+        storage class is a SourceError naming each (its URL and what changed); else the fresh infos,
+        with their checksums."""
         wanted = [self._path(p) for p in paths]
         entries = {path: self._entry(path) for path in wanted}
         changed: list[str] = []
@@ -455,7 +485,9 @@ class S3Source:
         try:
             for page in self.client.get_paginator("list_objects_v2").paginate(**arguments):
                 objects += page.get("Contents", [])
-                folders += [common["Prefix"] for common in page.get("CommonPrefixes", [])]
+                folders += [str(required(common, "Prefix", self.location.of(prefix.removeprefix(self.prefix)),
+                                         "ListObjectsV2 (CommonPrefixes)"))
+                            for common in page.get("CommonPrefixes", [])]
         except (ClientError, BotoCoreError) as exc:
             folder = prefix.removeprefix(self.prefix).rstrip("/")
             raise self._error(exc, "ListObjectsV2", self.location.of(folder) if folder else self.describe()) from None
@@ -468,8 +500,10 @@ class S3Source:
             for page in pages:
                 for upload in page.get("Uploads", []):
                     initiated = upload.get("Initiated")
+                    key = str(required(upload, "Key", str(self.location), "ListMultipartUploads"))
+                    upload_id = required(upload, "UploadId", f"s3://{self.bucket}/{key}", "ListMultipartUploads")
                     found.append(IncompleteUpload(
-                        path=str(upload["Key"])[len(self.prefix):], upload_id=str(upload["UploadId"]),
+                        path=key[len(self.prefix):], upload_id=str(upload_id),
                         initiated=initiated.astimezone(UTC) if isinstance(initiated, datetime) else None))
         except ClientError as exc:
             error = self._error(exc, "ListMultipartUploads", str(self.location))
@@ -488,9 +522,9 @@ class S3Source:
 
     def _add(self, objects: list[dict[str, Any]]) -> None:
         for item in objects:
-            key = str(item["Key"])
+            key = str(required(item, "Key", str(self.location), "ListObjectsV2"))
             path = key[len(self.prefix):]
-            if path.endswith("/") and int(item.get("Size", 0)) == 0:
+            if path.endswith("/") and int(item.get("Size") or 0) == 0:
                 path = path.rstrip("/")  # a folder marker (as consoles make): a folder, not a file
                 if path and self._addressable(path):
                     self._add_folders(path)
@@ -499,9 +533,11 @@ class S3Source:
                 self.skipped.append(key)
                 continue
             algorithms = item.get("ChecksumAlgorithm") or []
+            url = self.location.of(path)
             self._objects[path] = ObjectInfo(
-                url=self.location.of(path), key=key, size=int(item["Size"]), etag=str(item["ETag"]),
-                last_modified=item["LastModified"].astimezone(UTC),
+                url=url, key=key, size=int(required(item, "Size", url, "ListObjectsV2")),
+                etag=etag_of(item.get("ETag")),
+                last_modified=required(item, "LastModified", url, "ListObjectsV2").astimezone(UTC),
                 checksum_algorithm=str(algorithms[0]) if algorithms else None,
                 checksum_type=item.get("ChecksumType"), storage_class=item.get("StorageClass"))
             folder, _, name = path.rpartition("/")
@@ -553,8 +589,13 @@ class S3Source:
         return data
 
     def _get(self, path: str, entry: ObjectInfo, start: int, end: int) -> bytes:
-        """Bytes [start, end) of the object, only as listed (If-Match on its ETag)."""
-        arguments: dict[str, Any] = {"Bucket": self.bucket, "Key": entry.key, "IfMatch": entry.etag}
+        """Bytes [start, end) of the object, only as listed (If-Match on its ETag; If-Unmodified-Since its
+        LastModified where the store listed no ETag)."""
+        arguments: dict[str, Any] = {"Bucket": self.bucket, "Key": entry.key}
+        if entry.etag is not None:
+            arguments["IfMatch"] = entry.etag
+        else:
+            arguments["IfUnmodifiedSince"] = whole_seconds(entry.last_modified)
         whole = start == 0 and end == entry.size
         if whole:
             arguments["ChecksumMode"] = "ENABLED"  # botocore checks the body against S3's checksum, if any
@@ -578,6 +619,11 @@ class S3Source:
                 storage_class = str(said or entry.storage_class or "") or None
                 raise ArchivedObjectError(archived_reason(entry.url, storage_class, "is not restored (GetObject: "
                                                           "InvalidObjectState, HTTP 403)"), storage_class) from None
+            if error.code in ("PreconditionFailed", "412") and entry.etag is None:
+                raise S3Error(f"{entry.url} changed since the source was listed (modified after its listed "
+                              f"LastModified {whole_seconds(entry.last_modified).isoformat()}, the store having "
+                              "listed no ETag; GetObject with If-Unmodified-Since: PreconditionFailed, HTTP 412)",
+                              error.code) from None
             raise error from None
         except _BodyCut as cut:
             raise self._error(cut.__cause__ or cut, "GetObject (reading the body)", entry.url) from None
@@ -598,8 +644,10 @@ class S3Source:
             raise self._error(exc, "HeadObject", entry.url) from None
         algorithm = next((name for name in ("CRC64NVME", "CRC32C", "CRC32", "SHA256", "SHA1")
                           if found.get(f"Checksum{name}")), None)
-        return ObjectInfo(url=entry.url, key=entry.key, size=int(found["ContentLength"]), etag=str(found["ETag"]),
-                          last_modified=found["LastModified"].astimezone(UTC),
+        return ObjectInfo(url=entry.url, key=entry.key,
+                          size=int(required(found, "ContentLength", entry.url, "HeadObject")),
+                          etag=etag_of(found.get("ETag")),
+                          last_modified=required(found, "LastModified", entry.url, "HeadObject").astimezone(UTC),
                           checksum_algorithm=algorithm or entry.checksum_algorithm,
                           checksum=str(found[f"Checksum{algorithm}"]) if algorithm else None,
                           checksum_type=found.get("ChecksumType"),
@@ -607,11 +655,27 @@ class S3Source:
 
     @staticmethod
     def _differences(listed: ObjectInfo, now: ObjectInfo) -> str:
+        """What tells the object now from the object listed: its size; its ETag, or where the store gives
+        none, its LastModified (to the second) and the checksum S3 keeps (where both are known); and a
+        move into an archive storage class (GLACIER, DEEP_ARCHIVE), which leaves both alone."""
         said = []
         if listed.size != now.size:
             said.append(f"size {listed.size} bytes when listed, {now.size} now")
-        if listed.etag != now.etag:
-            said.append(f"ETag {listed.etag} when listed, {now.etag} now")
+        if listed.etag is not None and now.etag is not None:
+            if listed.etag != now.etag:
+                said.append(f"ETag {listed.etag} when listed, {now.etag} now")
+        else:
+            if whole_seconds(listed.last_modified) != whole_seconds(now.last_modified):
+                said.append(f"LastModified {whole_seconds(listed.last_modified).isoformat()} when listed, "
+                            f"{whole_seconds(now.last_modified).isoformat()} now (the store gives no ETag)")
+            if (listed.checksum is not None and now.checksum is not None
+                    and listed.checksum_algorithm == now.checksum_algorithm and listed.checksum != now.checksum):
+                said.append(f"{listed.checksum_algorithm} checksum {listed.checksum} when listed, {now.checksum} now")
+        # A lifecycle rule moves an object without rewriting it (same bytes, same ETag), yet once in an
+        # archive class it cannot be read: the tool in the target would meet "access denied".
+        if now.storage_class in ARCHIVE_CLASSES and now.storage_class != listed.storage_class:
+            said.append(f"moved to storage class {now.storage_class} since the plan (archived objects cannot be "
+                        "read until restored)")
         return ", ".join(said)
 
     def _check_same(self, listed: ObjectInfo, now: ObjectInfo) -> None:

@@ -16,6 +16,7 @@ from pydantic import SecretStr
 
 from verification.config import S3Settings
 from verification.errors import SourceError
+from verification.redaction import masked
 
 
 @dataclass(frozen=True)
@@ -29,10 +30,10 @@ class SigningKeys:
 
     @property
     def secrets(self) -> tuple[str, ...]:
-        """The values, longest first (one containing another is masked whole)."""
+        """The values, longest first (one containing another is masked whole), as every redactor of the
+        run masks them: none shorter than MIN_SECRET_LENGTH (it would mask ordinary words)."""
         values = [self.access_key_id, self.secret_access_key, self.session_token]
-        return tuple(sorted({v.get_secret_value() for v in values if v is not None and v.get_secret_value()},
-                            key=len, reverse=True))
+        return tuple(masked(v.get_secret_value() for v in values if v is not None))
 
 
 def signing_keys(settings: S3Settings, where: str, tool: str) -> SigningKeys:

@@ -14,11 +14,13 @@ What is checked, and where:
   made (the transfer manager adds it to ranged parts itself once told the object's ETag; an event
   handler adds it to the whole-object GETs it sends without one), so an object rewritten since the
   plan is an error naming its URL, never other bytes staged as the same file, and an object deleted
-  since is too; the file written has the listed size; where S3 keeps a full-object checksum of the
-  object (CRC32, SHA-1, SHA-256; CRC32C and CRC-64/NVME where awscrt is installed) the staged bytes
-  are hashed and compared with it. The value is the one the whole-object GET's response carried
-  (botocore has then also checked the body against it while reading), or a HEAD's for an object
-  fetched in ranged parts (whose responses carry none);
+  since is too (an object a store listed without an ETag is held to its listed LastModified instead,
+  If-Unmodified-Since, to the second, and counted apart in the phase's details); the file written has
+  the listed size; where S3 keeps a full-object checksum of the object (CRC32, SHA-1, SHA-256; CRC32C
+  and CRC-64/NVME where awscrt is installed) the staged bytes are hashed and compared with it. The
+  value is the one the whole-object GET's response carried (botocore has then also checked the body
+  against it while reading), or a HEAD's for an object fetched in ranged parts (whose responses carry
+  none);
 - not here, and said in the phase's details: a composite checksum (a multipart upload's checksum of
   its parts' checksums, which only the parts' boundaries could recompute), CRC32C and CRC-64/NVME
   without awscrt, and objects S3 keeps no checksum for (their size and ETag only);
@@ -39,12 +41,12 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime
 from io import RawIOBase
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from boto3.s3.transfer import TransferConfig, create_transfer_manager
 from botocore.compat import HAS_CRT
@@ -58,8 +60,11 @@ from verification.model import IncompleteUpload, PhaseName, PhaseStatus, PhaseTi
 from verification.redaction import Redactor
 from verification.sources.base import Fingerprint
 from verification.sources.local import LocalSource
-from verification.sources.s3 import ObjectInfo, S3Source
+from verification.sources.s3 import ObjectInfo, S3Source, whole_seconds
 from verification.sources.s3_errors import MISSING_KEY, client_error_code, translate
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 # Objects up to this size are fetched by one GET; larger ones in parts of this size, in parallel.
 PART_BYTES = 8 * 1024 * 1024
@@ -181,26 +186,34 @@ class _Listed(BaseSubscriber):  # type: ignore[misc]
 
     def on_queued(self, future: Any, **kwargs: Any) -> None:
         future.meta.provide_transfer_size(self.info.size)
-        future.meta.provide_object_etag(self.info.etag)
+        # Without one (a store that lists none), the manager HEADs the object for its ETag itself: its
+        # ranged parts then carry that one, and the guard holds every GET to the listed LastModified.
+        if self.info.etag is not None:
+            future.meta.provide_object_etag(self.info.etag)
 
 
 class _Guard:
     """Handlers on the source's client for one staging: If-Match on the listed ETag for the GETs the
-    transfer manager sends without one (whole-object GETs), and the checksum each whole-object
+    transfer manager sends without one (whole-object GETs), If-Unmodified-Since the listed
+    LastModified on every GET of an object listed without an ETag, and the checksum each whole-object
     response carries, by key."""
 
     def __init__(self, bucket: str, infos: Iterable[ObjectInfo]) -> None:
         self.bucket = bucket
-        self.etags = {info.key: info.etag for info in infos}
+        self.infos = {info.key: info for info in infos}
         self.checksums: dict[str, tuple[str, str, str | None]] = {}
         self._lock = threading.Lock()
         self.id = f"restoreproof-staging-{id(self)}"
 
     def before(self, params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
         key = params.get("Key")
-        if params.get("Bucket") != self.bucket or key not in self.etags:
+        if params.get("Bucket") != self.bucket or key not in self.infos:
             return
-        params.setdefault("IfMatch", self.etags[key])
+        info = self.infos[key]
+        if info.etag is not None:
+            params.setdefault("IfMatch", info.etag)
+        else:
+            params.setdefault("IfUnmodifiedSince", whole_seconds(info.last_modified))
         context["restoreproof_staged_key"] = key
 
     def after(self, parsed: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
@@ -222,6 +235,43 @@ class _Guard:
         client.meta.events.unregister("after-call.s3.GetObject", unique_id=f"{self.id}-a")
 
 
+class _Stopped(Exception):
+    """A staged file's check stopped because another's failed (never raised to a caller)."""
+
+
+def each(pool: ThreadPoolExecutor, work: Callable[[T], R], items: Sequence[T],
+         stop: threading.Event | None = None) -> list[R]:
+    """work(item) for every item on the pool, results in the items' order. The first failure is raised
+    at once: what has not started is cancelled, and `stop` is set (a long check reads it between
+    chunks) so the checks running end at their next chunk; of the failures, the first in order."""
+    stop = stop or threading.Event()
+
+    def one(item: T) -> R:
+        if stop.is_set():
+            raise _Stopped()
+        try:
+            return work(item)
+        except _Stopped:
+            raise
+        except BaseException:
+            stop.set()  # by the thread that failed, before it takes another item
+            raise
+
+    futures: list[Future[R]] = [pool.submit(one, item) for item in items]
+    try:
+        wait(futures, return_when=FIRST_EXCEPTION)
+    finally:
+        stop.set()
+        for future in futures:
+            future.cancel()
+        wait(futures)  # the running ones end (at their next chunk) before anything is removed
+    failures = [error for future in futures if not future.cancelled()
+                and (error := future.exception()) is not None and not isinstance(error, _Stopped)]
+    if failures:
+        raise failures[0]
+    return [future.result() for future in futures]
+
+
 def transfer_config(threads: int) -> TransferConfig:
     """The transfer manager's settings for a source of `threads` parallel requests (also what the
     plain download the benchmark compares with uses)."""
@@ -234,10 +284,14 @@ class Stager:
     """Stages plans' files from one object-storage source into folders under `folder`, each recorded in
     `leftovers` (the folder `restoreproof reap` reads) until it is removed."""
 
-    def __init__(self, source: S3Source, folder: Path, leftovers: Path) -> None:
+    def __init__(self, source: S3Source, folder: Path, leftovers: Path,
+                 holder: Callable[[], dict[str, Any]] | None = None) -> None:
         self.source = source
         self.folder = folder
         self.leftovers = leftovers
+        # Who stages (the lease holder's host, pid and process identity, as the reaper judges it);
+        # given by the caller, which knows the process's lease (sources know no targets).
+        self.holder = holder or (lambda: {"pid": os.getpid()})
         self._scrub = Redactor(secrets=source.secrets())
 
     def stage(self, files: Sequence[str], run_id: str, database: str,
@@ -278,7 +332,7 @@ class Stager:
         root = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX, dir=self.folder))
         state_file = self.leftovers / f"{root.name}.json"
         state_file.write_text(json.dumps({"run_id": run_id, "database": database, "folder": str(root),
-                                          "pid": os.getpid(), "kind": STATE_KIND}))
+                                          **self.holder(), "kind": STATE_KIND}))
         copy = StagedCopy(root, self.source.describe(), tuple(paths), total, 0.0, self.source.threads, state_file)
         try:
             os.chmod(root, FOLDER_MODE)
@@ -328,6 +382,11 @@ class Stager:
         return guard
 
     def _error(self, exc: BaseException, info: ObjectInfo, guard: _Guard) -> SourceError:
+        if isinstance(exc, S3DownloadFailedError) and info.etag is None:  # s3transfer's word for any 412
+            return SourceError(f"{info.url} changed since the source was listed (modified after its listed "
+                               f"LastModified {whole_seconds(info.last_modified).isoformat()}, the store having "
+                               "listed no ETag; GetObject with If-Unmodified-Since: PreconditionFailed, HTTP "
+                               "412); not staged")
         if isinstance(exc, S3DownloadFailedError):  # what s3transfer makes of a 412 to If-Match
             return SourceError(f"{info.url} changed since the source was listed (its ETag is no longer the one "
                                "listed; GetObject with If-Match: PreconditionFailed, HTTP 412); not staged")
@@ -362,15 +421,16 @@ class Stager:
         # also holds the object to the listed ETag.
         wanted: dict[str, tuple[str, str, str | None] | None] = {}
         heads = [path for path, info in infos.items() if info.key not in guard.checksums and info.checksum_algorithm]
+        stop = threading.Event()
         with ThreadPoolExecutor(self.source.threads, thread_name_prefix="restoreproof-stage") as pool:
-            for path, fresh in zip(heads, pool.map(self.source.object_info, heads), strict=True):
+            for path, fresh in zip(heads, each(pool, self.source.object_info, heads), strict=True):
                 if fresh.checksum is not None and fresh.checksum_algorithm is not None:
                     wanted[path] = (fresh.checksum_algorithm, fresh.checksum, fresh.checksum_type)
             for path, info in infos.items():
                 if path not in wanted:
                     wanted[path] = guard.checksums.get(info.key)
-            verdicts = list(pool.map(lambda item: self._verify(root / item[0], infos[item[0]], item[1]),
-                                     wanted.items()))
+            verdicts = each(pool, lambda item: self._verify(root / item[0], infos[item[0]], item[1], stop),
+                            list(wanted.items()), stop)
         checked: Counter[str] = Counter()
         not_checked: Counter[str] = Counter()
         for verified, why in verdicts:
@@ -378,16 +438,22 @@ class Stager:
                 checked[verified] += 1
             else:
                 not_checked[why] += 1
-        return {"if_match_etag": len(infos), "size": len(infos), "checksum": dict(sorted(checked.items())),
-                "checksum_not_checked": dict(sorted(not_checked.items()))}
+        held = sum(1 for info in infos.values() if info.etag is not None)
+        checks: dict[str, Any] = {"if_match_etag": held, "size": len(infos), "checksum": dict(sorted(checked.items())),
+                                  "checksum_not_checked": dict(sorted(not_checked.items()))}
+        if held < len(infos):  # objects a store listed without an ETag
+            checks["if_unmodified_since"] = len(infos) - held
+        return checks
 
     @staticmethod
-    def _verify(staged: Path, info: ObjectInfo, kept: tuple[str, str, str | None] | None) -> tuple[str | None, str]:
-        """(the algorithm checked, "") or (None, why not); a SourceError when the bytes do not match."""
+    def _verify(staged: Path, info: ObjectInfo, kept: tuple[str, str, str | None] | None,
+                stop: threading.Event | None = None) -> tuple[str | None, str]:
+        """(the algorithm checked, "") or (None, why not); a SourceError when the bytes do not match.
+        `stop`, once set (another file failed), ends the read at its next chunk."""
         if kept is None:
             return None, NOT_CHECKED_NONE
         algorithm, value, kind = kept
-        multipart = "-" in info.etag.strip('"')
+        multipart = info.etag is not None and "-" in info.etag.strip('"')
         if "-" in value or kind == "COMPOSITE" or (multipart and kind != "FULL_OBJECT"):
             return None, NOT_CHECKED_COMPOSITE
         make = CHECKSUM_CLASSES.get(algorithm)
@@ -396,6 +462,8 @@ class Stager:
         checksum = make()
         with staged.open("rb") as handle:
             for chunk in iter(lambda: handle.read(READ_BYTES), b""):
+                if stop is not None and stop.is_set():
+                    raise _Stopped()
                 checksum.update(chunk)
         computed = str(checksum.b64digest())
         if computed != value:

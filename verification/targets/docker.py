@@ -319,6 +319,22 @@ class DockerTarget:
             raise TargetError(f"cleanup of {self.name} incomplete: {'; '.join(errors)}")
 
 
+def open_egress(client: docker.DockerClient, target: DockerTarget, endpoint: Endpoint,
+                exchange: ExchangeFolder) -> None:
+    """Give a started target its one way out, to `endpoint`, through its exchange folder. The time it
+    takes is provisioning; a target whose way out cannot be made is removed before the error goes up."""
+    from verification.targets.egress import EgressLink
+
+    started = time.monotonic()
+    try:
+        target.egress = EgressLink(client, target.container, endpoint, (EXCHANGE_PATH, str(exchange.shared))).start()
+    except BaseException:
+        with contextlib.suppress(TargetError):
+            target.close()
+        raise
+    target.provision_seconds += time.monotonic() - started
+
+
 class DockerTargetProvider:
     kind = "docker"
 
@@ -347,17 +363,8 @@ class DockerTargetProvider:
                 if attempt.retry_state.attempt_number > 1:
                     self._remove_named(name)  # what the failed try left under the names this one takes
                 target = self._start(name, run_id, database, repo_host_path, role)
-        if self.egress is not None and target.exchange is not None:  # a probe only measures a start: no way out
-            from verification.targets.egress import EgressLink
-
-            started = time.monotonic()
-            try:
-                target.egress = EgressLink(self._client, target.container, self.egress, target.exchange).start()
-            except BaseException:
-                with contextlib.suppress(TargetError):
-                    target.close()
-                raise
-            target.provision_seconds += time.monotonic() - started
+        if self.egress is not None and target._exchange is not None:  # a probe only measures a start: no way out
+            open_egress(self._client, target, self.egress, target._exchange)
         return target
 
     def _start(self, name: str, run_id: str, database: str, repo_host_path: str, role: str) -> DockerTarget:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from verification.errors import TargetError
+from verification.targets.lease import this_process
 from verification.targets.local import leftovers_dir
 
 # Where the container sees it.
@@ -47,7 +48,7 @@ def make_exchange(state_dir: Path, run_id: str, database: str) -> ExchangeFolder
     folder.mkdir(parents=True, exist_ok=True)
     state_file = folder / f"{root.name}.json"
     state_file.write_text(json.dumps({"run_id": run_id, "database": database, "folder": str(root),
-                                      "pid": os.getpid(), "kind": "exchange"}))
+                                      **this_process().record(), "kind": "exchange"}))
     exchange = ExchangeFolder(root, shared, state_file)
     if len(str(shared)) > MAX_FOLDER_PATH:
         exchange.remove()

@@ -1,4 +1,5 @@
-"""Labels on everything restoreproof starts, so `restoreproof reap` can find leftovers."""
+"""Labels on everything restoreproof starts, so `restoreproof reap` can find leftovers and tell whose
+they are: the run, the role, the database, and the process that started it (its lease's holder)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import hashlib
 import re
 import secrets
 from datetime import UTC, datetime
+
+from verification.targets.lease import this_process
 
 RUN_LABEL = "restoreproof.run"
 ROLE_LABEL = "restoreproof.role"
@@ -31,7 +34,8 @@ def slug(text: str, limit: int = 40) -> str:
 
 
 def labels(run_id: str, role: str, database: str | None = None) -> dict[str, str]:
-    result = {RUN_LABEL: run_id, ROLE_LABEL: role}
+    """The run's labels and this process's (the holder the reaper asks after before removing it)."""
+    result = {RUN_LABEL: run_id, ROLE_LABEL: role, **this_process().labels()}
     if database is not None:
         result[DATABASE_LABEL] = database
     return result

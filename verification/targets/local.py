@@ -16,6 +16,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from typing import Any
 from verification.errors import TargetError
 from verification.targets.base import ExecResult
 from verification.targets.labels import slug
+from verification.targets.lease import Holder, this_process
 from verification.targets.polling import poll_until
 
 OS_USER = "postgres"
@@ -127,7 +129,7 @@ class LocalTargetProvider:
         folder.mkdir(parents=True, exist_ok=True)
         state_file = folder / f"{work_dir.name}.json"
         state_file.write_text(json.dumps({"run_id": run_id, "database": database, "folder": str(work_dir),
-                                          "bin_dir": str(self.bin_dir), "pid": os.getpid()}))
+                                          "bin_dir": str(self.bin_dir), **this_process().record()}))
         _give_to_os_user(work_dir)
         target = LocalTarget(work_dir, repo_host_path, self.bin_dir, state_file, time.monotonic() - started)
         # The restore and the server's archive-get run as the OS user: it must be able to read the
@@ -181,17 +183,40 @@ def reap_local_folder(folder: Path) -> bool:
     return not folder.exists()
 
 
-def reap_local(state_dir: Path, run_id: str | None = None, database: str | None = None) -> list[str]:
-    removed = []
+@dataclass(frozen=True)
+class LocalRecord:
+    """A leftover's state record: a local target's folder, an exchange folder, a staged copy."""
+
+    state_file: Path
+    run_id: str
+    database: str | None
+    folder: str
+    # The process that made it; None in a record made before leases (it names a pid only).
+    holder: Holder | None
+
+
+def local_records(state_dir: Path) -> list[LocalRecord]:
+    """Every leftover recorded in the state folder (an unreadable record is dropped: it names nothing)."""
+    found = []
     for state_file in sorted(leftovers_dir(state_dir).glob("*.json")):
         try:
             state = json.loads(state_file.read_text())
-        except (OSError, json.JSONDecodeError):
+            found.append(LocalRecord(state_file, str(state["run_id"]), state.get("database"), str(state["folder"]),
+                                     Holder.from_record(state)))
+        except (OSError, json.JSONDecodeError, KeyError, TypeError):
             state_file.unlink(missing_ok=True)
-            continue
-        if (run_id and state.get("run_id") != run_id) or (database and state.get("database") != database):
-            continue
-        if reap_local_folder(Path(state["folder"])):
-            state_file.unlink(missing_ok=True)
-            removed.append(state["folder"])
-    return removed
+    return found
+
+
+def remove_local(record: LocalRecord) -> bool:
+    """Remove a recorded leftover (its server stopped first) and its record; True when it is gone."""
+    if reap_local_folder(Path(record.folder)):
+        record.state_file.unlink(missing_ok=True)
+        return True
+    return False
+
+
+def reap_local(state_dir: Path, run_id: str, database: str | None = None) -> list[str]:
+    """Remove what the run (one database of it, when given) recorded, whoever made it."""
+    return [record.folder for record in local_records(state_dir)
+            if record.run_id == run_id and (database is None or record.database == database) and remove_local(record)]

@@ -67,3 +67,30 @@ def test_the_first_file_in_order_that_cannot_be_hashed_is_named(s3: Bucket) -> N
         hash_source_files(source, paths)
     assert str(raised.value).startswith(f"cannot hash backup file {first} in {s3.url('repo')}: "
                                         f"{s3.url('repo')}/{first} does not exist (GetObject: NoSuchKey, HTTP 404)")
+
+
+def test_after_a_file_that_cannot_be_hashed_no_pending_file_is_read(s3: Bucket) -> None:
+    """Two threads: one reads a file of four chunks, the other meets a file deleted since the listing at
+    once. The failure is said without the other files being read: none of those waiting is started,
+    and the big one stops at its next chunk instead of being read to its end."""
+    big = {"backup/demo1/F/pg_data/base/1/2619.gz": os.urandom(4 * CHUNK_BYTES)}
+    gone = "archive/demo1/15-1/0000000100000000/000000010000000000000001-gone.gz"
+    pending = {f"archive/demo1/15-1/0000000100000000/0000000100000000000000{index:02X}-p.gz": b"p" * 100
+               for index in range(2, 22)}
+    for key, body in {**big, gone: b"g" * 100, **pending}.items():
+        s3.put(f"repo/{key}", body)
+    source = S3Source(s3.url("repo"))
+    s3.client.delete_object(Bucket=s3.name, Key=f"repo/{gone}")
+    read: list[str] = []
+
+    def record(request: Any, **_: Any) -> None:
+        read.append(request.url.split("/repo/", 1)[1].split("?")[0])
+
+    source.client.meta.events.register("before-send.s3.GetObject", record)
+    with pytest.raises(SourceError) as raised:
+        hash_source_files(source, [*big, gone, *pending], threads=2)
+    assert str(raised.value).startswith(f"cannot hash backup file {gone} in {s3.url('repo')}: {s3.url('repo')}/{gone} "
+                                        "does not exist (GetObject: NoSuchKey, HTTP 404)")
+    assert [path for path in read if path in pending] == []  # no file waiting was read
+    (path,) = big
+    assert read.count(gone) == 1 and 1 <= read.count(path) < 4  # the big one stopped at its next chunk

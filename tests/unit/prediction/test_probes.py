@@ -103,6 +103,20 @@ def test_source_read_from_object_storage_reads_in_parallel_what_a_folder_reads_i
     assert remote.stats.bytes_read == 4 * MB + sequential.bytes  # exactly what was planned, nothing more
 
 
+@pytest.mark.parametrize("reads", [1, 2, 3])
+def test_source_read_reads_as_many_at_once_as_the_restore_it_predicts(in_s3, reads: int) -> None:
+    remote, folder = in_s3
+    files = [f"base/{i:02d}.gz" for i in range(40)]
+    threads = get_threads(remote)
+    probe = source_read_probe(remote, files, 100 * MB, reads)  # the source would serve 16 at once
+    sequential = source_read_probe(folder, files, 100 * MB)
+    assert probe is not None and sequential is not None and probe.bytes == sequential.bytes
+    how = f"parallel read ({reads} at once)" if reads > 1 else "sequential read"
+    assert probe.detail.startswith(f"{how} of {probe.bytes / MB:.1f} MB of base/00.gz, base/01.gz and 38 more in ")
+    # The threads that sent its GETs: as many as the restore reads at once, never the source's 16.
+    assert len(threads) == reads
+
+
 def test_decompression_from_object_storage_fetches_ahead_and_times_only_the_decompression(in_s3) -> None:
     remote, folder = in_s3
     files = ["a.bin", "wal.zst", "broken.gz", *(f"base/{i:02d}.gz" for i in range(40)), "pages.gz"]

@@ -16,7 +16,7 @@ from tests.unit.reports.test_html_report import assert_offline, charts
 from verification.model import RunResult
 from verification.report_model import DatabaseEntry
 from verification.reports.assets import plotly_asset
-from verification.reports.index_pages import NOT_IN_STORE, write_index
+from verification.reports.index_pages import NOT_IN_STORE, render_store_page, write_index
 from verification.results import ResultStore
 from verification.results.store import RunRow
 
@@ -228,3 +228,36 @@ def test_ten_thousand_runs_make_two_hundred_pages_every_run_once(store, reports)
     listed = [run_id for n in range(200, 0, -1) for run_id in run_links((reports / f"runs-{n}.html").read_text())]
     assert listed == ids[::-1]  # newest first across the pages, none twice, none missing
     assert len(re.findall(r'<a href="runs-\d+\.html"', html)) == 200
+
+
+def store_page(store: ResultStore, number: int, size: int) -> str:
+    found = store.run_page(number, size)
+    links = {run.run_id: f"r/{run.run_id}" if run.run_id != "r00001" else None for run in found.runs}
+    return render_store_page(found, links, lambda n: f"?p={n}")
+
+
+def test_a_store_page_shows_its_runs_with_their_links_and_the_way_to_the_others(store, reports):
+    bulk(store, reports, 7)
+    publish(store, reports, "20261122T010000Z-abc123", T0 + timedelta(days=2))
+    first = store_page(store, 1, 3)
+    assert re.findall(r'<a href="r/([^"]+)"><code>', first) == ["20261122T010000Z-abc123", "r00006", "r00005"]
+    assert "8 runs in the results store, newest first: page 1 of 3." in first
+    assert first.count('<nav class="pager">') == 2  # above and below the table
+    assert re.findall(r'<a href="\?p=(\d+)">(\w+)</a>', first) == [("2", "older"), ("3", "oldest")] * 2
+    assert '<span class="badge failed">demo2: failed</span>' in first and "RTO met" in first
+    middle = store_page(store, 2, 3)
+    assert re.findall(r'<a href="\?p=(\d+)">(\w+)</a>', middle)[:4] == [
+        ("1", "newest"), ("1", "newer"), ("3", "older"), ("3", "oldest")]
+    last = store_page(store, 3, 3)
+    assert re.findall(r'<a href="\?p=(\d+)">(\w+)</a>', last)[:2] == [("1", "newest"), ("2", "newer")]
+    assert ">older<" not in last and "<title>restoreproof runs, page 3</title>" in last
+    # A run without a link (its report folder gone) is named, not linked.
+    assert '<code>r00001</code> <span class="meta">(report folder removed)</span>' in last
+    assert "<script" not in last  # nothing to draw: no plotly.js, no script
+
+
+def test_a_store_page_of_a_single_page_has_no_pager(store, reports):
+    bulk(store, reports, 2)
+    html = store_page(store, 1, 3)
+    assert "pager" not in html and "2 runs in the results store, newest first: page 1 of 1." in html
+    assert "<title>restoreproof runs</title>" in html

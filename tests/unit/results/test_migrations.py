@@ -32,7 +32,7 @@ FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "store"
 RUN_ID = "20261122T010000Z-abcdef"
 T0 = datetime(2026, 11, 22, 1, 0, tzinfo=UTC)
 OLD_TABLES = {"runs", "databases", "chains", "phases", "checks", "database_reports"}
-HEAD_TABLES = {"restoreproof_schema_version", "runs", "databases", "database_reports", "run_plans"}
+HEAD_TABLES = {"restoreproof_schema_version", "runs", "databases", "database_reports", "run_plans", "run_leases"}
 
 
 def load_previous_release(url: str) -> str:
@@ -142,7 +142,7 @@ def test_a_previous_release_store_is_upgraded_in_place_and_keeps_its_rows(previo
     assert [(run_id, started) for run_id, started, _ in store.report_entries()] == [(RUN_ID, T0), (RUN_ID, T0)]
     store.close()
 
-    assert revision(previous_release) == (head(),) == ("0004",)
+    assert revision(previous_release) == (head(),) == ("0005",)
     assert tables(previous_release) == HEAD_TABLES
     runs = raw_rows(previous_release, "runs")
     # Revision 0004's column comes last, filled from the run's report folder: the listings find it there.
@@ -221,6 +221,21 @@ def test_downgrading_0004_leaves_the_schema_0003_made(previous_release: str, new
     assert [row[-1] for row in raw_rows(previous_release, "runs")] == ["/var/lib/restoreproof/reports"]
 
 
+def test_downgrading_0005_leaves_the_schema_0004_made_and_up_again_takes_leases(previous_release: str,
+                                                                              new_store: Stores) -> None:
+    ResultStore(previous_release).close()
+    migrate(previous_release, "0004", down=True)
+    as_0004 = new_store()
+    migrate(as_0004, "0004")
+    assert revision(previous_release) == ("0004",)
+    assert schema(previous_release) == schema(as_0004)
+    store = ResultStore(previous_release)  # and up again: the old run's rows are still there, leases can be taken
+    lease = store.take_lease(RUN_ID, host="w1", pid=7, process="b/n/1", scope="run", lease_seconds=60)
+    assert [(row.run_id, row.host, row.released_at) for row in store.leases([RUN_ID])] == [(RUN_ID, "w1", None)]
+    assert store.release_lease(lease, "released") and [r.run_id for r in store.recent_runs()] == [RUN_ID]
+    store.close()
+
+
 def test_a_store_from_a_newer_restoreproof_is_refused_by_name(new_store: Stores) -> None:
     url = new_store()
     ResultStore(url).close()
@@ -233,7 +248,7 @@ def test_a_store_from_a_newer_restoreproof_is_refused_by_name(new_store: Stores)
         ResultStore(url)
     assert str(raised.value) == (
         f"the results store {shown} is at schema revision 0042, which this restoreproof does not know "
-        f"(its newest is 0004): a newer restoreproof made it, or it is not a restoreproof results store; "
+        f"(its newest is 0005): a newer restoreproof made it, or it is not a restoreproof results store; "
         f"upgrade restoreproof or set results_url to another store")
     assert PG_PASSWORD not in str(raised.value)
     assert revision(url) == ("0042",)  # left as it was

@@ -252,6 +252,64 @@ def test_the_rto_target_is_the_newest_published_runs(tmp_path, new_store):
     store.close()
 
 
+def test_leases_on_both_backends_use_the_stores_clock_and_end_once(new_store):  # type: ignore[no-untyped-def]
+    store = ResultStore(new_store())
+    try:
+        before = store.now()
+        assert before.tzinfo is UTC and abs(before - datetime.now(UTC)) < timedelta(minutes=1)
+        lease = store.take_lease("r1", host="w" * 300, pid=7, process="boot/ns/1", scope="task", lease_seconds=60,
+                                 database="demo1", generation="g1")
+        store.take_lease("r2", host="w2", pid=8, process="boot/ns/2", scope="run", lease_seconds=60)
+        beat = store.renew_lease(lease, database="demo2", phase="demo2: restoring")
+        (row,) = store.leases(["r1"])
+        assert (len(row.host), row.database, row.phase, row.generation) == (255, "demo2", "demo2: restoring", "g1")
+        assert row.heartbeat_at == beat >= row.acquired_at >= before.replace(microsecond=0)
+        assert [r.run_id for r in store.leases(open_only=True)] == ["r1", "r2"]
+        assert store.release_lease(lease, "released") and not store.release_lease(lease, "killed: twice")
+        assert [r.run_id for r in store.leases(open_only=True)] == ["r2"]
+        assert store.leases(["r1"])[0].ended == "released"
+        with pytest.raises(KeyError, match="lease 999 is not in the results store"):
+            store.renew_lease(999, database=None, phase=None)
+    finally:
+        store.close()
+
+
+def entry(name: str, verdict: str) -> DatabaseEntry:
+    from tests.unit.factories import complete_plan
+    from verification.model import DatabaseResult, RestorePoint, Verdict
+    from verification.reports.json_report import database_entry
+
+    plan = complete_plan()
+    plan.database = name
+    return database_entry(DatabaseResult(name, Verdict(verdict), [verdict], plan, RestorePoint("latest")))
+
+
+def test_the_rotation_puts_a_database_that_ended_in_error_first_then_never_then_least_recent(tmp_path):
+    from verification.results.store import in_rotation
+
+    store = ResultStore(f"sqlite:///{tmp_path}/r.db")
+    for day, verdicts in enumerate([{"old": "passed", "recent": "passed", "killed": "passed"},
+                                    {"recent": "passed", "killed": "error"}, {"recent": "failed"}]):
+        run_id = f"run{day}"
+        store.start_run(RunResult(run_id=run_id, engine="postgres", source="/b", started_at=T0 + timedelta(days=day)))
+        for name, verdict in verdicts.items():
+            store.record_database(run_id, entry(name, verdict))
+    rotation = store.rotation()
+    assert rotation == {"old": (False, T0), "recent": (False, T0 + timedelta(days=2)), "killed": (True, T0)}
+    names = ["recent", "never", "old", "killed"]
+    assert in_rotation(names, rotation, key=lambda n: n) == ["killed", "never", "old", "recent"]
+    # An error is what it ended in last time only: verified since, it takes its place again.
+    store.start_run(RunResult(run_id="run3", engine="postgres", source="/b", started_at=T0 + timedelta(days=3)))
+    store.record_database("run3", entry("killed", "passed"))
+    assert in_rotation(names, store.rotation(), key=lambda n: n) == ["never", "old", "recent", "killed"]
+    # What was recorded is never replaced by what a reaper concludes.
+    assert not store.record_if_absent("run3", entry("killed", "error"))
+    assert store.record_if_absent("run3", entry("old", "error"))
+    assert [(e.database, e.verdict) for e in store.run_with_reports("run3")[1]] == [
+        ("killed", "passed"), ("old", "error")]
+    store.close()
+
+
 # --- a store that does not answer, or is busy ------------------------------------------------------
 
 def _quick(attempts: int = 3, busy: float = 30.0):  # type: ignore[no-untyped-def]

@@ -94,3 +94,88 @@ def upload_tree(client: Any, bucket: str, prefix: str, root: Path, mapping: dict
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(put, files.items()))
     return len(files)
+
+
+class LeavingOut:
+    """An S3-compatible store that leaves fields out of its answers, as some do: moto's server behind a
+    plain-HTTP front on 127.0.0.1 that passes every request on as it is and takes the named elements out
+    of each listing's objects (`<Contents>`'s ETag, Size, ...) and the named headers out of every answer
+    (HEAD's and GET's ETag). The requests' headers are kept (`requests`: method, path, headers) to show
+    what a client asked. `with LeavingOut(endpoint, elements={"ETag"}) as store:` -> store.url."""
+
+    def __init__(self, endpoint: Any, elements: frozenset[str] | set[str] = frozenset(),
+                 headers: frozenset[str] | set[str] = frozenset()) -> None:
+        self.endpoint = endpoint
+        self.elements = frozenset(elements)
+        self.headers = frozenset(h.lower() for h in headers)
+        self.requests: list[tuple[str, str, dict[str, str]]] = []
+        self._server: Any = None
+        self._thread: Any = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def _left_out(self, body: bytes) -> bytes:
+        import re
+
+        if b"<ListBucketResult" not in body or not self.elements:
+            return body
+        fields = re.compile(rb"<(" + b"|".join(re.escape(n.encode()) for n in self.elements) + rb")>[^<]*</\1>")
+        return re.sub(rb"<Contents>.*?</Contents>", lambda found: fields.sub(b"", found.group(0)), body, flags=re.S)
+
+    def __enter__(self) -> LeavingOut:
+        import http.client
+        import ssl
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from urllib.parse import urlsplit
+
+        store = self
+        target = urlsplit(self.endpoint.url)
+        context = ssl.create_default_context(cafile=str(self.endpoint.ca_file))
+
+        class Front(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _pass_on(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                asked = {k: v for k, v in self.headers.items()}
+                store.requests.append((self.command, self.path, asked))
+                upstream = http.client.HTTPSConnection(target.hostname, target.port, context=context, timeout=30)
+                try:
+                    upstream.request(self.command, self.path, body=body, headers=asked)
+                    answer = upstream.getresponse()
+                    data = answer.read()
+                    # A HEAD's Content-Length is the object's: kept as it is; any other is the body's, sent anew.
+                    framing = {"transfer-encoding", "connection"} | ({"content-length"} if self.command != "HEAD"
+                                                                      else set())
+                    kept = [(k, v) for k, v in answer.getheaders() if k.lower() not in store.headers | framing]
+                finally:
+                    upstream.close()
+                data = store._left_out(data)
+                self.send_response(answer.status, answer.reason)
+                for name, value in kept:
+                    self.send_header(name, value)
+                if self.command != "HEAD":
+                    self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+
+            do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _pass_on
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Front)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from tests.unit.sources.conftest import Bucket
-from tests.unit.sources.s3_helpers import lay_out, ola_layout
+from tests.unit.sources.s3_helpers import LeavingOut, lay_out, ola_layout
 from verification.config import S3Settings, Settings
 from verification.errors import SourceError
 from verification.sources import LocalSource
@@ -243,6 +243,67 @@ def test_an_object_changed_since_the_listing_is_never_read_as_the_same_file(s3: 
     assert fresh["backup/demo1/backup.info"].etag == source.object_info("backup/demo1/backup.info").etag
 
 
+def http_date(moment: Any) -> str:
+    from email.utils import format_datetime
+
+    return format_datetime(moment.replace(microsecond=0), usegmt=True)
+
+
+def test_a_store_that_gives_no_etag_is_read_held_to_the_listed_time_and_a_change_is_still_found(
+        s3: Bucket, tmp_path: Path) -> None:
+    s3.upload(tree(tmp_path / "repo"), "pg")
+    blob = bytes(range(256)) * 400
+    url = f"s3://{s3.name}/pg/big/blob.bin"
+    with LeavingOut(s3.endpoint, elements={"ETag"}, headers={"ETag"}) as store:
+        source = S3Source(s3.url("pg"), S3Settings(endpoint_url=store.url))
+        listed = source.listed("big/blob.bin")
+        assert listed.etag is None
+        assert source.fingerprint("big/blob.bin") is None  # nothing tells two versions of one second apart
+        assert source.read_bytes("big/blob.bin", 20_000, 100) == blob[20_000:20_100]
+        # Held to the listed LastModified instead of an ETag.
+        gets = [asked for method, path, asked in store.requests
+                if method == "GET" and path.startswith(f"/{s3.name}/pg/big/blob.bin")]
+        assert len(gets) == 1 and "If-Match" not in gets[0]
+        assert gets[0]["If-Unmodified-Since"] == http_date(listed.last_modified)
+        assert source.check_unchanged(["big/blob.bin"])["big/blob.bin"].etag is None
+        time.sleep(1.1)  # a later second: rewritten with as many bytes, only its LastModified tells
+        s3.put("pg/big/blob.bin", blob[::-1])
+        now = s3.client.head_object(Bucket=s3.name, Key="pg/big/blob.bin")["LastModified"]
+        with pytest.raises(SourceError) as raised:
+            source.read_bytes("big/blob.bin", 30_000, 100)
+        assert str(raised.value) == (
+            f"{url} changed since the source was listed (modified after its listed LastModified "
+            f"{listed.last_modified.replace(microsecond=0).isoformat()}, the store having listed no ETag; GetObject "
+            "with If-Unmodified-Since: PreconditionFailed, HTTP 412)")
+        with pytest.raises(SourceError) as raised:
+            source.check_unchanged(["big/blob.bin", "top.txt"])
+        assert str(raised.value) == (
+            f"1 object(s) of s3://{s3.name}/pg changed since the source was listed: {url}: LastModified "
+            f"{listed.last_modified.replace(microsecond=0).isoformat()} when listed, "
+            f"{now.replace(microsecond=0).isoformat()} now (the store gives no ETag)")
+
+
+@pytest.mark.parametrize("left_out", ["Size", "LastModified"])
+def test_a_listing_without_a_field_it_needs_is_an_error_naming_the_object(s3: Bucket, left_out: str) -> None:
+    s3.put("pg/one.bak", b"TAPE")
+    with LeavingOut(s3.endpoint, elements={left_out}) as store, pytest.raises(SourceError) as raised:
+        S3Source(s3.url("pg"), S3Settings(endpoint_url=store.url))
+    assert str(raised.value) == (f"s3://{s3.name}/pg/one.bak: the S3 endpoint's ListObjectsV2 response gives no "
+                                 f"{left_out} for the object; restoreproof cannot read an object without its "
+                                 f"{left_out}")
+
+
+def test_a_head_without_a_field_it_needs_is_an_error_naming_the_object(s3: Bucket) -> None:
+    s3.put("pg/one.bak", b"TAPE")
+    with LeavingOut(s3.endpoint, headers={"Last-Modified"}) as store:
+        source = S3Source(s3.url("pg"), S3Settings(endpoint_url=store.url))
+        with pytest.raises(SourceError) as raised:
+            source.check_unchanged(["one.bak"])
+    assert str(raised.value) == (f"s3://{s3.name}/pg/one.bak: the S3 endpoint's HeadObject response gives no "
+                                 "LastModified for the object; restoreproof cannot read an object without its "
+                                 "LastModified")
+
+
 def test_object_info_gives_the_checksum_s3_keeps(s3: Bucket) -> None:
     body = b"backup bytes" * 1000
     s3.put("sql/a.bak", body, ChecksumAlgorithm="SHA256")
@@ -384,6 +445,32 @@ def test_an_object_archived_after_the_listing_says_so_when_read(s3: Bucket) -> N
     assert str(raised.value) == archived_message(url, "GLACIER", "is not restored (GetObject: InvalidObjectState, "
                                                                   "HTTP 403)")
     assert raised.value.storage_class == "GLACIER"
+
+
+@pytest.mark.parametrize("storage_class", ["GLACIER", "DEEP_ARCHIVE"])
+def test_an_object_moved_to_an_archive_class_since_the_plan_is_a_change_naming_it(s3: Bucket,
+                                                                                  storage_class: str) -> None:
+    s3.put("pg/backup/full.gz", b"F" * 4000)
+    s3.put("pg/backup/ir.gz", b"I" * 4000)
+    s3.put("pg/backup/same.gz", b"S" * 4000)
+    source = S3Source(s3.url("pg"))
+    listed = source.listed("backup/full.gz")
+    assert listed.storage_class == "STANDARD"
+    # A lifecycle rule moved them after the listing: same bytes, same ETag, same size, another class.
+    for key, moved_to in (("pg/backup/full.gz", storage_class), ("pg/backup/ir.gz", "GLACIER_IR")):
+        s3.client.copy_object(Bucket=s3.name, Key=key, CopySource={"Bucket": s3.name, "Key": key},
+                              StorageClass=moved_to, MetadataDirective="REPLACE")
+    head = s3.client.head_object(Bucket=s3.name, Key="pg/backup/full.gz")
+    assert (head["ETag"], head["ContentLength"], head["StorageClass"]) == (listed.etag, 4000, storage_class)
+    url = f"s3://{s3.name}/pg/backup/full.gz"
+    said = (f"moved to storage class {storage_class} since the plan (archived objects cannot be read until "
+            "restored)")
+    with pytest.raises(SourceError) as raised:
+        source.check_unchanged(["backup/full.gz", "backup/ir.gz", "backup/same.gz"])
+    # Instant Retrieval is read as any class: no change to speak of.
+    assert str(raised.value) == (f"1 object(s) of s3://{s3.name}/pg changed since the source was listed: "
+                                 f"{url}: {said}")
+    assert set(source.check_unchanged(["backup/ir.gz", "backup/same.gz"])) == {"backup/ir.gz", "backup/same.gz"}
 
 
 def test_an_object_whose_restore_is_in_progress_is_not_read_until_it_completes(s3: Bucket) -> None:

@@ -28,6 +28,13 @@ def test_the_chains_keys_and_region_then_the_settings_own(s3: Bucket, monkeypatc
     assert own.secrets == ("own-secret-value", "AKIAOWNKEY")
 
 
+def test_keys_shorter_than_the_runs_minimum_are_not_listed_to_mask(s3: Bucket) -> None:
+    # A test endpoint takes any key: "a" would mask every "a" of a message (verification.redaction's rule).
+    keys = signing_keys(S3Settings(access_key_id=SecretStr("a"), secret_access_key=SecretStr("own-secret-value")),
+                        "s3://b", "a tool")
+    assert keys.secrets == ("own-secret-value",)
+
+
 def test_no_keys_is_an_error_naming_the_tool_and_where(s3: Bucket, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("AWS_ACCESS_KEY_ID")
     monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")

@@ -24,8 +24,8 @@ import pytest
 from botocore.config import Config
 
 from tests.unit.sources.conftest import Bucket
-from tests.unit.sources.s3_helpers import lay_out, ola_layout
-from verification.config import Settings
+from tests.unit.sources.s3_helpers import LeavingOut, lay_out, ola_layout
+from verification.config import S3Settings, Settings
 from verification.errors import SourceError
 from verification.model import PhaseName, PhaseStatus
 from verification.sources.s3 import S3Source
@@ -171,6 +171,41 @@ def test_an_object_rewritten_since_the_plan_is_an_error_naming_it(s3: Bucket, re
     nothing_left(tmp_path)
 
 
+def test_objects_a_store_lists_without_an_etag_are_held_to_their_listed_time(s3: Bucket, repo: dict[str, bytes],
+                                                                            tmp_path: Path) -> None:
+    import time
+    from email.utils import format_datetime
+
+    with LeavingOut(s3.endpoint, elements={"ETag"}, headers={"ETag"}) as store:
+        source = S3Source(s3.url("repo"), S3Settings(endpoint_url=store.url))
+        staging = Stager(source, tmp_path / "state" / "staging", leftovers_dir(tmp_path / "state"))
+        planned = [path for path in repo if not path.startswith("elsewhere/")]
+        copy = staging.stage(planned, "run-1", "db")
+        try:
+            assert all((copy.root / path).read_bytes() == repo[path] for path in planned)
+            assert copy.checks == {"if_match_etag": 0, "if_unmodified_since": 6, "size": 6,
+                                   "checksum": {"CRC32": 5, "SHA256": 1}, "checksum_not_checked": {}}
+        finally:
+            copy.remove()
+        # Every GET, the big object's ranged parts too, held to the time each object was listed with.
+        gets = [(path.split("/repo/", 1)[1].split("?")[0], asked) for method, path, asked in store.requests
+                if method == "GET" and "/repo/" in path]
+        assert sorted({key for key, _ in gets}) == sorted(planned)
+        for key, asked in gets:
+            listed = source.listed(key).last_modified.replace(microsecond=0)
+            assert "If-Match" not in asked and asked["If-Unmodified-Since"] == format_datetime(listed, usegmt=True)
+        time.sleep(1.1)  # a later second: the same size, other bytes
+        which = "backup/db/L1/big.gz"
+        s3.put(f"repo/{which}", repo[which][:-1] + b"!")
+        with pytest.raises(SourceError) as raised:
+            staging.stage(planned, "run-2", "db")
+    assert str(raised.value) == (
+        f"{s3.url('repo')}/{which} changed since the source was listed (modified after its listed LastModified "
+        f"{source.listed(which).last_modified.replace(microsecond=0).isoformat()}, the store having listed no ETag; "
+        "GetObject with If-Unmodified-Since: PreconditionFailed, HTTP 412); not staged")
+    nothing_left(tmp_path)
+
+
 def test_an_object_deleted_since_the_plan_is_an_error_naming_it(s3: Bucket, repo: dict[str, bytes],
                                                                 tmp_path: Path) -> None:
     staging, _ = stager(s3, tmp_path)
@@ -208,6 +243,29 @@ def test_bytes_that_do_not_match_the_checksum_s3_keeps_are_an_error(s3: Bucket, 
         staging.stage(["rotten.gz"], "run-1", "db")
     assert str(raised.value) == (f"{s3.url('repo')}/rotten.gz: the bytes downloaded do not match the CRC32 checksum "
                                  f"S3 keeps for the object ({wrong_crc32()} kept, {computed} computed); not staged")
+    nothing_left(tmp_path)
+
+
+def test_after_a_staged_file_fails_its_checksum_no_other_is_read_for_its_own(s3: Bucket, tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    # In parts, so the check is ours (botocore checks a whole object's body itself), and first in line.
+    s3.put("repo/rotten.gz", os.urandom(PART_BYTES + MiB), ChecksumAlgorithm="CRC32", ChecksumCRC32=wrong_crc32())
+    good = [f"wal/{index:02d}.gz" for index in range(6)]
+    for path in good:
+        s3.put(f"repo/{path}", os.urandom(2000), ChecksumAlgorithm="CRC32")
+    source = S3Source(s3.url("repo"), S3Settings(threads=1))
+    staging = Stager(source, tmp_path / "state" / "staging", leftovers_dir(tmp_path / "state"))
+    checked: list[str] = []
+    verify = Stager._verify
+
+    def watched(staged: Path, *args: Any) -> Any:
+        checked.append(staged.name)
+        return verify(staged, *args)
+
+    monkeypatch.setattr(Stager, "_verify", staticmethod(watched))
+    with pytest.raises(SourceError, match=r"rotten.gz: the bytes downloaded do not match the CRC32 checksum"):
+        staging.stage(["rotten.gz", *good], "run-1", "db")
+    assert checked == ["rotten.gz"]  # the failure is said at once: none of the files after it is read again
     nothing_left(tmp_path)
 
 

@@ -31,6 +31,8 @@ from verification.config import MSSQL_2022, MssqlSettings, Settings
 from verification.engines.mssql.tsql import ident, literal
 from verification.errors import ConfigError, TargetError
 from verification.model import BackupSet
+from verification.redaction import MASK as MASK  # what the tests and callers compare with
+from verification.redaction import Redactor, masked
 from verification.sources.base import Source
 from verification.sources.s3_keys import addressing_style, signing_keys
 from verification.targets.egress import Endpoint
@@ -40,7 +42,6 @@ MAX_URL = 259             # characters, s3:// included
 MAX_CREDENTIAL_NAME = 128
 # Where SQL Server on Linux reads the CA certificates it trusts for HTTPS endpoints, when it starts.
 CA_DIR = "/var/opt/mssql/security/ca-certificates"
-MASK = "********"
 # Characters an object key cannot carry unescaped in a URL (SQL Server documents no escaping of its own).
 UNSAFE_KEY = re.compile(r"[\s?#%\\\x00-\x1f\x7f]")
 
@@ -101,15 +102,15 @@ class S3Location:
 
     @property
     def secrets(self) -> tuple[str, ...]:
-        """What must never be shown, also as a T-SQL literal writes it (a ' doubled), longest first."""
+        """What must never be shown, also as a T-SQL literal writes it (a ' doubled), longest first; as
+        every redactor of the run masks (verification.redaction.masked): none shorter than
+        MIN_SECRET_LENGTH, which would mask ordinary words."""
         values = {v.get_secret_value() for v in (self.access_key_id, self.secret_access_key)}
         values |= {v.replace("'", "''") for v in values}
-        return tuple(sorted((v for v in values if v), key=len, reverse=True))
+        return tuple(masked(values))
 
     def mask(self, text: str) -> str:
-        for secret in self.secrets:
-            text = text.replace(secret, MASK)
-        return text
+        return Redactor(secrets=list(self.secrets))(text)
 
 
 def create_credential(location: S3Location) -> str:

@@ -24,7 +24,6 @@ import contextlib
 import secrets
 import string
 import threading
-import time
 from pathlib import Path
 from urllib.parse import quote
 
@@ -41,8 +40,8 @@ from verification.engines.mssql.tsql import BACKUP_MOUNT
 from verification.engines.mssql.url_target import S3UrlTarget, trust_ca
 from verification.errors import ImageMissingError, TargetError
 from verification.targets.base import ExecResult
-from verification.targets.docker import DockerTarget, docker_client, run_in_container, start_disposable
-from verification.targets.exchange import EXCHANGE_PATH, ExchangeFolder, make_exchange
+from verification.targets.docker import DockerTarget, docker_client, open_egress, run_in_container, start_disposable
+from verification.targets.exchange import ExchangeFolder, make_exchange
 from verification.targets.labels import labels, slug
 from verification.targets.polling import poll_until
 from verification.targets.relay import Relay
@@ -199,8 +198,6 @@ class MssqlTargetProvider:
     def _provision_reading_s3(self, run_id: str, database: str, location: S3Location) -> S3UrlTarget:
         """No backup mount; the endpoint's CA where SQL Server trusts it from its start; then the one way
         out, to the endpoint (its forwarder needs socat in the image)."""
-        from verification.targets.egress import EgressLink
-
         if self.state_dir is None:
             raise TargetError("a SQL Server target reading S3 needs a state folder for its exchange folder")
         exchange = make_exchange(self.state_dir, run_id, database)
@@ -218,15 +215,7 @@ class MssqlTargetProvider:
             environment={"ACCEPT_EULA": "Y", "MSSQL_SA_PASSWORD": password, "MSSQL_PID": self.settings.edition},
             make_target=lambda container, volume: MssqlTarget(self._client, container, volume, self.image, password,
                                                               exchange))
-        started = time.monotonic()
-        try:
-            target.egress = EgressLink(self._client, target.container, location.endpoint,
-                                       (EXCHANGE_PATH, str(exchange.shared))).start()
-        except BaseException:
-            with contextlib.suppress(TargetError):
-                target.close()
-            raise
-        target.provision_seconds += time.monotonic() - started
+        open_egress(self._client, target, location.endpoint, exchange)
         return S3UrlTarget(target, location)
 
     def _wait_for_logins(self, target: MssqlTarget) -> None:

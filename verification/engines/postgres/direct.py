@@ -21,15 +21,16 @@ from typing import Any, Literal
 
 from pydantic import SecretStr
 
+from verification import redaction
 from verification.config import S3Settings, Settings
 from verification.errors import TargetError
+from verification.redaction import MASK as MASK  # what the tests and callers compare with
 from verification.sources.base import Source
 from verification.sources.s3_keys import addressing_style, signing_keys
 from verification.targets.base import ExecResult, ResourceLimited, Target
 from verification.targets.docker import DockerTargetProvider
 from verification.targets.egress import Endpoint
 
-MASK = "********"
 CA_NAME = "s3-ca.pem"
 
 
@@ -90,9 +91,10 @@ class S3Repository:
 
     @property
     def secrets(self) -> tuple[str, ...]:
+        """The keys, longest first, as every redactor of the run masks them (none shorter than
+        MIN_SECRET_LENGTH, which would mask ordinary words)."""
         values = [self.access_key_id, self.secret_access_key, self.session_token]
-        return tuple(sorted({v.get_secret_value() for v in values if v is not None and v.get_secret_value()},
-                            key=len, reverse=True))
+        return tuple(redaction.masked(v.get_secret_value() for v in values if v is not None))
 
 
 def is_direct(source: Source) -> bool:
@@ -133,9 +135,8 @@ def _credentials(settings: S3Settings, where: str) -> tuple[str, str, str | None
 
 
 def masked(text: str, secrets: tuple[str, ...]) -> str:
-    for secret in secrets:
-        text = text.replace(secret, MASK)
-    return text
+    """`text` with the secrets masked by the run's own rule (verification.redaction)."""
+    return redaction.Redactor.of(secrets)(text)
 
 
 class DirectTarget:

@@ -73,6 +73,18 @@ def test_the_credential_statement_quotes_its_name_and_secret() -> None:
         f"N'S3 Access Key', SECRET = N'{MASK}:{MASK}';")
 
 
+def test_a_key_shorter_than_the_runs_minimum_is_not_masked_in_every_word() -> None:
+    # A store that takes any key (a test endpoint) may be given "a": masking it would turn every "a" into
+    # the mask. The run's rule (verification.redaction.MIN_SECRET_LENGTH) applies here too.
+    where = location(access_key_id=SecretStr("a"), secret_access_key=SecretStr("abc"))
+    assert where.secrets == ()
+    said = "Msg 3201: cannot open backup device 's3://s3.example.com:9000/backups/sql/main/a.bak'"
+    assert where.mask(said) == said
+    longer = location(access_key_id=SecretStr("a"), secret_access_key=SecretStr("it's"))
+    assert longer.secrets == ("it''s", "it's")  # the T-SQL literal's form too, longest first
+    assert longer.mask("a secret: it's, as a literal 'it''s'") == f"a secret: {MASK}, as a literal '{MASK}'"
+
+
 @pytest.mark.parametrize(("changes", "name"), [({"access_key_id": SecretStr("AKIA:EXAMPLE")}, "access key id"),
                                                ({"secret_access_key": SecretStr("se:cret")}, "secret access key")])
 def test_a_key_holding_a_colon_is_refused_without_showing_it(changes: dict[str, Any], name: str) -> None:

@@ -77,6 +77,16 @@ def test_masked() -> None:
     assert masked(f"key {KEY} secret {SECRET}.", (SECRET, KEY)) == f"key {MASK} secret {MASK}."
 
 
+def test_a_key_shorter_than_the_runs_minimum_is_not_masked_in_every_word() -> None:
+    # As every redactor of the run (verification.redaction.MIN_SECRET_LENGTH): "a" is no key to mask.
+    repo = repository(access_key_id=SecretStr("a"), secret_access_key=SecretStr(SECRET),
+                      session_token=SecretStr("tok"))
+    assert repo.secrets == (SECRET,)
+    said = f"ERROR: [039]: HTTP request failed with 403 (Forbidden) signed with a/{SECRET} at a bucket"
+    assert masked(said, repo.secrets) == said.replace(SECRET, MASK)
+    assert masked("a bucket", ("a", "bu")) == "a bucket"
+
+
 def test_the_recorded_run_through_a_target_that_reads_s3(demo_plan: RestorePlan, tmp_path: Path) -> None:
     # pgBackRest printed the key (as a tool that echoes its environment would): it never reaches the evidence.
     leaky = recorded("pgbackrest-restore.log") + f"\nP00 DETAIL: signed with {KEY}/{SECRET}\n"
