@@ -303,7 +303,9 @@ def test_the_docker_engine_gone_mid_restore_is_an_error_and_reap_removes_what_is
     left = leftovers(run.report["run_id"])
     assert left, "the target was removed although the engine was gone: the cut came too late to test anything"
     # Once the engine answers again, the labels let `reap` find and remove exactly what was left.
-    reaped = CliRunner().invoke(app, ["reap", "--run", run.report["run_id"]])
+    # --force: the run ran inside this test's own process, which its labels name and which still runs, so
+    # without it the reaper keeps them ("worker W pid P is running"), as it must for a live worker.
+    reaped = CliRunner().invoke(app, ["reap", "--run", run.report["run_id"], "--force"])
     assert reaped.exit_code == 0, reaped.output
     for name in left:
         assert f"removed {'volume' if name.endswith('-data') else 'container'} {name}" in reaped.stderr
