@@ -171,8 +171,10 @@ class PrivateEngine:
     def start(self, timeout: float = 60) -> None:
         root = self.root
         with self.log.open("ab") as log:
+            # In a network namespace of its own: a dockerd started with --bridge=none deletes any link named
+            # docker0 it sees (its stale-bridge cleanup), which took the shared engine's default bridge away.
             self.process = subprocess.Popen(
-                ["/usr/sbin/dockerd", "--config-file", str(root / "daemon.json"), "--data-root", str(root / "data"),
+                ["unshare", "--net", "--", "/usr/sbin/dockerd", "--config-file", str(root / "daemon.json"), "--data-root", str(root / "data"),
                  "--exec-root", str(root / "exec"), "-H", self.url, "--pidfile", str(root / "docker.pid"),
                  "--bridge=none", "--iptables=false", "--ip6tables=false"], stdout=log, stderr=log,
                 # Not pytest's COLUMNS: `docker top` runs ps, which would cut every command line to it.
@@ -203,6 +205,10 @@ class PrivateEngine:
         assert saved.wait(timeout=60) == 0 and loaded.returncode == 0, loaded.stderr
 
 
+def _host_bridge_present() -> bool:
+    return Path("/sys/class/net/docker0").exists()
+
+
 @pytest.fixture(scope="module")
 def private_engine() -> Iterator[PrivateEngine]:
     """A second Docker engine, private to these tests, holding the locally built PostgreSQL image."""
@@ -212,6 +218,7 @@ def private_engine() -> Iterator[PrivateEngine]:
 
     root = Path(tempfile.mkdtemp(prefix="rp-engine-"))
     engine = PrivateEngine(root)
+    bridge_before = _host_bridge_present()
     try:
         engine.start()
         engine.load(DockerSettings().postgres_image)
@@ -229,3 +236,5 @@ def private_engine() -> Iterator[PrivateEngine]:
         finally:
             engine.stop()
             shutil.rmtree(root, ignore_errors=True)
+    # The shared engine's network is not ours to touch: its default bridge is still there.
+    assert _host_bridge_present() == bridge_before, "the private engine removed the host's docker0 bridge"
