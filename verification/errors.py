@@ -42,6 +42,11 @@ class StaleDiscoveryError(RestoreproofError):
     did belongs to plans that are no longer the run's, so it records nothing."""
 
 
+class RunFinishedError(RestoreproofError):
+    """A step recording into a run that has already finished (published, or closed by another worker's
+    sweep that took this worker for dead): the run's report is out, so nothing more is recorded in it."""
+
+
 class ArchivedObjectError(SourceError):
     """An object in an archive storage class (S3 Glacier Flexible Retrieval, Glacier Deep Archive, an
     Intelligent-Tiering archive tier) that is not restored, or whose restore is still in progress:

@@ -25,7 +25,14 @@ from verification import __version__
 from verification.checks.suites import check_all, unknown_databases
 from verification.config import Settings
 from verification.engines.base import DataChecks, Engine, Evidence, RestoreOutcome, SourcePlan
-from verification.errors import RestoreproofError, SourceError, StaleDiscoveryError, StoreUnavailableError, TargetError
+from verification.errors import (
+    RestoreproofError,
+    RunFinishedError,
+    SourceError,
+    StaleDiscoveryError,
+    StoreUnavailableError,
+    TargetError,
+)
 from verification.leases import LeaseKeeper, Sweep, ended_task_leases, sweep
 from verification.model import (
     ChainStatus,
@@ -879,6 +886,8 @@ def _record_killed(settings: Settings, store: ResultStore, run_id: str, database
         return store.record_if_absent(run_id, Redactor(settings).model(database_entry(result)), lease.generation)
     except StaleDiscoveryError:
         return False  # the run was discovered again since: the killed task's plan is no longer its
+    except RunFinishedError:
+        return False  # another sweep closed the run first: its report is out, with what it recorded
 
 
 def end_dead_runs(settings: Settings, progress: ProgressFn = _quiet, *, keep_runs: frozenset[str] = frozenset(),

@@ -39,7 +39,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, rela
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from verification.config import ResultsRetrySettings
-from verification.errors import StaleDiscoveryError, StoreUnavailableError
+from verification.errors import RunFinishedError, StaleDiscoveryError, StoreUnavailableError
 from verification.model import IncompleteUpload, RestorePlan, RunResult, UnreadableFile
 from verification.redaction import MASK
 from verification.report_model import DatabaseEntry
@@ -391,7 +391,13 @@ class ResultStore:
             self._delete_entry(session, self._current_run(session, run_id, discovery), database)
 
     def _current_run(self, session: Session, run_id: str, discovery: str | None) -> RunRow:
+        """The run to record into: refused once finished (its report is published, perhaps by another
+        worker's sweep that took this one for dead: a late result must not change what was published)."""
         run = self._run_row(session, run_id)
+        if run.finished_at is not None:
+            raise RunFinishedError(f"run {run_id} was already finished at {run.finished_at.isoformat()} "
+                                   f"({run.verdict}; ended by its publication or by another worker's sweep "
+                                   "that judged this worker killed): nothing recorded")
         if discovery is not None and run.host.get(DISCOVERY) != discovery:
             raise StaleDiscoveryError(f"run {run_id} was discovered again since this step started (discovery "
                                       f"{discovery}, now {run.host.get(DISCOVERY)}): nothing recorded")

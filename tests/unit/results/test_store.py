@@ -310,6 +310,29 @@ def test_the_rotation_puts_a_database_that_ended_in_error_first_then_never_then_
     store.close()
 
 
+def test_nothing_is_recorded_into_a_run_already_finished(tmp_path):  # type: ignore[no-untyped-def]
+    """A worker whose heartbeat went stale is swept by another host: its run is recorded, finished and
+    published. When it comes back and records "passed", that is refused, naming the run."""
+    from verification.errors import RunFinishedError
+
+    store = ResultStore(f"sqlite:///{tmp_path}/r.db")
+    try:
+        store.start_run(RunResult(run_id="r1", engine="postgres", source="/b", started_at=T0,
+                                  host={"discovery": "g1"}))
+        # The sweep's order: the killed database recorded first, then the run finished.
+        assert store.record_if_absent("r1", entry("demo1", "error"), "g1")
+        store.finish_run("r1", T0 + timedelta(minutes=5), "error")
+        for late in (lambda: store.record_database("r1", entry("demo1", "passed"), "g1"),
+                     lambda: store.forget_database("r1", "demo1", "g1"),
+                     lambda: store.record_if_absent("r1", entry("demo2", "error"))):
+            with pytest.raises(RunFinishedError, match=r"run r1 was already finished at .* \(error; ended by its "
+                                                       r"publication or by another worker's sweep"):
+                late()
+        assert [(e.database, e.verdict) for e in store.run_with_reports("r1")[1]] == [("demo1", "error")]
+    finally:
+        store.close()
+
+
 # --- a store that does not answer, or is busy ------------------------------------------------------
 
 def _quick(attempts: int = 3, busy: float = 30.0):  # type: ignore[no-untyped-def]
