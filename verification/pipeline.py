@@ -896,6 +896,7 @@ def end_dead_runs(settings: Settings, progress: ProgressFn = _quiet, *, keep_run
     killed database as "error" with why, and close a run whose only worker died: its report is
     published from what the store holds, so nothing it recorded is lost."""
     found = DeadRuns(sweep(settings, keep_runs=keep_runs, only_run=only_run, force=force, use_docker=use_docker))
+    claim = uuid.uuid4().hex[:12]  # this sweep's: ending a lease again after a lost answer is still its own
     for decision in found.sweep.reaped.decisions:
         if decision.judgement.dead and decision.removed:
             progress(f"run {decision.run_id}: removed {', '.join(decision.removed)} ({decision.judgement.reason})")
@@ -914,7 +915,7 @@ def end_dead_runs(settings: Settings, progress: ProgressFn = _quiet, *, keep_run
             for killed in judged.killed:
                 # Ended once, first: of several runs starting at the same moment, the one that ends the
                 # lease records its database (and closes the run), the others leave it to that one.
-                if not store.release_lease(killed.lease.lease_id, f"killed: {killed.reason}"[:500]):
+                if not store.release_lease(killed.lease.lease_id, f"killed: {killed.reason}"[:500], claim):
                     continue
                 claimed = True
                 database = killed.lease.database
@@ -961,9 +962,10 @@ def end_killed_task(settings: Settings, run_id: str, database: str, progress: Pr
     if not killed:
         return said
     store = ResultStore(settings.results_database_url, settings.results_retry)
+    claim = uuid.uuid4().hex[:12]
     try:
         for one in killed:
-            if store.release_lease(one.lease.lease_id, f"killed: {one.reason}"[:500]) and _record_killed(
+            if store.release_lease(one.lease.lease_id, f"killed: {one.reason}"[:500], claim) and _record_killed(
                     settings, store, run_id, database, killed_reason(one, True), one.lease):
                 said.append(f"{database}: error, killed ({one.reason})")
     finally:

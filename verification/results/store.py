@@ -533,15 +533,21 @@ class ResultStore:
             return row.heartbeat_at
 
     @_retried
-    def release_lease(self, lease_id: int, ended: str) -> bool:
+    def release_lease(self, lease_id: int, ended: str, claim: str | None = None) -> bool:
         """End a lease, once: False when it had ended already (its holder released it, or another
         reaper ended it first). One conditional UPDATE, so of two processes ending it at the same
-        moment exactly one is told it did (PostgreSQL re-checks the condition after the row lock)."""
+        moment exactly one is told it did (PostgreSQL re-checks the condition after the row lock).
+
+        `claim`: the ender's own id (a sweep's), kept in `ended`. The same claim ending it again is
+        told it did: a try whose commit went through but whose answer was lost (the store retried)
+        must not leave the sweep thinking another ended it, and the killed run open for ever."""
+        said = f"{ended} (sweep {claim})" if claim else ended
         with Session(self.writer) as session, session.begin():
             now = self._now(session)
-            done = session.execute(update(RunLeaseRow).where(RunLeaseRow.id == lease_id,
-                                                             RunLeaseRow.released_at.is_(None))
-                                   .values(released_at=now, ended=ended))
+            unended = RunLeaseRow.released_at.is_(None)
+            done = session.execute(update(RunLeaseRow).where(
+                RunLeaseRow.id == lease_id, unended | (RunLeaseRow.ended == said) if claim else unended)
+                .values(released_at=now, ended=said))
             return bool(getattr(done, "rowcount", 0) == 1)
 
     @_retried

@@ -274,6 +274,22 @@ def test_leases_on_both_backends_use_the_stores_clock_and_end_once(new_store):  
         store.close()
 
 
+def test_a_sweep_ending_a_lease_again_after_a_lost_answer_is_still_told_it_did(new_store):  # type: ignore[no-untyped-def]
+    """The store committed the first try but its answer was lost, so the call is made again: the same
+    sweep is told it ended the lease (and goes on to record and close the run); another is not."""
+    store = ResultStore(new_store())
+    try:
+        lease = store.take_lease("r1", host="w", pid=7, process="boot/ns/1", scope="run", lease_seconds=60)
+        assert store.release_lease(lease, "killed: no heartbeat", "sweepA")
+        assert store.release_lease(lease, "killed: no heartbeat", "sweepA")  # the retry after the lost answer
+        assert not store.release_lease(lease, "killed: no heartbeat", "sweepB")
+        assert not store.release_lease(lease, "killed: no heartbeat")
+        (row,) = store.leases(["r1"])
+        assert row.ended == "killed: no heartbeat (sweep sweepA)"
+    finally:
+        store.close()
+
+
 def entry(name: str, verdict: str) -> DatabaseEntry:
     from tests.unit.factories import complete_plan
     from verification.model import DatabaseResult, RestorePoint, Verdict
