@@ -406,6 +406,8 @@ def reap(
     for run_id, lines in found.recorded.items():
         for line in lines:
             err.print(f"run {escape(run_id)}: {escape(line)}", highlight=False)
+    for note in report.notes:
+        err.print(escape(note), highlight=False)
     err.print(f"{report.total} leftover(s) removed, {len(report.kept)} run(s) kept", highlight=False)
     for error in report.errors + found.errors:
         err.print(f"[red]not removed:[/] {escape(error)}", highlight=False)

@@ -55,6 +55,7 @@ from botocore.httpchecksum import Crc32Checksum, Sha1Checksum, Sha256Checksum
 from s3transfer.exceptions import RetriesExceededError, S3DownloadFailedError
 from s3transfer.subscribers import BaseSubscriber
 
+from verification.atomic import write_text_atomically
 from verification.errors import SourceError
 from verification.model import IncompleteUpload, PhaseName, PhaseStatus, PhaseTiming
 from verification.redaction import Redactor
@@ -331,8 +332,8 @@ class Stager:
         self.leftovers.mkdir(parents=True, exist_ok=True)
         root = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX, dir=self.folder))
         state_file = self.leftovers / f"{root.name}.json"
-        state_file.write_text(json.dumps({"run_id": run_id, "database": database, "folder": str(root),
-                                          **self.holder(), "kind": STATE_KIND}))
+        write_text_atomically(state_file, json.dumps({"run_id": run_id, "database": database, "folder": str(root),
+                                                      **self.holder(), "kind": STATE_KIND}))
         copy = StagedCopy(root, self.source.describe(), tuple(paths), total, 0.0, self.source.threads, state_file)
         try:
             os.chmod(root, FOLDER_MODE)

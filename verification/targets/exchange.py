@@ -17,6 +17,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from verification.atomic import write_text_atomically
 from verification.errors import TargetError
 from verification.targets.lease import this_process
 from verification.targets.local import leftovers_dir
@@ -47,8 +48,8 @@ def make_exchange(state_dir: Path, run_id: str, database: str) -> ExchangeFolder
     folder = leftovers_dir(state_dir)
     folder.mkdir(parents=True, exist_ok=True)
     state_file = folder / f"{root.name}.json"
-    state_file.write_text(json.dumps({"run_id": run_id, "database": database, "folder": str(root),
-                                      **this_process().record(), "kind": "exchange"}))
+    write_text_atomically(state_file, json.dumps({"run_id": run_id, "database": database, "folder": str(root),
+                                                  **this_process().record(), "kind": "exchange"}))
     exchange = ExchangeFolder(root, shared, state_file)
     if len(str(shared)) > MAX_FOLDER_PATH:
         exchange.remove()

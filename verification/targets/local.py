@@ -16,11 +16,13 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+from verification.atomic import write_text_atomically
 from verification.errors import TargetError
 from verification.targets.base import ExecResult
 from verification.targets.labels import slug
@@ -128,8 +130,8 @@ class LocalTargetProvider:
         folder = leftovers_dir(self.state_dir)
         folder.mkdir(parents=True, exist_ok=True)
         state_file = folder / f"{work_dir.name}.json"
-        state_file.write_text(json.dumps({"run_id": run_id, "database": database, "folder": str(work_dir),
-                                          "bin_dir": str(self.bin_dir), **this_process().record()}))
+        write_text_atomically(state_file, json.dumps({"run_id": run_id, "database": database, "folder": str(work_dir),
+                                                      "bin_dir": str(self.bin_dir), **this_process().record()}))
         _give_to_os_user(work_dir)
         target = LocalTarget(work_dir, repo_host_path, self.bin_dir, state_file, time.monotonic() - started)
         # The restore and the server's archive-get run as the OS user: it must be able to read the
@@ -195,16 +197,37 @@ class LocalRecord:
     holder: Holder | None
 
 
-def local_records(state_dir: Path) -> list[LocalRecord]:
-    """Every leftover recorded in the state folder (an unreadable record is dropped: it names nothing)."""
+# An unreadable record younger than this may be one being written (by a process that predates atomic
+# records, or one whose disk filled): it is kept; older, it names nothing and is dropped.
+YOUNG_RECORD_SECONDS = 60.0
+
+
+def local_records(state_dir: Path, said: Callable[[str], None] | None = None) -> list[LocalRecord]:
+    """Every leftover recorded in the state folder. An unreadable record is dropped (it names
+    nothing), unless it is younger than YOUNG_RECORD_SECONDS: then it is kept, and `said` why."""
     found = []
+    now = time.time()
     for state_file in sorted(leftovers_dir(state_dir).glob("*.json")):
         try:
             state = json.loads(state_file.read_text())
             found.append(LocalRecord(state_file, str(state["run_id"]), state.get("database"), str(state["folder"]),
                                      Holder.from_record(state)))
-        except (OSError, json.JSONDecodeError, KeyError, TypeError):
+        except (OSError, json.JSONDecodeError, KeyError, TypeError) as exc:
+            try:
+                age = now - state_file.stat().st_mtime
+            except OSError:
+                continue  # gone meanwhile: removed by its owner
+            if age < YOUNG_RECORD_SECONDS:
+                if said is not None:
+                    said(f"record {state_file} kept: unreadable ({type(exc).__name__}) but only {age:.0f} s old "
+                         "(it may be being written)")
+                continue
             state_file.unlink(missing_ok=True)
+    # Temporary files of a write that died before its rename (write_text_atomically).
+    for temporary in leftovers_dir(state_dir).glob(".*.tmp"):
+        with contextlib.suppress(OSError):
+            if now - temporary.stat().st_mtime >= YOUNG_RECORD_SECONDS:
+                temporary.unlink()
     return found
 
 

@@ -37,6 +37,8 @@ class ReapReport:
     folders: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     decisions: list[Decision] = field(default_factory=list)
+    # What was kept without a run to judge it by (an unreadable state record, young enough to be mid-write).
+    notes: list[str] = field(default_factory=list)
 
     @property
     def total(self) -> int:
@@ -118,8 +120,9 @@ def _remove(report: ReapReport, things: list[_Thing]) -> list[str]:
     return removed
 
 
-def _local_things(state_dir: Path) -> list[_Thing]:
-    return [_Thing("folder", record.folder, {RUN_LABEL: record.run_id}, record) for record in local_records(state_dir)]
+def _local_things(state_dir: Path, report: ReapReport) -> list[_Thing]:
+    return [_Thing("folder", record.folder, {RUN_LABEL: record.run_id}, record)
+            for record in local_records(state_dir, report.notes.append)]
 
 
 def _owner(thing: _Thing) -> tuple[str, Holder | None]:
@@ -139,7 +142,7 @@ def reap_dead(state_dir: Path, judge: JudgeFn, *, use_docker: bool = True, only_
     (its holder seen running, or its heartbeat within its lease), and with `force` even then.
     `keep_runs`: runs never touched (the caller's own)."""
     report = ReapReport()
-    things = _local_things(state_dir)
+    things = _local_things(state_dir, report)
     if use_docker:
         selector = {"label": [f"{RUN_LABEL}={only_run}" if only_run else RUN_LABEL]}
         things += _docker_things(report, selector) or []
