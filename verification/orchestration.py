@@ -24,7 +24,7 @@ from typing import Any
 from verification import pipeline
 from verification.config import Settings
 from verification.errors import RestoreproofError
-from verification.leases import LeaseKeeper
+from verification.leases import LeaseKeeper, live_task
 from verification.restore_points import PointChoice, PointStrategy
 from verification.results import ResultStore
 from verification.results.store import in_rotation
@@ -143,7 +143,16 @@ def remove(settings: Settings, run_id: str, database: str | None = None,
            progress: pipeline.ProgressFn = print) -> ReapReport:
     """Remove whatever the run (or one database of it) left: containers, volumes, local targets. The
     scheduler runs this once the database's task is over, so a lease of it still open names a
-    worker killed at work: the database is then recorded "error" with why (never over an entry)."""
+    worker killed at work: the database is then recorded "error" with why (never over an entry). A
+    database whose task still shows signs of life (holder running, lease fresh) is kept, and said why."""
+    if database is not None:
+        # Judged first: a holder still at work keeps its target (removing it would fail its restore).
+        living = live_task(settings, run_id, database)
+        if living is not None:
+            report = ReapReport(notes=[f"{database} of run {run_id}: kept, its task still works ({living}); "
+                                       "the next sweep removes it once its lease says the holder is dead"])
+            progress(f"run {run_id}: {report.notes[0]}")
+            return report
     report = reap_run(settings.state_dir, run_id, database)
     if database is not None:
         pipeline.end_killed_task(settings, run_id, database, progress)

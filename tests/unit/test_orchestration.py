@@ -270,15 +270,34 @@ def test_a_teardown_after_a_killed_verify_records_the_database_error_and_the_nex
         store.close()
     left = leftover_record(tmp_path, "r1", elsewhere, "demo2")
     said: list[str] = []
+    # Its heartbeat is still within its lease: the teardown may have come while it works (a timeout the
+    # scheduler could not enforce): its target is kept, and why is said.
+    kept = orchestration.remove(settings, "r1", "demo2", progress=said.append)
+    assert kept.total == 0 and left.exists()
+    assert said == [f"run r1: {kept.notes[0]}"] and kept.notes[0].startswith(
+        "demo2 of run r1: kept, its task still works (worker worker-b pid 4242 is not on this host; its heartbeat at ")
+    said.clear()
+    # Then its heartbeat stops: the lease runs out and the teardown removes it and records why.
+    from sqlalchemy import update
+
+    from verification.results.store import RunLeaseRow
+
+    store = ResultStore(settings.results_database_url)
+    try:
+        with store.engine.begin() as connection:
+            connection.execute(update(RunLeaseRow).where(RunLeaseRow.id == lease).values(
+                heartbeat_at=datetime.now(UTC) - timedelta(minutes=10)))
+    finally:
+        store.close()
     removed = orchestration.remove(settings, "r1", "demo2", progress=said.append)
     assert removed.folders == [str(left)] and not left.exists()
-    assert len(said) == 1 and said[0].startswith("run r1: demo2: error, killed (its task is over")
+    assert len(said) == 1 and said[0].startswith("run r1: demo2: error, killed (no heartbeat from worker worker-b")
     published = orchestration.publish(settings, "r1")
     assert published["verdict"] == "error" and published["failed"] == ["demo2", "demo1"]
     report = pipeline_report(settings, "r1")
     (reason,) = next(d for d in report["databases"] if d["database"] == "demo2")["reasons"]
-    assert reason.startswith("restoreproof was killed while verifying it: its task is over (the scheduler ran its "
-                             "teardown) but worker worker-b pid 4242 never released its lease")
+    assert reason.startswith("restoreproof was killed while verifying it: no heartbeat from worker worker-b pid 4242 "
+                             "since ")
     assert "while: demo2: restoring 20261122-010000F" in reason
     # A teardown of a task that ended well finds nothing to say.
     assert orchestration.remove(settings, "r1", "demo1", progress=said.append).total == 0 and len(said) == 1
