@@ -27,7 +27,7 @@ from verification.errors import RestoreproofError
 from verification.leases import LeaseKeeper, live_task
 from verification.restore_points import PointChoice, PointStrategy
 from verification.results import ResultStore
-from verification.results.store import in_rotation
+from verification.results.store import DISCOVERY, in_rotation
 from verification.targets.labels import slug
 from verification.targets.reaper import ReapReport, reap_run
 
@@ -130,8 +130,19 @@ def verify(settings: Settings, params: NightlyParams, run_id: str, database: str
     if deadline is not None and datetime.now(UTC) > deadline:
         raise BudgetExceeded(f"the run's time budget ended at {deadline.isoformat()}: {database} is not started "
                              "tonight and goes first next time")
+    # An earlier try's entry goes first, before the lease names the database and before resume()'s
+    # slow listing: a task killed in between then leaves no result (not verified), never that one.
+    store = ResultStore(settings.results_database_url, settings.results_retry)
+    try:
+        run = store.run(run_id)
+        generation = run.host.get(DISCOVERY) if run is not None else None
+        if run is not None:
+            store.forget_database(run_id, database, generation)
+    finally:
+        store.close()
     # The task's lease: its heartbeat keeps its target from every other run's reaper while it works.
-    with LeaseKeeper(settings, run_id, "task", database=database, progress=progress) as lease:
+    with LeaseKeeper(settings, run_id, "task", database=database, generation=generation,
+                     progress=progress) as lease:
         discovery = pipeline.resume(settings, run_id)
         entry = pipeline.verify_one(settings, discovery, discovery.plan(database),
                                     progress=lease.tracking(progress), lease=lease).entry

@@ -309,3 +309,40 @@ def pipeline_report(settings, run_id):  # type: ignore[no-untyped-def]
     import json
 
     return json.loads((settings.report_dir / run_id / "report.json").read_text())
+
+
+def test_a_verify_task_killed_while_resuming_leaves_no_earlier_tries_entry(captured_repo, tmp_path, monkeypatch):
+    """The lease names the database from the task's start; a kill during resume() (a slow listing)
+    must leave the database without a result, not an earlier try's entry of the same discovery."""
+    from verification import pipeline
+
+    settings = load_settings(None, state_dir=tmp_path, results_url=f"sqlite:///{tmp_path / 'r.db'}",
+                             report_dir=tmp_path / "reports")
+    params = orchestration.NightlyParams(source=str(captured_repo), engine="postgres", target="local")
+    assert orchestration.discover(settings, params, "r1", datetime(2026, 11, 24, 1, 0, tzinfo=UTC),
+                                  progress=lambda _: None) == ["demo1"]
+    store = ResultStore(settings.results_database_url)
+    try:
+        plan = complete_plan()
+        result = DatabaseResult("demo1", Verdict.PASSED, ["an earlier try"], plan, RestorePoint("latest"))
+        store.record_database("r1", database_entry(result), store.run("r1").host["discovery"])  # type: ignore[union-attr]
+        assert store.recorded("r1") == {"demo1"}
+    finally:
+        store.close()
+
+    class Killed(BaseException):
+        pass
+
+    def killed_while_listing(*_: object) -> None:
+        raise Killed("the worker was killed while listing the source")
+
+    monkeypatch.setattr(pipeline, "resume", killed_while_listing)
+    with pytest.raises(Killed):
+        orchestration.verify(settings, params, "r1", "demo1", progress=lambda _: None)
+    store = ResultStore(settings.results_database_url)
+    try:
+        assert store.recorded("r1") == set()
+        (lease,) = store.leases(["r1"], open_only=False)[-1:]
+        assert (lease.database, lease.generation) == ("demo1", store.run("r1").host["discovery"])  # type: ignore[union-attr]
+    finally:
+        store.close()
