@@ -24,7 +24,7 @@ from typing import Any
 from verification import pipeline
 from verification.config import Settings
 from verification.errors import RestoreproofError
-from verification.leases import LeaseKeeper, live_task
+from verification.leases import LeaseKeeper, live_task, sweep
 from verification.restore_points import PointChoice, PointStrategy
 from verification.results import ResultStore
 from verification.results.store import DISCOVERY, in_rotation
@@ -143,11 +143,31 @@ def verify(settings: Settings, params: NightlyParams, run_id: str, database: str
     # The task's lease: its heartbeat keeps its target from every other run's reaper while it works.
     with LeaseKeeper(settings, run_id, "task", database=database, generation=generation,
                      progress=progress) as lease:
+        sweep_own_folder(settings, lease.tracking(progress))
         discovery = pipeline.resume(settings, run_id)
         entry = pipeline.verify_one(settings, discovery, discovery.plan(database),
                                     progress=lease.tracking(progress), lease=lease).entry
     return {"database": database, "verdict": str(entry.verdict), "reasons": entry.reasons,
             "recovery_seconds": entry.recovery_seconds}
+
+
+def sweep_own_folder(settings: Settings, progress: pipeline.ProgressFn) -> None:
+    """This worker's own state folder, swept of what dead runs' tasks left here (local targets, staged
+    copies, exchange folders). A scheduler's teardown may run on another worker (Celery), where this
+    folder cannot be seen: each verify task on this worker does it instead. Judged by the lease rules
+    (a holder running or with a fresh lease, this run's included, is kept); the Docker engine is not
+    looked at here (the teardown's label removal and every run's start do that)."""
+    try:
+        swept = sweep(settings, use_docker=False)
+    except Exception as exc:  # never this database's verdict: said, and the task goes on
+        progress(f"warning: this worker's state folder was not swept ({type(exc).__name__}: {exc})")
+        return
+    for decision in swept.reaped.decisions:
+        if decision.judgement.dead and decision.removed:
+            progress(f"run {decision.run_id}: removed {', '.join(decision.removed)} from this worker "
+                     f"({decision.judgement.reason})")
+    for problem in swept.reaped.errors + swept.reaped.notes:
+        progress(f"this worker's state folder: {problem}")
 
 
 def remove(settings: Settings, run_id: str, database: str | None = None,

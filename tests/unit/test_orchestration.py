@@ -346,3 +346,37 @@ def test_a_verify_task_killed_while_resuming_leaves_no_earlier_tries_entry(captu
         assert (lease.database, lease.generation) == ("demo1", store.run("r1").host["discovery"])  # type: ignore[union-attr]
     finally:
         store.close()
+
+
+def test_a_verify_task_sweeps_its_own_workers_folder_of_dead_runs_only(captured_repo, tmp_path, monkeypatch):
+    """With Celery the teardown may run on another worker, which cannot see this one's folder: each
+    verify task sweeps it, removing what dead runs left and keeping what a live holder has."""
+    from tests.unit.factories import leftover_record
+    from verification import pipeline
+    from verification.targets.lease import Holder, this_process
+
+    settings = load_settings(None, state_dir=tmp_path, results_url=f"sqlite:///{tmp_path / 'r.db'}",
+                             report_dir=tmp_path / "reports")
+    params = orchestration.NightlyParams(source=str(captured_repo), engine="postgres", target="local")
+    store = ResultStore(settings.results_database_url)
+    try:  # last night's run, published; one of its tasks was killed here, its target left behind
+        store.start_run(RunResult(run_id="r0", engine="postgres", source="/b", started_at=datetime(2026, 11, 23,
+                                                                                                   tzinfo=UTC)))
+        store.finish_run("r0", datetime(2026, 11, 23, 2, tzinfo=UTC), "error")
+    finally:
+        store.close()
+    assert orchestration.discover(settings, params, "r1", datetime(2026, 11, 24, 1, 0, tzinfo=UTC),
+                                  progress=lambda _: None) == ["demo1"]
+    me = this_process()
+    dead = leftover_record(tmp_path, "r0", Holder(me.host, 4242, "gone"), "demo1")
+    live = leftover_record(tmp_path, "r1", me, "demo2")  # a live task of tonight's run, on this worker
+
+    def stop_after_the_sweep(*_: object) -> None:
+        raise SourceError("stopped here: the sweep is what is tested")
+
+    monkeypatch.setattr(pipeline, "resume", stop_after_the_sweep)
+    said: list[str] = []
+    with pytest.raises(SourceError, match="stopped here"):
+        orchestration.verify(settings, params, "r1", "demo1", progress=said.append)
+    assert not dead.exists() and live.exists()
+    assert any(line.startswith(f"run r0: removed {dead} from this worker (run r0 finished at ") for line in said)
