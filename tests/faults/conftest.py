@@ -14,6 +14,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ import pytest
 from typer.testing import CliRunner
 
 from verification.cli import app
+from verification.demo.processes import _die_with_parent
 
 
 @dataclass
@@ -139,6 +141,10 @@ class PrivateEngine:
         (root / "daemon.json").write_text(json.dumps({"storage-driver": self._shared_storage_driver()}))
         self.process: subprocess.Popen[bytes] | None = None
         self.log = root / "dockerd.log"
+        # The parent-death signal is tied to the *thread* that started the process, not to pytest: a
+        # dockerd started by a test's watcher thread (a restart) got SIGTERM when that thread ended.
+        # One thread of the engine's own starts it every time and lives until `close`.
+        self._starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="private-dockerd")
 
     @staticmethod
     def _shared_storage_driver() -> str:
@@ -169,27 +175,39 @@ class PrivateEngine:
             client.close()
 
     def start(self, timeout: float = 60) -> None:
-        root = self.root
-        with self.log.open("ab") as log:
-            # In a network namespace of its own: a dockerd started with --bridge=none deletes any link named
-            # docker0 it sees (its stale-bridge cleanup), which took the shared engine's default bridge away.
-            self.process = subprocess.Popen(
-                ["unshare", "--net", "--", "/usr/sbin/dockerd", "--config-file", str(root / "daemon.json"), "--data-root", str(root / "data"),
-                 "--exec-root", str(root / "exec"), "-H", self.url, "--pidfile", str(root / "docker.pid"),
-                 "--bridge=none", "--iptables=false", "--ip6tables=false"], stdout=log, stderr=log,
-                # Not pytest's COLUMNS: `docker top` runs ps, which would cut every command line to it.
-                env={k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")})
+        self.process = self._starter.submit(self._spawn).result()
         deadline = time.monotonic() + timeout
         while not self.answers():
             assert self.process.poll() is None, self.log.read_text()[-2000:]
             assert time.monotonic() < deadline, f"the private engine did not answer in {timeout} s"
             time.sleep(0.1)
 
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        root = self.root
+        with self.log.open("ab") as log:
+            # In a network namespace of its own: a dockerd started with --bridge=none deletes any link named
+            # docker0 it sees (its stale-bridge cleanup), which took the shared engine's default bridge away.
+            return subprocess.Popen(
+                ["unshare", "--net", "--", "/usr/sbin/dockerd", "--config-file", str(root / "daemon.json"), "--data-root", str(root / "data"),
+                 "--exec-root", str(root / "exec"), "-H", self.url, "--pidfile", str(root / "docker.pid"),
+                 "--bridge=none", "--iptables=false", "--ip6tables=false"], stdout=log, stderr=log,
+                # Not pytest's COLUMNS: `docker top` runs ps, which would cut every command line to it.
+                env={k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")},
+                # Dies with pytest (SIGTERM) when pytest is killed outright: unshare execs dockerd, which
+                # keeps the parent-death signal (not set-user-ID), and is the pid Popen holds.
+                preexec_fn=_die_with_parent)
+
     def stop(self) -> None:
         """SIGTERM, as `systemctl restart docker` does: the API closes at once, then it stops its containers."""
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
-            self.process.wait(timeout=120)
+            try:
+                self.process.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                # Stuck stopping its containers: SIGKILL, so it cannot outlive the tests; what it left
+                # mounted under its root is unmounted by `unmount_under`.
+                self.process.kill()
+                self.process.wait(timeout=30)
         self.process = None
 
     def restart(self, down: float) -> None:
@@ -200,9 +218,29 @@ class PrivateEngine:
     def load(self, image: str) -> None:
         saved = subprocess.Popen(["docker", "-H", "unix:///var/run/docker.sock", "save", image],
                                  stdout=subprocess.PIPE)
-        loaded = subprocess.run(["docker", "-H", self.url, "load"], stdin=saved.stdout, capture_output=True,
-                                timeout=600)
-        assert saved.wait(timeout=60) == 0 and loaded.returncode == 0, loaded.stderr
+        try:
+            loaded = subprocess.run(["docker", "-H", self.url, "load"], stdin=saved.stdout, capture_output=True,
+                                    timeout=600)
+            assert saved.wait(timeout=60) == 0 and loaded.returncode == 0, loaded.stderr
+        finally:
+            # A load that failed or timed out leaves `docker save` blocked on a pipe nobody reads.
+            if saved.stdout is not None:
+                saved.stdout.close()
+            if saved.poll() is None:
+                saved.kill()
+                saved.wait(timeout=30)
+
+    def close(self) -> None:
+        """End the thread that starts the engine (once it is stopped)."""
+        self._starter.shutdown(wait=True)
+
+    def unmount_under(self) -> None:
+        """Lazily unmount whatever is still mounted under the engine's root (a dockerd killed leaves its
+        overlay and shm mounts), deepest first, so that removing the root removes only its files."""
+        root = str(self.root.resolve())
+        mounts = [line.split()[1].replace("\\040", " ") for line in Path("/proc/mounts").read_text().splitlines()]
+        for mount in sorted((m for m in mounts if m == root or m.startswith(root + "/")), key=len, reverse=True):
+            subprocess.run(["umount", "-l", mount], capture_output=True, timeout=60)
 
 
 def _host_bridge_present() -> bool:
@@ -234,7 +272,11 @@ def private_engine() -> Iterator[PrivateEngine]:
                 finally:
                     client.close()
         finally:
-            engine.stop()
-            shutil.rmtree(root, ignore_errors=True)
+            try:
+                engine.stop()
+            finally:
+                engine.close()
+                engine.unmount_under()
+                shutil.rmtree(root, ignore_errors=True)
     # The shared engine's network is not ours to touch: its default bridge is still there.
     assert _host_bridge_present() == bridge_before, "the private engine removed the host's docker0 bridge"

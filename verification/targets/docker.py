@@ -11,6 +11,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -40,6 +41,44 @@ NO_SPACE_KEPT = 3
 # A data folder with less than this left is full: a write of the smallest PostgreSQL page or WAL
 # record no longer fits in practice, and a filesystem at ENOSPC shows 0 (its reserve is not available).
 FULL_BELOW = 2**20
+
+
+# Words that say a write found no room: strerror(ENOSPC) and its name, and pgBackRest's workers' report
+# of a failed write (they leave the system's words in the worker, see DockerTarget._data_full).
+DISK_FULL_WORDS = (NO_SPACE, "ENOSPC", "unable to write")
+
+
+@dataclass
+class ResourceWords:
+    """What a target's commands said of its resources: the first words of a full disk, each command
+    that failed, each command killed."""
+
+    no_space: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    killed: list[str] = field(default_factory=list)
+
+    def watch(self, result: ExecResult) -> None:
+        command = " ".join(result.argv[:2])
+        # Words of a full disk count in what failed; strerror(ENOSPC) counts wherever it is read (a
+        # server's log read back by a command that succeeded).
+        words = DISK_FULL_WORDS if not result.ok else (NO_SPACE,)
+        line = next((line for line in result.output.splitlines() if any(w in line for w in words)), None)
+        if line is not None and len(self.no_space) < NO_SPACE_KEPT:
+            self.no_space.append(f"{command}: {line.strip()[-300:]}")
+        if not result.ok:
+            self.failed.append(f"{command} exited {result.exit_code}")
+        if result.killed:
+            self.killed.append(f"{command} was killed (exit 137) after {result.seconds:.1f} s")
+
+    def disk_full(self, df: str | None) -> list[str]:
+        """The evidence that the disk was full, or [] when it is not shown: words of a full disk, or a
+        command that failed while df showed (next to) nothing left. df alone is not: a data volume
+        sized tight and filled by a restore whose every command succeeded was not what stopped it."""
+        if self.no_space:
+            return [s for s in [df, *self.no_space] if s]
+        if df is not None and self.failed:
+            return [df, *self.failed[:NO_SPACE_KEPT]]
+        return []
 
 
 def _size(count: int) -> str:
@@ -205,8 +244,7 @@ class DockerTarget:
         # its commands said of its resources: the first words of a full disk, and each command killed.
         self.limits: DockerSettings | MssqlSettings | None = None
         self.since = time.time()
-        self.no_space: list[str] = []
-        self.killed: list[str] = []
+        self.words = ResourceWords()
 
     def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> ExecResult:
         return self.watched(run_in_container(self._client, self.container, argv, timeout=timeout, env=env,
@@ -214,11 +252,7 @@ class DockerTarget:
 
     def watched(self, result: ExecResult) -> ExecResult:
         """Keep what a command's output says of the target's resources, for `exhausted`."""
-        if NO_SPACE in result.output and len(self.no_space) < NO_SPACE_KEPT:
-            line = next(line for line in result.output.splitlines() if NO_SPACE in line)
-            self.no_space.append(f"{' '.join(result.argv[:2])}: {line.strip()[-300:]}")
-        if result.killed:
-            self.killed.append(f"{' '.join(result.argv[:2])} was killed (exit 137) after {result.seconds:.1f} s")
+        self.words.watch(result)
         return result
 
     @property
@@ -228,7 +262,8 @@ class DockerTarget:
 
     def exhausted(self) -> list[str]:
         """Out of memory: the kernel's OOM killer struck in the container (the engine's "oom" events since
-        it was made, or State.OOMKilled once it died); out of disk: a command said ENOSPC."""
+        it was made, or State.OOMKilled once it died); out of disk: a command said so (ENOSPC, or
+        pgBackRest's "unable to write"), or failed while df showed the data folder full."""
         said = []
         kills = self._oom_kills()
         if kills:
@@ -236,13 +271,12 @@ class DockerTarget:
             setting = f", {self.setting}.memory" if self.limits is not None else ""
             said.append(f"the target ran out of memory: container {self.name} OOM-killed (limit "
                         f"{_size(limit) if limit else 'none'}{setting}): the kernel's OOM killer struck {kills} "
-                        f"time(s)" + (f"; {'; '.join(self.killed)}" if self.killed else ""))
-        full = self._data_full()
-        if self.no_space or full:
+                        f"time(s)" + (f"; {'; '.join(self.words.killed)}" if self.words.killed else ""))
+        if full := self.words.disk_full(self._data_full()):
             size = self.limits.data_size_bytes if self.limits is not None else None
             where = (f"the data volume {self.volume.name} holds {_size(size)} ({self.setting}.data_size)" if size
                      else f"the data volume {self.volume.name} is on the Docker engine's disk")
-            said.append(f"the target's disk is full: {where}" + "".join(f"; {s}" for s in [full, *self.no_space] if s))
+            said.append(f"the target's disk is full: {where}" + "".join(f"; {s}" for s in full))
         return said
 
     def _data_full(self) -> str | None:

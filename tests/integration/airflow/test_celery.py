@@ -23,6 +23,7 @@ from tests.integration.conftest import leftovers
 from verification.demo.airflow_stack import AirflowStack
 from verification.orchestration import scheduler_run_id
 from verification.targets.labels import DATABASE_LABEL, ROLE_LABEL, RUN_LABEL
+from verification.targets.reaper import reap_docker
 
 pytestmark = pytest.mark.integration
 
@@ -73,24 +74,33 @@ def test_two_celery_workers_share_the_nightly_run(tmp_path):
     assert leftovers(demo4.run_id) == [], "making the demo left containers behind"
     airflow_run = f"celery-{secrets.token_hex(4)}"
     run_id = scheduler_run_id("restore_verification", airflow_run)
-    with stack:
-        up = time.monotonic() - clock
-        recorder = ContainerEvents(run_id)
-        try:
-            stack.trigger({"source": str(demo4.repository), "target": "docker"}, run_id=airflow_run)
-            state = stack.wait_for_run(airflow_run, timeout=420)
-        finally:
-            events = recorder.stop()
-        tis = stack.task_instances(airflow_run)
-        run_seconds = stack.run_seconds(airflow_run)
-        logs = stack.logs() if state != "success" else ""
-        workers = stack.worker_names
-        state_dirs = {name: stack.worker_state_dir(name) for name in workers}
-        report_dir, results_url = stack.report_dir, stack.results_url
-        leftover_records = {name: sorted(p.name for p in (folder / "leftovers").glob("*.json"))
-                            for name, folder in state_dirs.items()}
-        report = json.loads((report_dir / run_id / "report.json").read_text()) if state == "success" else None
-        store = _store_rows(results_url, run_id)
+    try:
+        with stack:
+            up = time.monotonic() - clock
+            recorder = ContainerEvents(run_id)
+            try:
+                stack.trigger({"source": str(demo4.repository), "target": "docker"}, run_id=airflow_run)
+                state = stack.wait_for_run(airflow_run, timeout=420)
+            finally:
+                events = recorder.stop()
+            tis = stack.task_instances(airflow_run)
+            run_seconds = stack.run_seconds(airflow_run)
+            logs = stack.logs() if state != "success" else ""
+            workers = stack.worker_names
+            state_dirs = {name: stack.worker_state_dir(name) for name in workers}
+            report_dir, results_url = stack.report_dir, stack.results_url
+            leftover_records = {name: sorted(p.name for p in (folder / "leftovers").glob("*.json"))
+                                for name, folder in state_dirs.items()}
+            report = json.loads((report_dir / run_id / "report.json").read_text()) if state == "success" else None
+            store = _store_rows(results_url, run_id)
+        # After the stack stopped (workers first): what the run itself left behind.
+        remaining = leftovers(run_id)
+    finally:
+        # A timeout or a failure stops the workers mid-task, and their targets would stay on the shared
+        # engine: remove this run's, named by its run id (never every run's).
+        reaped = reap_docker(run_id)
+        if reaped.errors:
+            print(f"removing run {run_id}'s containers and volumes: {'; '.join(reaped.errors)}")
     print(f"demo made and stack up in {up:.0f} s, run {run_seconds:.1f} s, everything in {time.monotonic() - clock:.0f} s")
     assert state == "success", {(t.task_id, t.name): t.state for t in tis} | {"logs": logs}
 
@@ -115,7 +125,7 @@ def test_two_celery_workers_share_the_nightly_run(tmp_path):
         teardown = by_task["database.remove_target"][database]
         assert teardown.end_date is not None  # type: ignore[attr-defined]
         assert max(e["time"] for e in destroyed) <= teardown.end_date.timestamp() + 1  # type: ignore[attr-defined]
-    assert leftovers(run_id) == []
+    assert remaining == []
     # Each worker kept its own state folder, and no leftovers record is in either.
     assert leftover_records == {name: [] for name in workers}
 

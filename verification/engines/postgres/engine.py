@@ -37,11 +37,13 @@ from verification.engines.postgres.direct import DirectTarget, direct_repository
 from verification.engines.postgres.footprint import backup_history, chain_files
 from verification.engines.postgres.integrity import parse_pg_amcheck, parse_pg_checksums
 from verification.engines.postgres.pgbackrest_errors import (
-    DATA_ERROR_CODES,
     ERROR_LINE,
     FILE_MISSING,
+    PATH_ERROR_CODES,
+    blames_repository,
     is_transport,
     missing_files,
+    named_paths,
     transport_cause,
 )
 from verification.engines.postgres.recovery_proof import prove_recovery
@@ -350,6 +352,8 @@ class _Verification:
         codes = {m["code"] for m in errors}
         direct = self.target.repository if isinstance(self.target, DirectTarget) else None
         where = direct.url if direct is not None else self.target.repo_path
+        # The repository as pgBackRest names its paths: repo1-path (in S3, the key prefix under the bucket).
+        repository = f"/{direct.prefix.strip('/')}" if direct is not None else self.target.repo_path
         if transport := [m for m in errors if is_transport(m["code"])]:
             # The way to the repository failed (an S3 request denied, an expired token, a wrong region, no
             # route): whatever else the output says, the backups were not shown to be at fault.
@@ -364,8 +368,14 @@ class _Verification:
             gone = [direct.object_url(path) for path in missing_files(result.output)] or ["(not named)"]
             self.outcome.errors.append(f"pgbackrest restore of backup {label}: {', '.join(gone)} gone from S3 "
                                        f"since the plan listed it (deleted since): {said}")
-        elif codes & DATA_ERROR_CODES:
+        elif any(blames_repository(m["code"], m["message"], repository, self.target.work_dir) for m in errors):
             self.outcome.failures.append(f"pgbackrest restore of backup {label} failed: {said}")
+        elif paths := [p for m in errors if m["code"] in PATH_ERROR_CODES for p in named_paths(m["message"])]:
+            # A path outside the repository: the restore's destination in the target (not writable, a
+            # quota, a read-only or full file system, a folder gone or not empty), not the backups.
+            self.outcome.errors.append(f"pgbackrest restore of backup {label} stopped at "
+                                       f"{', '.join(dict.fromkeys(paths))}, in the target outside the repository "
+                                       f"{where} (exit {result.exit_code}): {said}")
         else:
             self.outcome.errors.append(f"pgbackrest restore of backup {label} could not run "
                                        f"(exit {result.exit_code}): {said}")

@@ -15,21 +15,39 @@ read in that tag's src/:
   (common/io/tls/session.c).
 - [105] AccessError: `access denied` (protocol/helper.c).
 - [055] FileMissingError: `unable to open missing file '<path>' for read` from every storage driver
-  (posix, S3, GCS, Azure read.c; storage/storage.intern.h STORAGE_ERROR_READ_MISSING).
+  (posix, S3, GCS, Azure read.c; storage/storage.intern.h STORAGE_ERROR_READ_MISSING), and
+  `unable to open file '<path>' for write in missing path` (storage/posix/write.c).
+- [040] PathNotEmptyError: `unable to restore to path '<path>' because it contains files`
+  (command/restore/restore.c): the destination, never the repository.
+- [041] FileOpenError: `unable to open file '<path>' for read: [errno] <strerror>` and `... for write:
+  [errno] <strerror>` (storage/posix/read.c, write.c; the write one is the restore's destination:
+  EACCES, EROFS, EDQUOT, ENOSPC), `unable to load info file '<path>' or '<path>.copy':` (info/info.c),
+  and sockets and links (common/io/socket/server.c, storage/posix/storage.c).
+- [046] VersionNotSupportedError: `invalid PostgreSQL version <n>`, `unexpected control version = ...`,
+  `unexpected WAL magic ...` (postgres/interface.c), each with `HINT: is this version of PostgreSQL
+  supported?`: the pgBackRest that runs does not know the backup's version, which an older pgBackRest
+  in the target's image does not, however sound the backup.
 """
 
 from __future__ import annotations
 
+import posixpath
 import re
 
-# The repository's content is bad: format, checksum, missing file, version, backup set. [039] is not
-# among them (see above): it never judges a file.
-DATA_ERROR_CODES = frozenset({"029", "040", "041", "044", "045", "046", "055", "075"})
+# The repository's content is bad: format, archive mismatch or duplicate, a missing or unreadable file,
+# the backup set. [039] is not among them (see above): it never judges a file. [046] neither: it says
+# what the target's pgBackRest does not know (see above).
+DATA_ERROR_CODES = frozenset({"029", "040", "041", "044", "045", "055", "075"})
+# Codes that blame the path they name: the backups' fault only when that path is in the repository; a
+# path in the target (its data folder, its work folder) is the target's fault, and none named is no
+# file's at all (a socket).
+PATH_ERROR_CODES = frozenset({"040", "041", "055"})
 # The way to the repository's storage failed (network, HTTP, TLS, credentials): restoreproof's or the
 # infrastructure's problem, never a verdict on the backups.
 TRANSPORT_ERRORS = {"039": "ProtocolError", "049": "HostConnectError", "101": "ServiceError", "105": "AccessError"}
 FILE_MISSING = "055"
 
+QUOTED_PATH = re.compile(r"'(?P<path>/[^']*)'")
 ERROR_LINE = re.compile(r"ERROR: \[(?P<code>\d{3})\]: (?P<message>.*)")
 MISSING_FILE = re.compile(r"unable to open missing file '(?P<path>[^']+)' for read")
 # httpRequestError's layout: the request's verb and path under `*** Path/Query ***:`.
@@ -62,3 +80,27 @@ def transport_cause(code: str, message: str, output: str) -> str:
 def missing_files(output: str) -> list[str]:
     """The paths pgBackRest could not find, as it named them (its storage's paths), each once."""
     return list(dict.fromkeys(m["path"] for m in MISSING_FILE.finditer(output)))
+
+
+def named_paths(message: str) -> list[str]:
+    """The absolute paths an error message quotes, as pgBackRest named them, each once."""
+    return list(dict.fromkeys(m["path"] for m in QUOTED_PATH.finditer(message)))
+
+
+def is_under(path: str, root: str) -> bool:
+    """Whether `path` is `root` or inside it (as strings: pgBackRest names paths absolute and normal)."""
+    root = posixpath.normpath(root)
+    path = posixpath.normpath(path)
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def blames_repository(code: str, message: str, repository: str, target: str) -> bool:
+    """Whether an error judges the repository's content: a data code, and for a code that blames a path,
+    a path named inside `repository` (as the target's pgBackRest names it) and outside the target's
+    own folder `target` (a repository rooted at / in an object store holds every path)."""
+    code = code_of(code)
+    if code not in DATA_ERROR_CODES:
+        return False
+    if code not in PATH_ERROR_CODES:
+        return True
+    return any(is_under(path, repository) and not is_under(path, target) for path in named_paths(message))

@@ -38,6 +38,14 @@ def recorded(name: str) -> str:
     return (FLOW / name).read_text()
 
 
+def restore_aborted(code: str, message: str) -> str:
+    """The recorded restore's output ending as pgBackRest 2.45 ends one that threw `code`."""
+    return recorded("pgbackrest-restore.log").replace(
+        "INFO: restore command end: completed successfully (663ms)",
+        f"ERROR: [{code}]: {message}\n2026-11-24 04:58:55.360 P00   INFO: restore command end: aborted with "
+        f"exception [{code}]")
+
+
 @pytest.fixture()
 def demo_plan(tmp_path: Path) -> RestorePlan:
     """The demo repository as the run saw it: its info files, a manifest per backup, its WAL names."""
@@ -187,6 +195,56 @@ def test_the_recorded_run_passes_for_the_reasons_it_passed(demo_plan: RestorePla
      Verdict.FAILED, "pgbackrest restore of backup 20261124-045834F_20261124-045847I failed: [055] raised from "
                      "local-1 protocol: unable to open missing file "
                      "'/repo/backup/demo1/20261124-045834F/pg_data/base/1/1247.gz' for read"),
+    # What pgBackRest 2.45 says when the restore's destination refuses it (storage/posix/write.c
+    # STORAGE_ERROR_WRITE_OPEN with the system's words): the target's fault, the backups are not shown bad.
+    ("the target's data folder not writable", {"pgbackrest restore": (41, restore_aborted(
+        "041", "raised from local-1 protocol: unable to open file "
+        "'/var/lib/restoreproof/data/base/5/16384.pgbackrest.tmp' for write: [13] Permission denied"))},
+     Verdict.ERROR, "pgbackrest restore of backup 20261124-045834F_20261124-045847I stopped at "
+                    "/var/lib/restoreproof/data/base/5/16384.pgbackrest.tmp, in the target outside the repository "
+                    "/repo (exit 41): [041] raised from local-1 protocol: unable to open file "
+                    "'/var/lib/restoreproof/data/base/5/16384.pgbackrest.tmp' for write: [13] Permission denied"),
+    ("the target's quota ran out", {"pgbackrest restore": (41, restore_aborted(
+        "041", "raised from local-1 protocol: unable to open file "
+        "'/var/lib/restoreproof/data/base/1/1247.pgbackrest.tmp' for write: [122] Disk quota exceeded"))},
+     Verdict.ERROR, "pgbackrest restore of backup 20261124-045834F_20261124-045847I stopped at "
+                    "/var/lib/restoreproof/data/base/1/1247.pgbackrest.tmp, in the target outside the repository "
+                    "/repo (exit 41): [041] raised from local-1 protocol: unable to open file "
+                    "'/var/lib/restoreproof/data/base/1/1247.pgbackrest.tmp' for write: [122] Disk quota exceeded"),
+    # command/restore/restore.c: the destination already holds files.
+    ("the target's data folder not empty", {"pgbackrest restore": (40, restore_aborted(
+        "040", "unable to restore to path '/var/lib/restoreproof/data' because it contains files\n"
+               "HINT: try using --delta if this is what you intended."))},
+     Verdict.ERROR, "pgbackrest restore of backup 20261124-045834F_20261124-045847I stopped at "
+                    "/var/lib/restoreproof/data, in the target outside the repository /repo (exit 40): [040] "
+                    "unable to restore to path '/var/lib/restoreproof/data' because it contains files"),
+    # storage/posix/write.c STORAGE_ERROR_WRITE_MISSING: the target's folder went away under the restore.
+    ("the target's folder deleted", {"pgbackrest restore": (55, restore_aborted(
+        "055", "raised from local-1 protocol: unable to open file "
+        "'/var/lib/restoreproof/data/base/1/1249' for write in missing path"))},
+     Verdict.ERROR, "pgbackrest restore of backup 20261124-045834F_20261124-045847I stopped at "
+                    "/var/lib/restoreproof/data/base/1/1249, in the target outside the repository /repo (exit 55): "
+                    "[055] raised from local-1 protocol: unable to open file '/var/lib/restoreproof/data/base/1/1249' "
+                    "for write in missing path"),
+    # postgres/interface.c: the target's pgBackRest does not know the backup's PostgreSQL version.
+    ("the target's pgBackRest too old for the backup", {"pgbackrest restore": (46, restore_aborted(
+        "046", "invalid PostgreSQL version 170000\nHINT: is this version of PostgreSQL supported?"))},
+     Verdict.ERROR, "pgbackrest restore of backup 20261124-045834F_20261124-045847I could not run (exit 46): "
+                    "[046] invalid PostgreSQL version 170000"),
+    # The same codes naming a file in the repository do blame the backups (info/info.c; storage/posix/read.c).
+    ("the repository's info files unreadable", {"pgbackrest restore": (41, restore_aborted(
+        "041", "unable to load info file '/repo/backup/demo1/backup.info' or "
+               "'/repo/backup/demo1/backup.info.copy':\nChecksumError: invalid checksum in "
+               "'/repo/backup/demo1/backup.info', expected 'a' but found 'b'\n"
+               "FileMissingError: unable to open missing file '/repo/backup/demo1/backup.info.copy' for read"))},
+     Verdict.FAILED, "pgbackrest restore of backup 20261124-045834F_20261124-045847I failed: [041] unable to load "
+                     "info file '/repo/backup/demo1/backup.info' or '/repo/backup/demo1/backup.info.copy':"),
+    ("a repository file unreadable", {"pgbackrest restore": (41, restore_aborted(
+        "041", "raised from local-1 protocol: unable to open file "
+        "'/repo/backup/demo1/20261124-045834F/pg_data/base/1/1247.gz' for read: [13] Permission denied"))},
+     Verdict.FAILED, "pgbackrest restore of backup 20261124-045834F_20261124-045847I failed: [041] raised from "
+                     "local-1 protocol: unable to open file "
+                     "'/repo/backup/demo1/20261124-045834F/pg_data/base/1/1247.gz' for read: [13] Permission denied"),
     ("pgBackRest's own processes out of step", {"pgbackrest restore": (39, recorded("pgbackrest-restore.log").replace(
         "restore command end: completed successfully (663ms)",
         "restore command end: aborted with exception [039]\nERROR: [039]: client state is 'idle' but expected "
