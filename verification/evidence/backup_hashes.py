@@ -7,11 +7,15 @@ Where a source serves reads better in parallel (object storage: its `parallel_re
 files are hashed that many at once, each by one thread from start to end: a chain's thousand small
 WAL and backup objects then cost their requests' latency once per thread, not once per file. The
 hashes and their order are the same as one file after the other.
+
+The pipeline hashes alongside the restore (the same files, read-only, and no server needed): `stop`
+ends the hashing early when the verification is interrupted, and nothing half-read is written.
 """
 
 from __future__ import annotations
 
 import hashlib
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
@@ -41,18 +45,28 @@ class FileHash:
     sha256: str
 
 
-def hash_source_file(source: ReadableSource, path: str, chunk_bytes: int = CHUNK_BYTES) -> FileHash:
+class HashingStopped(SourceError):
+    """The hashing was stopped before it was done (the verification was interrupted)."""
+
+
+def hash_source_file(source: ReadableSource, path: str, chunk_bytes: int = CHUNK_BYTES,
+                     stop: threading.Event | None = None) -> FileHash:
     """Read one file of the source to its end and hash it; SourceError names the file when it cannot."""
     digest = hashlib.sha256()
     size = 0
     try:
         expected = source.size(path)
         while True:
+            if stop is not None and stop.is_set():
+                raise HashingStopped(f"hashing of {source.describe()} stopped at {path}: the verification was "
+                                     "interrupted")
             chunk = source.read_bytes(path, size, chunk_bytes)
             if not chunk:
                 break
             digest.update(chunk)
             size += len(chunk)
+    except HashingStopped:
+        raise
     except SourceError as exc:
         raise SourceError(f"cannot hash backup file {path} in {source.describe()}: {exc}") from exc
     except OSError as exc:
@@ -66,15 +80,18 @@ def hash_source_file(source: ReadableSource, path: str, chunk_bytes: int = CHUNK
     return FileHash(path=path, size=size, sha256=digest.hexdigest())
 
 
-def hash_source_files(source: ReadableSource, paths: list[str], threads: int | None = None) -> list[FileHash]:
+def hash_source_files(source: ReadableSource, paths: list[str], threads: int | None = None,
+                      stop: threading.Event | None = None) -> list[FileHash]:
     """SHA-256 and size of each file, in the order given; `threads` files at once (default: the source's
     `parallel_reads`, 1 for a folder). A file that cannot be hashed raises as it would one by one:
-    the first such file in the order given, and no file after it is started."""
+    the first such file in the order given, and no file after it is started. Once `stop` is set,
+    HashingStopped is raised."""
     workers = min(threads or int(getattr(source, "parallel_reads", 1) or 1), len(paths))
     if workers <= 1:
-        return [hash_source_file(source, path) for path in paths]
+        return [hash_source_file(source, path, stop=stop) for path in paths]
     pool = ThreadPoolExecutor(workers, thread_name_prefix="restoreproof-hash")
-    futures: list[Future[FileHash]] = [pool.submit(hash_source_file, source, path) for path in paths]
+    futures: list[Future[FileHash]] = [pool.submit(hash_source_file, source, path, CHUNK_BYTES, stop)
+                                       for path in paths]
     try:
         return [future.result() for future in futures]
     finally:
