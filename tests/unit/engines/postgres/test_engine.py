@@ -10,6 +10,8 @@ of the point reached, the checks and the verdict; then the same outputs with one
 from __future__ import annotations
 
 import os
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,12 +20,12 @@ import pytest
 
 from tests.conftest import TESTS, fixture_text
 from verification.config import Settings
-from verification.engines.base import Evidence, RestoreOutcome
+from verification.engines.base import DataAccess, Evidence, RestoreOutcome
 from verification.engines.postgres.chain import plan
 from verification.engines.postgres.engine import PostgresEngine
 from verification.engines.postgres.repository import discover
 from verification.errors import TargetError
-from verification.model import CheckStatus, PhaseStatus, RestorePlan, Verdict
+from verification.model import CheckKind, CheckResult, CheckStatus, PhaseStatus, RestorePlan, Verdict
 from verification.sources import LocalSource
 from verification.targets.base import ExecResult
 from verification.verdict import decide
@@ -276,3 +278,106 @@ def test_what_the_engine_proved_before_the_target_went_away_is_in_the_outcome_gi
     # Without an outcome given, the engine makes its own.
     outcome = PostgresEngine(Settings()).restore_and_check(demo_plan, RecordedTarget(), Evidence(tmp_path / "e2"))
     assert outcome is not given and outcome.online is True
+
+
+class SlowTarget(RecordedTarget):
+    """The recorded outputs, each command taking `slow[command]` seconds, and every command's start and
+    end noted in `log` (with the data checks' own, from the checks below)."""
+
+    def __init__(self, log: list[str], slow: dict[str, float], **replace: tuple[int, str]) -> None:
+        super().__init__(**replace)
+        self.log, self.slow = log, slow
+
+    def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> ExecResult:
+        key = self._key(argv)
+        self.log.append(f"start {key}")
+        time.sleep(self.slow.get(key, 0.0))
+        try:
+            return super().run(argv, timeout=timeout, env=env)
+        finally:
+            self.log.append(f"end {key}")
+
+
+def test_the_data_checks_run_alongside_pg_amcheck_and_the_server_stops_only_once_both_are_done(
+        demo_plan: RestorePlan, tmp_path: Path) -> None:
+    log: list[str] = []
+    target = SlowTarget(log, {"pg_amcheck": 0.3}, psql=(0, "postgres\nshop\n"))
+    target.exchange = ("/run/restoreproof", str(tmp_path / "exchange"))
+    amcheck_started = threading.Event()
+    original = target.run
+
+    def run(argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> ExecResult:
+        if argv[0] == "pg_amcheck":
+            amcheck_started.set()
+        return original(argv, timeout=timeout, env=env)
+
+    target.run = run  # type: ignore[method-assign]
+
+    def data_checks(access: DataAccess, evidence: Evidence) -> list[CheckResult]:
+        log.append("start data checks")
+        # They are under way while pg_amcheck runs: it starts without waiting for them.
+        assert amcheck_started.wait(5), "pg_amcheck waited for the data checks"
+        time.sleep(0.5)  # and they outlast it
+        log.append("end data checks")
+        return [CheckResult("data:rows", CheckStatus.PASSED, "2 expectations met", kind=CheckKind.DATA)]
+
+    outcome = PostgresEngine(Settings()).restore_and_check(demo_plan, target, Evidence(tmp_path / "evidence"),
+                                                           data_checks=data_checks)
+    assert log.index("start data checks") < log.index("end pg_amcheck") < log.index("end data checks")
+    assert log.index("end data checks") < log.index("start pg_ctl stop")  # the server stayed up for them
+    # Checks and phases in the order a run one step after the other gives them.
+    assert [c.name for c in outcome.checks] == ["data:rows", "pg_amcheck", "pg_checksums", "pgbackrest_verify"]
+    names = [p.name for p in outcome.phases]
+    assert names.index("data_checks") < names.index("integrity_check") < names.index("repository_verify")
+    phases = {p.name: p for p in outcome.phases}
+    checks, integrity = phases["data_checks"], phases["integrity_check"]
+    assert checks.seconds is not None and checks.seconds >= 0.5
+    assert "integrity_check" in checks.details["alongside"] and "data_checks" in integrity.details["alongside"]
+    # The integrity check's own seconds: pg_amcheck, the stop, pg_checksums; not the wait between.
+    waited = integrity.details["waited_for_data_checks_seconds"]
+    assert waited >= 0.1
+    assert integrity.seconds == pytest.approx(integrity.details["pg_amcheck_seconds"] + integrity.details[
+        "stop_seconds"] + integrity.details["pg_checksums_seconds"], abs=0.05)
+    assert integrity.started_at is not None and checks.started_at is not None
+    assert decide(demo_plan, outcome)[0] is Verdict.PASSED
+
+
+def test_pgbackrest_verify_runs_alongside_the_recovery_and_is_timed_on_its_own(demo_plan: RestorePlan,
+                                                                               tmp_path: Path) -> None:
+    log: list[str] = []
+    # The recorded server log replays WAL for 0.13 s right after its start: the verify is running then.
+    target = SlowTarget(log, {"pgbackrest verify": 0.8, "pg_amcheck": 0.2})
+    outcome, (verdict, _) = verify(demo_plan, tmp_path, target)
+    assert verdict is Verdict.PASSED
+    assert log.index("end pgbackrest restore") < log.index("start pgbackrest verify") < log.index("end pg_amcheck")
+    phases = {p.name: p for p in outcome.phases}
+    verify_phase = phases["repository_verify"]
+    assert verify_phase.seconds == pytest.approx(0.8, abs=0.3)
+    assert {"integrity_check", "redo", "server_start"} <= set(verify_phase.details["alongside"])
+    assert "repository_verify" in phases["redo"].details["alongside"]
+    assert "alongside" not in phases["transfer"].details  # it starts once the transfer is done
+
+
+@pytest.mark.parametrize(("kind", "cpus", "options", "jobs"), [
+    ("docker", 1.5, [], f"--jobs={min(2, os.cpu_count() or 1)}"),  # a share of a CPU still runs a job
+    ("docker", 64.0, [], f"--jobs={os.cpu_count() or 1}"),  # never more than the host has
+    ("recorded", 1.0, [], f"--jobs={os.cpu_count() or 1}"),  # a local target: the host's
+    ("docker", 2.0, ["--heapallindexed", "--jobs=7"], None),  # the configuration's own, left as it is
+    ("docker", 2.0, ["-j", "3"], None),
+])
+def test_pg_amcheck_opens_a_connection_per_cpu_the_target_is_given(demo_plan: RestorePlan, tmp_path: Path,
+                                                                   kind: str, cpus: float, options: list[str],
+                                                                   jobs: str | None) -> None:
+    target = RecordedTarget()
+    target.kind = kind
+
+    def limits(settings: Settings) -> None:
+        settings.docker.cpus = cpus
+        settings.postgres.amcheck_options = options
+
+    verify(demo_plan, tmp_path, target, limits)
+    (amcheck,) = [argv for argv in target.sent if argv[0] == "pg_amcheck"]
+    added = [arg for arg in amcheck if arg.startswith("--jobs=")]
+    assert added == ([jobs] if jobs else [a for a in options if a.startswith("--jobs=")])
+    if options:  # the configuration's options come last, as given
+        assert amcheck[-len(options):] == options
