@@ -381,3 +381,71 @@ def test_pg_amcheck_opens_a_connection_per_cpu_the_target_is_given(demo_plan: Re
     assert added == ([jobs] if jobs else [a for a in options if a.startswith("--jobs=")])
     if options:  # the configuration's options come last, as given
         assert amcheck[-len(options):] == options
+
+
+def test_the_tools_versions_are_asked_in_one_command_each_in_its_own_words(tmp_path: Path) -> None:
+    import stat
+    import subprocess
+
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for name, script in {"pgbackrest": 'echo "pgBackRest 2.45"', "postgres": 'echo "postgres (PostgreSQL) 15.18"',
+                         "pg_amcheck": 'echo "no such option" >&2; exit 2'}.items():
+        (tools / name).write_text(f"#!/bin/sh\n{script}\n")
+        (tools / name).chmod(stat.S_IRWXU)
+
+    class Shell(RecordedTarget):
+        def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> ExecResult:
+            self.sent.append(argv)
+            done = subprocess.run(argv, capture_output=True, text=True, env={"PATH": f"{tools}:/usr/bin:/bin"})
+            return ExecResult(argv, done.returncode, done.stdout, done.stderr, 0.0)
+
+    target = Shell()
+    assert PostgresEngine(Settings()).tool_versions(target) == {
+        "pgbackrest": "pgBackRest 2.45", "postgres": "postgres (PostgreSQL) 15.18", "pg_amcheck": "(exit 2)"}
+    assert len(target.sent) == 1
+
+    class Gone(RecordedTarget):
+        def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> ExecResult:
+            raise TargetError("the target went away")
+
+    assert PostgresEngine(Settings()).tool_versions(Gone()) == {
+        tool: "(not run: the target went away)" for tool in ("pgbackrest", "postgres", "pg_amcheck")}
+
+
+def test_the_wait_for_the_end_of_recovery_asks_the_server_only_once_its_log_says_it_is_ready(tmp_path: Path) -> None:
+    """The wait runs beside the server's redo: while the log does not say the server accepts connections,
+    psql is started once a second, not every 50 ms; a server that is gone ends the wait with exit 3."""
+    import stat
+    import subprocess
+
+    from verification.engines.postgres.engine import WAIT_ONLINE
+
+    tools, data, log, asked = tmp_path / "bin", tmp_path / "data", tmp_path / "server.log", tmp_path / "asked"
+    tools.mkdir()
+    data.mkdir()
+    (tools / "psql").write_text(f'#!/bin/sh\necho x >> {asked}\ngrep -q "ready to accept connections" {log} '
+                                '&& echo f || exit 2\n')
+    (tools / "psql").chmod(stat.S_IRWXU)
+    server = subprocess.Popen(["sleep", "30"])  # stands for the postmaster
+    (data / "postmaster.pid").write_text(f"{server.pid}\n{data}\n")
+    log.write_text("LOG:  redo starts at 0/2000028\n")
+
+    def wait() -> subprocess.Popen[str]:
+        return subprocess.Popen(["bash", "-c", WAIT_ONLINE, "wait", "/sock", "5432", "postgres", str(data), str(log)],
+                                env={"PATH": f"{tools}:/usr/bin:/bin"}, text=True)
+
+    try:
+        waiting = wait()
+        time.sleep(1.5)
+        assert waiting.poll() is None  # still recovering
+        assert len(asked.read_text().splitlines()) <= 2  # 2 in 1.5 s, not 30
+        log.write_text(log.read_text() + "LOG:  database system is ready to accept connections\n")
+        assert waiting.wait(5) == 0
+        log.write_text("LOG:  redo starts at 0/2000028\n")
+        waiting = wait()
+        server.kill()
+        server.wait()
+        assert waiting.wait(5) == 3  # the server is gone: no waiting for the timeout
+    finally:
+        server.kill()
