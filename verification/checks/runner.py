@@ -369,10 +369,13 @@ class DataCheckRunner:
                         definition = self._definition(gx, context, sources, access, batch)
                         # A checkpoint per batch (its Data Docs built once, below), so that each
                         # result is kept as it comes and a timeout leaves the ones before it.
-                        run = self._checkpoint(gx, context, definition, batch, FIRST_PASS)
+                        key, run = self._checkpoint(gx, context, definition, batch, FIRST_PASS)
                         if _has_unexpected(run):
-                            # Something was unexpected: validated again for the values GX shows of it.
-                            run = self._checkpoint(gx, context, definition, batch, SAMPLES)
+                            # Something was unexpected: validated again for the values GX shows of it,
+                            # and only that run is kept for the Data Docs.
+                            _, run = self._checkpoint(gx, context, definition, batch, SAMPLES)
+                            with contextlib.suppress(Exception):  # at worst the Data Docs show both runs
+                                context.validation_results_store.remove_key(key)
                     except Exception as exc:  # this batch could not be validated at all; the others still are
                         self._record(batch, evidence, None, f"Great Expectations could not validate it: "
                                                             f"{type(exc).__name__}: {exc}")
@@ -392,14 +395,16 @@ class DataCheckRunner:
                     evidence.files[f"{DOCS_FOLDER}/index.html"] = f"{evidence.folder.name}/{DOCS_FOLDER}/index.html"
                 self._docs = True
 
-    def _checkpoint(self, gx: Any, context: Any, definition: Any, batch: _Batch, result_format: dict[str, Any]) -> Any:
-        """One run of the batch's validation in a checkpoint of its own (named after the pass)."""
+    def _checkpoint(self, gx: Any, context: Any, definition: Any, batch: _Batch,
+                    result_format: dict[str, Any]) -> tuple[Any, Any]:
+        """One run of the batch's validation in a checkpoint of its own (named after the pass): the
+        key its result is stored under, and the result."""
         checkpoint = context.checkpoints.add(gx.Checkpoint(
             name=f"restoreproof-{_name(self.verified)}-{batch.key}"
                  + ("" if result_format is FIRST_PASS else "-samples"),
             validation_definitions=[definition], result_format=result_format))
-        (run,) = checkpoint.run().run_results.values()
-        return run
+        ((key, run),) = checkpoint.run().run_results.items()
+        return key, run
 
     def _definition(self, gx: Any, context: Any, sources: dict[str, Any], access: DataAccess, batch: _Batch) -> Any:
         """The batch's ValidationDefinition: its data source (one per database), asset, batch

@@ -395,7 +395,8 @@ def test_a_batch_with_nothing_unexpected_is_validated_once_without_asking_for_ex
     passes: list[tuple[str, str]] = []
     original = runner.DataCheckRunner._checkpoint
 
-    def noted(self: Any, gx: Any, context: Any, definition: Any, batch: Any, result_format: dict[str, Any]) -> Any:
+    def noted(self: Any, gx: Any, context: Any, definition: Any, batch: Any,
+              result_format: dict[str, Any]) -> tuple[Any, Any]:
         passes.append((batch.label, "first" if result_format is runner.FIRST_PASS else "samples"))
         return original(self, gx, context, definition, batch, result_format)
 
@@ -408,7 +409,7 @@ def test_a_batch_with_nothing_unexpected_is_validated_once_without_asking_for_ex
               {"table": "orders", "name": "mostly-one-order-each",
                "expect": [_expect("expect_column_values_to_be_unique", column="customer_id", mostly=0.3)]}]
     settings = checks(baselines={"enabled": False}, freshness={"enabled": False}, expectations={"shop": unique})
-    named, _ = run(tmp_path, settings, access({"shop": database}))
+    named, evidence = run(tmp_path, settings, access({"shop": database}))
     assert passes == [("database shop, table main.orders", "first"),  # unique ids: nothing unexpected
                       ("database shop, table main.orders", "first"), ("database shop, table main.orders", "samples"),
                       ("database shop, table main.orders", "first"), ("database shop, table main.orders", "samples")]
@@ -420,3 +421,7 @@ def test_a_batch_with_nothing_unexpected_is_validated_once_without_asking_for_ex
     # Passed within `mostly`: what was unexpected is still shown with its examples.
     mostly = named["data:mostly-one-order-each"]
     assert mostly.status is CheckStatus.PASSED and "e.g. [2, 2]" in mostly.summary
+    # The Data Docs show one run of each validation: the one whose results were read.
+    pages = sorted(path.relative_to(evidence.folder / "data-docs" / "validations").parts[0]
+                   for path in (evidence.folder / "data-docs" / "validations").rglob("*.html"))
+    assert pages == ["user-0", "user-1", "user-2"]
