@@ -85,8 +85,9 @@ def raw_steps(repo: Path, image: str, memory: str, cpus: float, process_max: int
     return seconds
 
 
-def pipeline_run(repo: Path, report_dir: Path) -> dict[str, float]:
-    settings = load_settings(report_dir=report_dir, state_dir=report_dir / "state")
+def pipeline_run(repo: Path, report_dir: Path, data_checks: bool = True) -> dict[str, float]:
+    settings = load_settings(report_dir=report_dir, state_dir=report_dir / "state",
+                             checks=None if data_checks else {"enabled": False})
     started = time.monotonic()
     result = run_verification(settings, repo, databases=[STANZA])
     wall = time.monotonic() - started
@@ -111,10 +112,14 @@ def load() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scale", type=int, default=10)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=4,
+                        help="timed pairs, at least 3; an even number runs each order as often")
     parser.add_argument("--workdir", type=Path, default=Path("bench-work"))
     parser.add_argument("--calibrate", type=int, default=None,
                         help="untimed restoreproof runs first (default: prediction.min_runs)")
+    parser.add_argument("--no-data-checks", dest="data_checks", action="store_false",
+                        help="restoreproof without its data checks (checks.enabled: false): the same steps as "
+                             "the raw ones, which have none")
     args = parser.parse_args()
 
     settings = load_settings()
@@ -131,11 +136,12 @@ def main() -> None:
     raw: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory(prefix="restoreproof-bench-") as reports:
         for i in range(calibrate):
-            warm = pipeline_run(demo.repository, Path(reports))
+            warm = pipeline_run(demo.repository, Path(reports), args.data_checks)
             print(f"  calibrating {i + 1}/{calibrate}: restoreproof {warm['total']:7.2f} s (untimed)", flush=True)
         for i in range(args.repeat):
             # Alternate the order so neither side always gets the warmer page cache.
-            steps = [("restoreproof", lambda: ours.append(pipeline_run(demo.repository, Path(reports)))),
+            steps = [("restoreproof", lambda: ours.append(pipeline_run(demo.repository, Path(reports),
+                                                                      args.data_checks))),
                      ("raw", lambda: raw.append(raw_steps(demo.repository, settings.docker.postgres_image,
                                                           settings.docker.memory, settings.docker.cpus,
                                                           settings.postgres.restore_process_max)))]
@@ -151,7 +157,8 @@ def main() -> None:
         values = [r[key] for r in rows if key in r]
         return statistics.median(values) if values else None
 
-    print(f"\nper-phase medians over {args.repeat} runs, scale {args.scale} (seconds)")
+    print(f"\nper-phase medians over {args.repeat} runs, scale {args.scale} (seconds)"
+          + ("" if args.data_checks else "; restoreproof without its data checks"))
     print("restoreproof (each phase its own duration; several ran alongside others):")
     for key in ("provision", "transfer", "server_start", "redo", "recovery_end", "data_checks", "integrity_check",
                 "repository_verify", "phases_own_sum", "database_wall", "total"):

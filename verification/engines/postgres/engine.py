@@ -12,8 +12,8 @@ targets share this code. The order of a verification:
     pgbackrest verify (whole repository;    -> phase "repository_verify"
       a staged copy: the planned chain)
 
-Not strictly one after the other: `pgbackrest verify` reads only the repository, so it starts as
-soon as the transfer ends and runs alongside the server's recovery and the checks; the data checks
+Not strictly one after the other: `pgbackrest verify` reads only the repository, so it starts with
+the transfer and runs alongside the restore, the server's recovery and the checks; the data checks
 and pg_amcheck (with --jobs, one per CPU of the target) both only read the online server, so they
 run at the same time; the clean stop waits for both, and pg_checksums then has the target to
 itself. Every phase is still timed from its own start to its own end, and names the phases it ran
@@ -27,6 +27,7 @@ import os
 import re
 import shlex
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from verification.config import Settings
@@ -319,10 +320,18 @@ class _Verification:
         out.phases.append(PhaseTiming(PhaseName.PROVISION, PhaseStatus.MEASURED, seconds=self.target.provision_seconds))
         out.phases.append(PhaseTiming.absent(PhaseName.ZEROING,
                                              "PostgreSQL restores files as they are; nothing is zeroed"))
-        restored = self.restore()
-        # It reads only the repository: alongside the recovery and the checks, not after them. Should
-        # a step below raise, it is not waited for: removing the target ends its command.
-        verify = Alongside("repository-verify", self.repository_verify) if self.pg.repository_verify else None
+        # pgbackrest verify reads only the repository: it starts with the transfer, alongside the
+        # restore, and is waited for at the end. Should a step raise, it is not waited for: removing
+        # the target ends its command.
+        started: list[Alongside[tuple[CheckResult, PhaseTiming]]] = []
+
+        def start_verify() -> None:
+            if self.pg.repository_verify and not started:
+                started.append(Alongside("repository-verify", self.repository_verify))
+
+        restored = self.restore(start_verify)
+        start_verify()  # the target could not be prepared: the repository is verified all the same
+        verify = started[0] if started else None
         if restored:
             log = self.start_and_recover()
             if out.online and log is not None:
@@ -350,7 +359,8 @@ class _Verification:
 
     # transfer ------------------------------------------------------------------------------------
 
-    def restore(self) -> bool:
+    def restore(self, alongside: Callable[[], None] = lambda: None) -> bool:
+        """pgbackrest restore; `alongside` is called once the target is prepared, as the transfer starts."""
         backup = self.plan.target_backup
         assert backup is not None, "restore_and_check needs a plan with a backup"
         prepared = self.target.run(["mkdir", "-p", "-m", "700", self.data, self.tool_dir, self.socket_dir],
@@ -358,6 +368,7 @@ class _Verification:
         if not prepared.ok:
             self.outcome.errors.append(f"cannot prepare {self.data} in the target: {prepared.output.strip()}")
             return False
+        alongside()
         options = [f"--pg1-path={self.data}", f"--set={backup.label}", "--log-level-console=info",
                    "--archive-mode=off", "--job-retry=0", f"--process-max={self.pg.restore_process_max}",
                    f"--tablespace-map-all={self.target.work_dir}/tablespaces"]
@@ -656,8 +667,8 @@ class _Verification:
                      "waited_for_data_checks_seconds": round(waited, 3)}))
 
     def repository_verify(self) -> tuple[CheckResult, PhaseTiming]:
-        """`pgbackrest verify`, its check and phase (run alongside the steps after the transfer: it
-        reads only the repository, one process, the recovery and the checks having the rest)."""
+        """`pgbackrest verify`, its check and phase (run alongside the transfer and the steps after it:
+        it reads only the repository)."""
         started, started_at = time.monotonic(), datetime.now(UTC)
         result = self.target.run(self.pgbackrest("verify", "--log-level-console=info", "--output=text",
                                                  "--verbose"), timeout=self.pg.check_timeout, env=self.env)
