@@ -369,6 +369,9 @@ class DatabaseResult:
     # verification.prediction.phase_model.Prediction, made before the restore (kept untyped here
     # so the domain types do not depend on the model).
     prediction: Any = None
+    # Seconds from the start of this database's verification (its download or its target) to its
+    # verdict. Some phases run alongside others: their own seconds add up to more than this.
+    wall_seconds: float | None = None
 
     @property
     def recovery_seconds(self) -> float | None:

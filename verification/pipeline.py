@@ -13,6 +13,8 @@ import json
 import os
 import platform
 import socket
+import threading
+import time
 import traceback
 import uuid
 from collections.abc import Callable, Sequence
@@ -24,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from verification import __version__
 from verification.checks.suites import check_all, unknown_databases
 from verification.config import Settings
+from verification.engines.alongside import Alongside
 from verification.engines.base import DataChecks, Engine, Evidence, RestoreOutcome, SourcePlan
 from verification.errors import (
     RestoreproofError,
@@ -79,6 +82,7 @@ from verification.targets.lease import Killed, LeaseFacts, describe_phase, this_
 from verification.verdict import decide
 
 if TYPE_CHECKING:
+    from verification.evidence.backup_hashes import FileHash
     from verification.sources.staging import StagedCopy, Stager
 
 ProgressFn = Callable[[str], None]
@@ -202,11 +206,23 @@ def record_versions(engine: Engine, target: Target, evidence: Evidence) -> None:
     evidence.write("versions.json", json.dumps(versions, indent=2, default=str) + "\n")
 
 
-def record_backup_hashes(source: Source, plan: RestorePlan, evidence: Evidence) -> None:
-    """SHA-256 of every file the chain consists of, as `sha256sum -c` reads it."""
+def record_backup_hashes(source: Source, plan: RestorePlan, evidence: Evidence,
+                         hashed: list[FileHash] | None = None) -> None:
+    """SHA-256 of every file the chain consists of, as `sha256sum -c` reads it (`hashed`: the hashes
+    already taken alongside the restore, else they are taken now)."""
     from verification.evidence.backup_hashes import hash_source_files, render_sha256sums
 
-    evidence.write("backup-files.sha256", render_sha256sums(hash_source_files(source, plan.files)))
+    evidence.write("backup-files.sha256", render_sha256sums(hashed if hashed is not None
+                                                             else hash_source_files(source, plan.files)))
+
+
+def hash_alongside(source: Source, plan: RestorePlan, stop: threading.Event) -> Alongside[list[FileHash]]:
+    """The backup files' hashes, taken while the restore reads the same files: both only read them,
+    and the hashing needs no server. Every byte is still read by restoreproof itself (not taken from
+    pgBackRest's manifest), so backup-files.sha256 says the same as when it was hashed after."""
+    from verification.evidence.backup_hashes import hash_source_files
+
+    return Alongside("backup-hashes", lambda: hash_source_files(source, plan.files, stop=stop))
 
 
 def redact_result(result: DatabaseResult, redact: Redactor) -> None:
@@ -330,6 +346,7 @@ def verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider 
         progress(f"{plan.database}: {changed}")
         point = RestorePoint(target=plan.stop_at.isoformat() if plan.stop_at else "latest")
         return DatabaseResult(plan.database, Verdict.ERROR, [changed], plan, point)
+    began = time.monotonic()
     staging: Staging | None = None
     if plan.chain.status is ChainStatus.COMPLETE and provider is not None:
         staging = (stage_plan(stager, plan, run_id, evidence, progress) if stager is not None
@@ -350,6 +367,8 @@ def verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider 
             except RestoreproofError as exc:  # the verdict stands; the reaper removes what is left
                 progress(f"{plan.database}: {exc}")
                 staging.phase.details["not_removed"] = str(exc)
+    # Its phases' own seconds add up to more than this where some ran alongside others.
+    result.wall_seconds = time.monotonic() - began
     return result
 
 
@@ -360,6 +379,8 @@ def _verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider
                      watch: Callable[[list[str]], object] | None = None) -> DatabaseResult:
     point = RestorePoint(target=plan.stop_at.isoformat() if plan.stop_at else "latest")
     result = DatabaseResult(plan.database, Verdict.ERROR, [], plan, point)
+    hashing = context is None or context.settings.evidence.hash_backups
+    hashes: Alongside[list[FileHash]] | None = None
     # Before any target: what the backup files show without a server fails a database that cannot be
     # restored here (a broken chain, no image) all the same, and is kept beside the restore's own checks.
     offline = check_backup_files(engine, plan, source, evidence, progress)
@@ -381,9 +402,18 @@ def _verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider
         outcome = stopped(offline, f"not restored: {moved}")  # the plan no longer holds: no target is started
     else:
         target = None
+        versions: Alongside[None] | None = None
         # Filled by the engine as it goes: a failure it proved before an exception is still decided.
         partial = offline
+        stop_hashing = threading.Event()
         try:
+            if hashing and source is not None and plan.files:
+                progress(f"{plan.database}: hashing the {len(plan.files)} backup files, alongside the restore")
+                hashes = hash_alongside(source, plan, stop_hashing)
+            if data_checks is not None:
+                from verification.checks.runner import import_gx_alongside
+
+                import_gx_alongside()  # seconds of imports, done by the time the server is online
             progress(f"{plan.database}: provisioning a {provider.kind} target")
             target = provider.provision(run_id, plan.database, repo_host_path)
             result.target = target.describe()
@@ -392,11 +422,14 @@ def _verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider
                 result.prediction = predict_quietly(context, engine, plan, target, source, provider, run_id,
                                                     repo_host_path, evidence, progress,
                                                     staging.work() if staging is not None else ())
-                record_versions(engine, target, evidence)
+                # The tools' versions, asked while the restore starts: nothing waits for them.
+                versions = Alongside("versions", lambda: record_versions(engine, target, evidence))
             progress(f"{plan.database}: restoring {plan.target_backup.label if plan.target_backup else '?'}")
             outcome = engine.restore_and_check(plan, target, evidence, partial, data_checks)
             if outcome is not partial:  # an engine that made its own outcome still keeps what came before it
                 outcome.checks[:0], outcome.errors[:0] = partial.checks, partial.errors
+            if versions is not None:
+                versions.result()  # before the target goes
         except TargetError as exc:
             outcome = stopped(partial, f"target: {exc}")
         except RestoreproofError as exc:
@@ -406,7 +439,13 @@ def _verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider
             # others are still verified, and the traceback is kept as evidence.
             evidence.write("internal-error.txt", traceback.format_exc())
             outcome = stopped(partial, f"internal error: {type(exc).__name__}: {exc}")
+        except BaseException:
+            stop_hashing.set()  # interrupted: nothing more is read, nothing is written
+            raise
         finally:
+            if versions is not None and target is not None:
+                # Asked of the target while it still exists: it is removed next.
+                versions.wait()
             if target is not None:
                 # Asked before the target goes: what it ran out of decides what its failures are worth.
                 exhausted = exhausted_quietly(target, evidence)
@@ -426,7 +465,6 @@ def _verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider
     # Direct mode: the target read the objects itself, with nothing holding them to the listing (no
     # If-Match): one rewritten while it read them makes whatever it found unjudgeable.
     during = (_moved(watch, plan) if watch is not None and result.target and outcome is not None else None)
-    hashing = context is None or context.settings.evidence.hash_backups
     # Only what a restore read is hashed as its evidence.
     read = (outcome is not None and provider is not None and plan.chain.status is ChainStatus.COMPLETE
             and (staging is None or staging.error is None))
@@ -435,12 +473,14 @@ def _verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider
                                           "not run: disabled by the setting evidence.hash_backups: false",
                                           details={"disabled_by": "evidence.hash_backups"}, required=False))
     if read and source is not None and plan.files and hashing:
-        # After the target is gone, and never in place of the verdict: a backup rewritten or
-        # expired while it was hashed makes incomplete evidence, said as such, not a failed restore.
-        # From a staged copy, the staged bytes: what the restore read, not a second download.
-        progress(f"{plan.database}: hashing the {len(plan.files)} backup files read")
+        # Never in place of the verdict: a backup rewritten or expired while it was hashed makes
+        # incomplete evidence, said as such, not a failed restore. From a staged copy, the staged
+        # bytes: what the restore read, not a second download. Taken alongside the restore where a
+        # target was started (waited for here), else now.
+        if hashes is None:
+            progress(f"{plan.database}: hashing the {len(plan.files)} backup files read")
         try:
-            record_backup_hashes(source, plan, evidence)
+            record_backup_hashes(source, plan, evidence, hashes.result() if hashes is not None else None)
         except (RestoreproofError, OSError) as exc:
             evidence.write("backup-files.error.txt", f"the backup files could not all be hashed: {exc}\n")
             progress(f"{plan.database}: backup files not hashed: {exc}")

@@ -6,7 +6,7 @@ made from them once (`reports.entries`), prediction adds its typed figures to it
 models back, never a dict read by string keys. `report.schema.json` is generated from `RunReport`
 (`restoreproof schema`); a test fails when the checked-in file differs.
 
-Reports written by earlier versions (schema 1.0 to 1.6) still validate: fields added since are
+Reports written by earlier versions (schema 1.0 to 1.7) still validate: fields added since are
 optional with the default an older writer implied. Unknown fields are refused (`extra="forbid"`), so
 a misspelt field is an error, not a silent blank.
 """
@@ -36,8 +36,8 @@ from verification.model import (
 )
 
 # Every version a reader accepts: 1.0 plus what each minor version added (docs/report-schema.md).
-SchemaVersion = Literal["1.0", "1.1", "1.2", "1.3", "1.4", "1.5", "1.6", "1.7"]
-SCHEMA_VERSION: SchemaVersion = "1.7"
+SchemaVersion = Literal["1.0", "1.1", "1.2", "1.3", "1.4", "1.5", "1.6", "1.7", "1.8"]
+SCHEMA_VERSION: SchemaVersion = "1.8"
 
 # Times as Python writes them (`isoformat`: "+00:00", not pydantic's "Z"), so reports stay byte-compatible.
 Timestamp = Annotated[datetime, PlainSerializer(lambda value: value.isoformat(), return_type=str)]
@@ -365,6 +365,9 @@ class DatabaseEntry(ReportModel):
     reasons: list[str] = Field(min_length=1)
     restore_point: RestorePointEntry
     recovery_seconds: float | None = None
+    # 1.8: seconds from the start of the database's verification to its verdict. Phases that ran
+    # alongside each other (each names them in details.alongside) add up to more than this.
+    wall_seconds: float | None = None
     chain: ChainEntry
     phases: list[PhaseEntry]
     checks: list[CheckEntry]

@@ -298,8 +298,8 @@ def test_the_docker_engine_down_when_the_next_target_starts_is_waited_for_and_th
     said, restart = [], None
     for line in run.stderr:
         said.append(line)
-        # The first database's target is gone (its files are hashed after it), the next one's not started.
-        if restart is None and ": hashing the " in line:
+        # The first database is verified and recorded (its target gone), the next one's not started.
+        if restart is None and line.rstrip().endswith(": passed"):
             restart = threading.Thread(target=private_engine.restart, args=(5.0,))
             restart.start()
     run.wait(timeout=60)

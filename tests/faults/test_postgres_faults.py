@@ -272,6 +272,10 @@ def test_the_docker_engine_gone_mid_restore_is_an_error_and_reap_removes_what_is
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline:
                 for container in real.containers.list(filters={"label": RUN_LABEL, "status": "running"}):
+                    # This test's own target only (it mounts this test's repository): on an engine
+                    # shared with other runs, theirs restore too.
+                    if not any(m.get("Source") == str(pg_repo) for m in container.attrs.get("Mounts", [])):
+                        continue
                     with contextlib.suppress(Exception):
                         # This test's own target (its copy of the repository mounted), not another run's on
                         # the shared engine.

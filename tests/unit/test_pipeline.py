@@ -1191,3 +1191,113 @@ def test_a_sweep_that_fails_at_a_runs_start_is_said_and_the_run_goes_on(captured
     assert [d.database for d in result.run.databases] == ["demo1"]
     assert "warning: what dead runs left was not looked at (RuntimeError: the engine answered oddly); " \
            "`restoreproof reap` does it on demand" in said
+
+
+class WatchedSource:
+    """A folder whose reads are noted, and can be held until `release` is set."""
+
+    def __init__(self, root: Path, release: Any = None) -> None:
+        from verification.sources import LocalSource
+
+        self.inner = LocalSource(root)
+        self.release = release
+        self.reads: list[str] = []
+
+    def describe(self) -> str:
+        return self.inner.describe()
+
+    def size(self, path: str) -> int:
+        return self.inner.size(path)
+
+    def read_bytes(self, path: str, offset: int = 0, length: int | None = None) -> bytes:
+        self.reads.append(path)
+        if self.release is not None:
+            assert self.release.wait(10), "the test never released the read"
+        return self.inner.read_bytes(path, offset, length)
+
+
+def _backup_files(root: Path) -> dict[str, bytes]:
+    files = {f"backup/demo1/F/pg_data/base/1/{n}.gz": bytes([n]) * (1000 + n) for n in range(5)}
+    files["archive/demo1/15-1/0000000100000000/000000010000000000000003-abc.gz"] = b"wal" * 500
+    for path, body in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_bytes(body)
+    return files
+
+
+class HashWatchingEngine(OnlineEngine):
+    """Its restore finishes only once the source has been read: the hashing went on while it ran."""
+
+    def __init__(self, source: WatchedSource) -> None:
+        super().__init__(AssertionError())
+        self.source = source
+        self.reads_during_restore = 0
+
+    def restore_and_check(self, plan: Any, target: Any, evidence: Evidence,
+                          outcome: RestoreOutcome | None = None, data_checks: Any = None) -> RestoreOutcome:
+        import time
+
+        deadline = time.monotonic() + 10
+        while not self.source.reads and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.reads_during_restore = len(self.source.reads)
+        return super().restore_and_check(plan, target, evidence, outcome, data_checks)
+
+
+def test_the_backup_files_are_hashed_alongside_the_restore_every_byte_read_by_restoreproof(tmp_path):
+    import hashlib
+
+    files = _backup_files(tmp_path / "repo")
+    source = WatchedSource(tmp_path / "repo")
+    engine = HashWatchingEngine(source)
+    plan = complete_plan()
+    plan.files = sorted(files)
+    progress: list[str] = []
+    result = verify_database(engine, plan, MemoryProvider(), "run", "/repo", Evidence(tmp_path / "ev"),
+                             progress.append, source=source)  # type: ignore[arg-type]
+    assert result.verdict is Verdict.PASSED, result.reasons
+    assert engine.reads_during_restore > 0  # read while the restore ran, not after it
+    sums = (tmp_path / "ev" / "backup-files.sha256").read_text()
+    assert sums == "".join(f"{hashlib.sha256(files[path]).hexdigest()}  {path}\n" for path in sorted(files))
+    assert "demo1: hashing the 6 backup files, alongside the restore" in progress
+    assert result.wall_seconds is not None and result.wall_seconds > 0
+
+
+def test_an_interrupted_verification_stops_hashing_and_writes_no_hashes(tmp_path):
+    import threading
+
+    files = _backup_files(tmp_path / "repo")
+    release = threading.Event()
+    source = WatchedSource(tmp_path / "repo", release)
+    plan = complete_plan()
+    plan.files = sorted(files)
+    provider = MemoryProvider()
+
+    class InterruptedEngine(HashWatchingEngine):
+        def restore_and_check(self, *args: Any, **kwargs: Any) -> RestoreOutcome:
+            super().restore_and_check(*args, **kwargs)  # once the first file is being read
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        verify_database(InterruptedEngine(source), plan, provider, "run", "/repo",
+                        Evidence(tmp_path / "ev"), source=source)  # type: ignore[arg-type]
+    assert provider.targets[0].closed == 1
+    release.set()  # the read under way ends; nothing after it is started
+    import time
+
+    time.sleep(0.3)
+    assert source.reads == [plan.files[0]]
+    assert not (tmp_path / "ev" / "backup-files.sha256").exists()
+
+
+def test_a_file_that_cannot_be_hashed_alongside_makes_the_evidence_say_so_never_the_verdict(tmp_path):
+    files = _backup_files(tmp_path / "repo")
+    plan = complete_plan()
+    plan.files = [*sorted(files), "backup/demo1/F/pg_data/base/1/gone.gz"]
+    source = WatchedSource(tmp_path / "repo")
+    result = verify_database(OnlineEngine(AssertionError()), plan, MemoryProvider(), "run", "/repo",
+                             Evidence(tmp_path / "ev"), source=source)  # type: ignore[arg-type]
+    assert result.verdict is Verdict.PASSED, result.reasons
+    said = (tmp_path / "ev" / "backup-files.error.txt").read_text()
+    assert "backup/demo1/F/pg_data/base/1/gone.gz" in said
+    assert not (tmp_path / "ev" / "backup-files.sha256").exists()

@@ -25,6 +25,7 @@ import contextlib
 import json
 import os
 import re
+import sys
 import tempfile
 import threading
 import time
@@ -66,6 +67,44 @@ def import_gx() -> Any:
 
 def import_seconds() -> float | None:
     return _imported.get("seconds")
+
+
+def import_gx_alongside() -> None:
+    """Start importing Great Expectations in a daemon thread, so the seconds it takes pass while the
+    target is provisioned and restored rather than after the server is online; the data checks'
+    own import then finds it done (or waits for the rest). A failed import is left to the data
+    checks to report, as before."""
+    if "seconds" in _imported or "great_expectations" in sys.modules:
+        return
+
+    def quietly() -> None:
+        with contextlib.suppress(Exception):
+            import_gx()
+
+    threading.Thread(target=quietly, name="restoreproof-import-gx", daemon=True).start()
+
+
+# Each batch is validated first without asking for examples of unexpected values: for a uniqueness
+# expectation GX fetches them with a second pass over the whole table (a window over every row), run
+# even when nothing is unexpected. The counts that decide success are the same in both passes; only
+# a batch where something was unexpected (failed, or within `mostly`) is validated again, with the
+# examples, and that second run is what is kept and read.
+FIRST_PASS: dict[str, Any] = {"result_format": "SUMMARY", "partial_unexpected_count": 0}
+SAMPLES: dict[str, Any] = {"result_format": "SUMMARY"}
+
+
+def _has_unexpected(run: Any) -> bool:
+    """Whether any expectation of the run failed or saw an unexpected value (an unknown shape counts)."""
+    results = getattr(run, "results", None)
+    if not isinstance(results, list):
+        return True
+    for result in results:
+        said = getattr(result, "result", None) or {}
+        if getattr(result, "success", None) is not True or not isinstance(said, dict):
+            return True
+        if said.get("unexpected_count"):
+            return True
+    return False
 
 
 @dataclass
@@ -330,10 +369,13 @@ class DataCheckRunner:
                         definition = self._definition(gx, context, sources, access, batch)
                         # A checkpoint per batch (its Data Docs built once, below), so that each
                         # result is kept as it comes and a timeout leaves the ones before it.
-                        checkpoint = context.checkpoints.add(gx.Checkpoint(
-                            name=f"restoreproof-{_name(self.verified)}-{batch.key}",
-                            validation_definitions=[definition], result_format={"result_format": "SUMMARY"}))
-                        (run,) = checkpoint.run().run_results.values()
+                        key, run = self._checkpoint(gx, context, definition, batch, FIRST_PASS)
+                        if _has_unexpected(run):
+                            # Something was unexpected: validated again for the values GX shows of it,
+                            # and only that run is kept for the Data Docs.
+                            _, run = self._checkpoint(gx, context, definition, batch, SAMPLES)
+                            with contextlib.suppress(Exception):  # at worst the Data Docs show both runs
+                                context.validation_results_store.remove_key(key)
                     except Exception as exc:  # this batch could not be validated at all; the others still are
                         self._record(batch, evidence, None, f"Great Expectations could not validate it: "
                                                             f"{type(exc).__name__}: {exc}")
@@ -352,6 +394,17 @@ class DataCheckRunner:
                 if (Path(scratch) / "index.html").is_file():
                     evidence.files[f"{DOCS_FOLDER}/index.html"] = f"{evidence.folder.name}/{DOCS_FOLDER}/index.html"
                 self._docs = True
+
+    def _checkpoint(self, gx: Any, context: Any, definition: Any, batch: _Batch,
+                    result_format: dict[str, Any]) -> tuple[Any, Any]:
+        """One run of the batch's validation in a checkpoint of its own (named after the pass): the
+        key its result is stored under, and the result."""
+        checkpoint = context.checkpoints.add(gx.Checkpoint(
+            name=f"restoreproof-{_name(self.verified)}-{batch.key}"
+                 + ("" if result_format is FIRST_PASS else "-samples"),
+            validation_definitions=[definition], result_format=result_format))
+        ((key, run),) = checkpoint.run().run_results.items()
+        return key, run
 
     def _definition(self, gx: Any, context: Any, sources: dict[str, Any], access: DataAccess, batch: _Batch) -> Any:
         """The batch's ValidationDefinition: its data source (one per database), asset, batch

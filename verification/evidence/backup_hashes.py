@@ -10,6 +10,9 @@ hashes and their order are the same as one file after the other. The first file 
 hashed stops the others at once: no file not yet started is read, and those being read stop at
 their next chunk, so an expired or rewritten object is said in the time of one chunk, not of the
 whole chain's reads.
+
+The pipeline hashes alongside the restore (the same files, read-only, and no server needed): `stop`
+ends the hashing early when the verification is interrupted, and nothing half-read is written.
 """
 
 from __future__ import annotations
@@ -49,16 +52,24 @@ class FileHash:
     sha256: str
 
 
+class HashingStopped(SourceError):
+    """The hashing was stopped before it was done (the verification was interrupted)."""
+
+
 def hash_source_file(source: ReadableSource, path: str, chunk_bytes: int = CHUNK_BYTES,
-                     stop: threading.Event | None = None) -> FileHash:
+                     stop: threading.Event | None = None, interrupt: threading.Event | None = None) -> FileHash:
     """Read one file of the source to its end and hash it; SourceError names the file when it cannot.
-    `stop`, once set, ends the read at the next chunk (after the first: a file started is read enough
-    to say whether it can be read at all)."""
+    `stop`, once set (another file could not be hashed), ends the read at the next chunk (after the
+    first: a file started is read enough to say whether it can be read at all); `interrupt`, once set
+    (the verification was interrupted), ends it at once with HashingStopped."""
     digest = hashlib.sha256()
     size = 0
     try:
         expected = source.size(path)
         while True:
+            if interrupt is not None and interrupt.is_set():
+                raise HashingStopped(f"hashing of {source.describe()} stopped at {path}: the verification was "
+                                     "interrupted")
             if stop is not None and size and stop.is_set():
                 raise _Stopped(path)
             chunk = source.read_bytes(path, size, chunk_bytes)
@@ -66,6 +77,8 @@ def hash_source_file(source: ReadableSource, path: str, chunk_bytes: int = CHUNK
                 break
             digest.update(chunk)
             size += len(chunk)
+    except HashingStopped:
+        raise
     except SourceError as exc:
         raise SourceError(f"cannot hash backup file {path} in {source.describe()}: {exc}") from exc
     except OSError as exc:
@@ -79,26 +92,29 @@ def hash_source_file(source: ReadableSource, path: str, chunk_bytes: int = CHUNK
     return FileHash(path=path, size=size, sha256=digest.hexdigest())
 
 
-def hash_source_files(source: ReadableSource, paths: list[str], threads: int | None = None) -> list[FileHash]:
+def hash_source_files(source: ReadableSource, paths: list[str], threads: int | None = None,
+                      stop: threading.Event | None = None) -> list[FileHash]:
     """SHA-256 and size of each file, in the order given; `threads` files at once (default: the source's
     `parallel_reads`, 1 for a folder). A file that cannot be hashed raises at once, and as one by one
     would: no file is started after it; with several threads, those being read stop at their next
-    chunk, and of the files that could not be hashed the first in the order given is named."""
+    chunk, and of the files that could not be hashed the first in the order given is named. Once
+    `stop` is set (the verification interrupted), HashingStopped is raised."""
+    interrupt = stop
     workers = min(threads or int(getattr(source, "parallel_reads", 1) or 1), len(paths))
     if workers <= 1:
-        return [hash_source_file(source, path) for path in paths]
-    stop = threading.Event()
+        return [hash_source_file(source, path, interrupt=interrupt) for path in paths]
+    failed = threading.Event()
 
     def one(path: str) -> FileHash:
-        if stop.is_set():
+        if failed.is_set():
             raise _Stopped(path)  # taken from the queue after a failure: not read
         try:
-            return hash_source_file(source, path, stop=stop)
+            return hash_source_file(source, path, stop=failed, interrupt=interrupt)
         except _Stopped:
             raise
         except BaseException:
             # Set by the thread that failed, before it takes another file: none is started after it.
-            stop.set()
+            failed.set()
             raise
 
     pool = ThreadPoolExecutor(workers, thread_name_prefix="restoreproof-hash")
@@ -106,7 +122,7 @@ def hash_source_files(source: ReadableSource, paths: list[str], threads: int | N
     try:
         wait(futures, return_when=FIRST_EXCEPTION)
     finally:
-        stop.set()  # nothing more is read after a failure (or an interrupt); a no-op once all are done
+        failed.set()  # nothing more is read after a failure (or an interrupt); a no-op once all are done
         pool.shutdown(wait=True, cancel_futures=True)
     failures = [error for future in futures if not future.cancelled()
                 and (error := future.exception()) is not None and not isinstance(error, _Stopped)]

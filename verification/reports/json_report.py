@@ -41,10 +41,11 @@ __all__ = ["SCHEMA_VERSION", "build_report", "database_entry", "dumps", "generat
 
 SCHEMA_ID = "https://restoreproof.invalid/report.schema.json"
 SCHEMA_DESCRIPTION = (
-    "One verification run. Version 1.7 (1.0 plus the optional unreadable and not_verified lists in 1.1/1.2, "
+    "One verification run. Version 1.8 (1.0 plus the optional unreadable and not_verified lists in 1.1/1.2, "
     "per-phase predictions, prediction, objectives and drift in 1.3, chain defects and unread-file kinds "
     "not-a-backup/excluded in 1.4, a schema generated from the typed report model in 1.5, check kinds and "
-    "SQL Server header facts in 1.6, the configuration's warnings, incomplete_uploads and chain unread in 1.7); see "
+    "SQL Server header facts in 1.6, the configuration's warnings, incomplete_uploads and chain unread in 1.7, "
+    "a database's wall_seconds in 1.8); see "
     "docs/report-schema.md for the meaning of every field and the versioning rules.")
 
 
@@ -87,6 +88,7 @@ def database_entry(result: DatabaseResult) -> DatabaseEntry:
         restore_point=RestorePointEntry(target=result.restore_point.target, achieved=result.restore_point.achieved,
                                         detail=result.restore_point.detail),
         recovery_seconds=round(recovery, 3) if recovery is not None else None,
+        wall_seconds=round(result.wall_seconds, 3) if result.wall_seconds is not None else None,
         chain=chain_entry(result.plan.chain), phases=[phase_entry(p) for p in result.phases],
         checks=[check_entry(c) for c in result.checks], target=result.target, evidence=result.evidence)
 

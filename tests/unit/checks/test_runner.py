@@ -385,3 +385,43 @@ def test_a_server_that_does_not_answer_while_the_tables_are_read_is_one_error_na
         CheckStatus.ERROR, "the data checks did not finish in time (checks.timeout: 0.5 s): stopped while reading the "
         "tables of the restored databases; nothing was evaluated")
     assert evidence.files == {}
+
+
+def test_a_batch_with_nothing_unexpected_is_validated_once_without_asking_for_examples(tmp_path, monkeypatch):
+    """The examples of unexpected values cost GX a second pass over a table (for a uniqueness check, a
+    window over every row): asked for only where something was unexpected, and then shown as before."""
+    from verification.checks import runner
+
+    passes: list[tuple[str, str]] = []
+    original = runner.DataCheckRunner._checkpoint
+
+    def noted(self: Any, gx: Any, context: Any, definition: Any, batch: Any,
+              result_format: dict[str, Any]) -> tuple[Any, Any]:
+        passes.append((batch.label, "first" if result_format is runner.FIRST_PASS else "samples"))
+        return original(self, gx, context, definition, batch, result_format)
+
+    monkeypatch.setattr(runner.DataCheckRunner, "_checkpoint", noted)
+    database = sqlite_file(tmp_path / "shop.db", SHOP)
+    unique = [{"table": "orders", "name": "unique-ids",
+               "expect": [_expect("expect_column_values_to_be_unique", column="id")]},
+              {"table": "orders", "name": "one-order-each",
+               "expect": [_expect("expect_column_values_to_be_unique", column="customer_id")]},
+              {"table": "orders", "name": "mostly-one-order-each",
+               "expect": [_expect("expect_column_values_to_be_unique", column="customer_id", mostly=0.3)]}]
+    settings = checks(baselines={"enabled": False}, freshness={"enabled": False}, expectations={"shop": unique})
+    named, evidence = run(tmp_path, settings, access({"shop": database}))
+    assert passes == [("database shop, table main.orders", "first"),  # unique ids: nothing unexpected
+                      ("database shop, table main.orders", "first"), ("database shop, table main.orders", "samples"),
+                      ("database shop, table main.orders", "first"), ("database shop, table main.orders", "samples")]
+    assert named["data:unique-ids"].status is CheckStatus.PASSED
+    failed = named["data:one-order-each"]
+    assert failed.status is CheckStatus.FAILED
+    assert failed.findings == ["database shop, table main.orders: expect_column_values_to_be_unique("
+                               "column='customer_id') failed, observed '2 unexpected (66.7% of rows), e.g. [2, 2]'"]
+    # Passed within `mostly`: what was unexpected is still shown with its examples.
+    mostly = named["data:mostly-one-order-each"]
+    assert mostly.status is CheckStatus.PASSED and "e.g. [2, 2]" in mostly.summary
+    # The Data Docs show one run of each validation: the one whose results were read.
+    pages = sorted(path.relative_to(evidence.folder / "data-docs" / "validations").parts[0]
+                   for path in (evidence.folder / "data-docs" / "validations").rglob("*.html"))
+    assert pages == ["user-0", "user-1", "user-2"]

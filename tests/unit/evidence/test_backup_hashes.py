@@ -94,3 +94,36 @@ def test_after_a_file_that_cannot_be_hashed_no_pending_file_is_read(s3: Bucket) 
     assert [path for path in read if path in pending] == []  # no file waiting was read
     (path,) = big
     assert read.count(gone) == 1 and 1 <= read.count(path) < 4  # the big one stopped at its next chunk
+
+
+class CountingSource:
+    """A folder-like source in memory that sets `stop` once `after` chunks were read."""
+
+    def __init__(self, files: dict[str, bytes], stop: threading.Event, after: int) -> None:
+        self.files, self.stop, self.after = files, stop, after
+        self.chunks = 0
+
+    def describe(self) -> str:
+        return "memory"
+
+    def size(self, path: str) -> int:
+        return len(self.files[path])
+
+    def read_bytes(self, path: str, offset: int = 0, length: int | None = None) -> bytes:
+        self.chunks += 1
+        if self.chunks >= self.after:
+            self.stop.set()
+        body = self.files[path]
+        return body[offset:offset + length if length is not None else None]
+
+
+@pytest.mark.parametrize("threads", [1, 4])
+def test_hashing_stopped_midway_raises_and_starts_nothing_more(threads: int) -> None:
+    from verification.evidence.backup_hashes import HashingStopped
+
+    stop = threading.Event()
+    source = CountingSource({f"f{n}": bytes(10) for n in range(50)}, stop, after=3)
+    with pytest.raises(HashingStopped, match="the verification was interrupted"):
+        hash_source_files(source, list(source.files), threads=threads, stop=stop)
+    assert source.chunks < 3 + threads  # each thread finished at most the read it was in
+    assert isinstance(HashingStopped("x"), SourceError)  # the pipeline's handling of SourceError covers it

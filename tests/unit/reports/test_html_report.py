@@ -327,3 +327,19 @@ def test_a_download_from_object_storage_is_shown_as_every_other_phase(report):
     assert fig is not None and fig.data[0].y[0] == "download"
     measured, predicted = fig.data
     assert (measured.x[0], predicted.x[0]) == (pytest.approx(4.2), pytest.approx(3.9))
+
+
+def test_phases_that_ran_alongside_others_say_so_beside_their_own_seconds_and_the_wall_time(report):
+    alongside = copy.deepcopy(report)
+    d = alongside["databases"][0]
+    d["wall_seconds"] = 9.5
+    for phase in d["phases"]:
+        if phase["name"] in ("redo", "repository_verify"):
+            phase["details"]["alongside"] = ["repository_verify" if phase["name"] == "redo" else "redo"]
+    own = sum(p["seconds"] for p in d["phases"] if isinstance(p["seconds"], int | float))
+    demo1 = render_html(typed_report(alongside)).split('<h2 id="db-1">', 1)[1].split('<h2 id="db-2">', 1)[0]
+    assert re.search(r"<td>redo</td>.*?alongside repository_verify</td></tr>", demo1, re.S)
+    assert (f"Wall time of this database's verification: 9.500 s; its phases' own measured seconds add up "
+            f"to {own:.3f} s: some ran alongside others") in demo1
+    # A report written before 1.8 has no wall time: nothing is said of one.
+    assert "Wall time of this database" not in render_html(typed_report(report))

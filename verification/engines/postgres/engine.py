@@ -11,16 +11,27 @@ targets share this code. The order of a verification:
     pg_amcheck; clean stop; pg_checksums    -> phase "integrity_check"
     pgbackrest verify (whole repository;    -> phase "repository_verify"
       a staged copy: the planned chain)
+
+Not strictly one after the other: `pgbackrest verify` reads only the repository, so it starts with
+the transfer and runs alongside the restore, the server's recovery and the checks; the data checks
+and pg_amcheck (with --jobs, one per CPU of the target) both only read the online server, so they
+run at the same time; the clean stop waits for both, and pg_checksums then has the target to
+itself. Every phase is still timed from its own start to its own end, and names the phases it ran
+alongside (`details["alongside"]`, see engines/alongside.py).
 """
 
 from __future__ import annotations
 
+import math
+import os
 import re
 import shlex
 import time
-from datetime import datetime, timedelta
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 
 from verification.config import Settings
+from verification.engines.alongside import Alongside, Spans
 from verification.engines.base import (
     DataAccess,
     DataChecks,
@@ -80,13 +91,21 @@ from verification.targets.base import ExecResult, Target, TargetProvider
 # What pg_ctl -w -t N prints when its own wait ran out (the server may still be recovering).
 PG_CTL_TIMEOUT = "server did not start in time"
 
-# Polls until recovery has ended; exits 3 if the server died, 124 on timeout (via `timeout`).
+# Polls until recovery has ended; exits 3 if the server died, 124 on timeout (via `timeout`). It runs
+# while the server replays WAL beside it, so it costs little: the server is asked (a psql process)
+# only once its log says it accepts connections, or once a second whatever the log says (a server
+# logging in another language still ends the wait); whether it still runs is asked of its
+# postmaster.pid with bash's own `read` and `kill -0`, no process started.
 WAIT_ONLINE = r"""
-sock=$1; port=$2; user=$3; data=$4
+sock=$1; port=$2; user=$3; data=$4; log=$5; n=0
+alive() { local pid; read -r pid < "$data/postmaster.pid" 2>/dev/null && kill -0 "$pid" 2>/dev/null; }
 while :; do
-  r=$(psql -X -A -t -q -h "$sock" -p "$port" -U "$user" -d template1 -c 'select pg_is_in_recovery()' 2>/dev/null)
-  [ "$r" = f ] && exit 0
-  pg_ctl status -D "$data" >/dev/null 2>&1 || { sleep 0.2; pg_ctl status -D "$data" >/dev/null 2>&1 || exit 3; }
+  if [ $((n % 20)) -eq 0 ] || grep -q 'database system is ready to accept connections' "$log" 2>/dev/null; then
+    r=$(psql -X -A -t -q -h "$sock" -p "$port" -U "$user" -d template1 -c 'select pg_is_in_recovery()' 2>/dev/null)
+    [ "$r" = f ] && exit 0
+  fi
+  n=$((n + 1))
+  alive || { sleep 0.2; alive || exit 3; }
   sleep 0.05
 done
 """
@@ -182,13 +201,22 @@ class PostgresEngine:
         return work.phase_work(plan, self.settings)
 
     def tool_versions(self, target: Target) -> dict[str, str]:
+        """Each tool's own words on its version, asked in one command (each command in a container
+        costs the engine a process start): per tool its exit status and output, NUL-separated."""
+        script = 'for tool in "$@"; do out=$($tool 2>&1); printf "%s\\0%s\\0" "$?" "$out"; done'
+        try:
+            result = target.run(["bash", "-c", script, "versions", *(" ".join(argv) for argv in TOOL_VERSION_COMMANDS)],
+                                timeout=60)
+        except TargetError as exc:
+            return {argv[0]: f"(not run: {exc})" for argv in TOOL_VERSION_COMMANDS}
+        fields = result.stdout.split("\0")
         versions: dict[str, str] = {}
-        for argv in TOOL_VERSION_COMMANDS:
-            try:
-                result = target.run(argv, timeout=60)
-                versions[argv[0]] = result.output.strip() if result.ok else f"(exit {result.exit_code})"
-            except TargetError as exc:
-                versions[argv[0]] = f"(not run: {exc})"
+        for index, argv in enumerate(TOOL_VERSION_COMMANDS):
+            said = fields[2 * index:2 * index + 2]
+            if len(said) < 2 or not said[0].isdigit():
+                versions[argv[0]] = f"(not run: exit {result.exit_code}, {result.output.strip()[-200:]!r})"
+            else:
+                versions[argv[0]] = said[1].strip() if said[0] == "0" else f"(exit {said[0]})"
         return versions
 
     # -- discovery and planning ------------------------------------------------------------------
@@ -276,6 +304,9 @@ class _Verification:
             env["PGBACKREST_REPO1_CIPHER_PASS"] = self.pg.repo_cipher_pass.get_secret_value()
             env["PGBACKREST_REPO1_CIPHER_TYPE"] = "aes-256-cbc"
         self.env = env
+        self.docker_cpus = engine.settings.docker.cpus
+        # When each phase ran, to say which ran alongside which.
+        self.spans = Spans()
 
     def pgbackrest(self, command: str, *options: str) -> list[str]:
         # Lock and log folders inside the target: the repository is mounted read-only (or is in S3).
@@ -291,25 +322,54 @@ class _Verification:
         out.phases.append(PhaseTiming(PhaseName.PROVISION, PhaseStatus.MEASURED, seconds=self.target.provision_seconds))
         out.phases.append(PhaseTiming.absent(PhaseName.ZEROING,
                                              "PostgreSQL restores files as they are; nothing is zeroed"))
-        restored = self.restore()
-        if restored:
-            log = self.start_and_recover()
-            if out.online and log is not None:
-                self.data_checks()
-                self.integrity_checks()
+        # pgbackrest verify reads only the repository: it starts with the transfer, alongside the
+        # restore, and is waited for at the end; should a step fail, before the error goes up. On an
+        # interrupt it is not waited for: removing the target ends its command.
+        started: list[Alongside[tuple[CheckResult, PhaseTiming]]] = []
+
+        def start_verify() -> None:
+            if self.pg.repository_verify and not started:
+                started.append(Alongside("repository-verify", self.repository_verify))
+
+        try:
+            restored = self.restore(start_verify)
+            start_verify()  # the target could not be prepared: the repository is verified all the same
+            if restored:
+                log = self.start_and_recover()
+                if out.online and log is not None:
+                    self.server_checks()
+        except Exception:
+            # A step failed: the verify alongside ends before the error goes up (its command has its own
+            # time limit), so it writes no evidence after the verification's own is taken.
+            for step in started:
+                step.wait()
+            raise
+        verify = started[0] if started else None
         for name in (PhaseName.SERVER_START, PhaseName.REDO, PhaseName.RECOVERY_END, PhaseName.DATA_CHECKS,
                      PhaseName.INTEGRITY_CHECK):
             if not any(p.name == name for p in out.phases):
                 out.phases.append(PhaseTiming.not_reached(name, "an earlier step did not complete"))
-        if self.pg.repository_verify:
-            self.repository_verify()
+        if verify is not None:
+            check, phase = verify.result()
+            self.spans.add(PhaseName.REPOSITORY_VERIFY, verify.started, verify.finished or verify.started)
+            out.checks.append(check)
+            out.phases.append(phase)
         else:
             out.checks.append(disabled_check("pgbackrest_verify", "postgres.repository_verify"))
+        self.spans.mark(out.phases)
         return out
+
+    def target_cpus(self) -> int:
+        """The CPUs the target is given: the Docker limit (rounded up: a share of a CPU still runs a
+        job), or this host's for a local target; never more than the host has."""
+        host = os.cpu_count() or 1
+        limit = self.docker_cpus if self.target.kind == "docker" else None
+        return max(1, min(host, math.ceil(limit) if limit else host))
 
     # transfer ------------------------------------------------------------------------------------
 
-    def restore(self) -> bool:
+    def restore(self, alongside: Callable[[], None] = lambda: None) -> bool:
+        """pgbackrest restore; `alongside` is called once the target is prepared, as the transfer starts."""
         backup = self.plan.target_backup
         assert backup is not None, "restore_and_check needs a plan with a backup"
         prepared = self.target.run(["mkdir", "-p", "-m", "700", self.data, self.tool_dir, self.socket_dir],
@@ -317,19 +377,21 @@ class _Verification:
         if not prepared.ok:
             self.outcome.errors.append(f"cannot prepare {self.data} in the target: {prepared.output.strip()}")
             return False
+        alongside()
         options = [f"--pg1-path={self.data}", f"--set={backup.label}", "--log-level-console=info",
                    "--archive-mode=off", "--job-retry=0", f"--process-max={self.pg.restore_process_max}",
                    f"--tablespace-map-all={self.target.work_dir}/tablespaces"]
         if self.plan.stop_at is not None:
             options += ["--type=time", f"--target={pg_time(self.plan.stop_at)}", "--target-action=promote"]
-        started = time.monotonic()
+        started, started_at = time.monotonic(), datetime.now(UTC)
         result = self.target.run(self.pgbackrest("restore", *options), timeout=self.pg.restore_timeout,
                                  env=self.env)
         seconds = time.monotonic() - started
+        self.spans.add(PhaseName.TRANSFER, started, started + seconds)
         evidence = self.evidence.write("pgbackrest-restore.log", result.output)
         size = re.search(r"restore size = (\S+), file total = (\d+)", result.output)
         phase = PhaseTiming(PhaseName.TRANSFER, PhaseStatus.MEASURED, seconds=seconds, bytes=backup.size_bytes,
-                            details={"repo_bytes": backup.repo_size_bytes, "evidence": evidence,
+                            started_at=started_at, details={"repo_bytes": backup.repo_size_bytes, "evidence": evidence,
                                      "process_max": self.pg.restore_process_max,
                                      "files": int(size.group(2)) if size else None})
         if result.ok:
@@ -398,13 +460,14 @@ class _Verification:
         return "\n# Added by restoreproof for the disposable restore target\n" + "\n".join(lines) + "\n"
 
     def start_and_recover(self) -> RecoveryLog | None:
-        work = self.target.work_dir
-        self.target.write_text(f"{work}/pg_hba.conf", "local all all trust\n")
-        self.target.write_text(f"{work}/pg_ident.conf", "")
-        # Append after pgBackRest's recovery settings: later lines win. Debian-style clusters keep
+        work = shlex.quote(self.target.work_dir)
+        data = shlex.quote(self.data)
+        # One command, not one per file: the authentication files, then the settings appended after
+        # pgBackRest's recovery settings (later lines win). Debian-style clusters keep
         # postgresql.conf outside the data folder, so the backup may not contain one.
-        script = (f'test -f {shlex.quote(self.data)}/postgresql.conf || : > {shlex.quote(self.data)}/postgresql.conf; '
-                  f'printf %s "$RESTOREPROOF_TEXT" >> {shlex.quote(self.data)}/postgresql.auto.conf')
+        script = (f"set -e; printf 'local all all trust\\n' > {work}/pg_hba.conf; : > {work}/pg_ident.conf; "
+                  f"test -f {data}/postgresql.conf || : > {data}/postgresql.conf; "
+                  f'printf %s "$RESTOREPROOF_TEXT" >> {data}/postgresql.auto.conf')
         appended = self.target.run(["bash", "-c", script], timeout=60,
                                    env={"RESTOREPROOF_TEXT": self.server_settings()})
         if not appended.ok:
@@ -417,7 +480,7 @@ class _Verification:
         waited = None
         if start.ok:
             waited = self.target.run(["bash", "-c", WAIT_ONLINE, "wait", self.socket_dir,
-                                      str(PORT), self.pg.superuser, self.data],
+                                      str(PORT), self.pg.superuser, self.data, self.log],
                                      timeout=max(30.0, timeout - (time.monotonic() - started)), env=self.env)
         wall = time.monotonic() - started
         log_text = self._read_log()
@@ -425,7 +488,7 @@ class _Verification:
         log = parse_server_log(log_text)
         if waited is not None and waited.ok:
             self.outcome.online = True
-            self._recovery_phases(log, wall)
+            self._recovery_phases(log, wall, started)
             self._restore_point(log)
             proof = prove_recovery(log, self.plan, self.pg.wal_segment_size)
             self.outcome.proofs += proof.proofs
@@ -461,11 +524,21 @@ class _Verification:
         except Exception as exc:  # the log is evidence; its absence must not hide the real failure
             return f"(server log unreadable: {exc})"
 
-    def _recovery_phases(self, log: RecoveryLog, wall: float) -> None:
+    def _recovery_phases(self, log: RecoveryLog, wall: float, asked: float) -> None:
         phases = self.outcome.phases
         started = log.server_started
         redo_from = log.redo_started
         redo_to = log.redo_done
+        if started is not None:
+            # The log's times on this process's clock: the server started as `pg_ctl start` was asked.
+            def at(when: datetime | None) -> float | None:
+                return None if when is None or started is None else asked + (when - started) / timedelta(seconds=1)
+
+            for name, begin, end in ((PhaseName.SERVER_START, started, redo_from or log.ready),
+                                     (PhaseName.REDO, redo_from, redo_to),
+                                     (PhaseName.RECOVERY_END, redo_to or redo_from or started, log.ready)):
+                if (first := at(begin)) is not None and (last := at(end)) is not None:
+                    self.spans.add(name, first, last)
         phases.append(PhaseTiming(PhaseName.SERVER_START, PhaseStatus.MEASURED,
                                   seconds=seconds_between(started, redo_from or log.ready), started_at=started,
                                   details={"source": "server log: 'starting PostgreSQL' to 'redo starts at'",
@@ -506,12 +579,12 @@ class _Verification:
                                 "-U", self.pg.superuser, "-d", database, "-c", query],
                                timeout=self.pg.check_timeout, env=self.env)
 
-    def databases(self) -> list[str] | None:
+    def databases(self, out: RestoreOutcome) -> list[str] | None:
         """The restored server's databases that hold data (templates left out), or None if unreadable."""
         listed = self._psql("template1", "select datname from pg_database where datallowconn and not datistemplate "
                                          "order by datname")
         if not listed.ok:
-            self.outcome.errors.append(f"cannot list the restored server's databases: {listed.stderr.strip()[-300:]}")
+            out.errors.append(f"cannot list the restored server's databases: {listed.stderr.strip()[-300:]}")
             return None
         return [line for line in listed.stdout.splitlines() if line]
 
@@ -536,47 +609,93 @@ class _Verification:
         backup = self.plan.target_backup
         return DataAccess(url, tuple(databases), main, self.outcome.achieved, backup.finish if backup else None)
 
-    def data_checks(self) -> None:
+    def data_checks(self, out: RestoreOutcome) -> None:
+        """The data checks, into `out` (its own outcome while they run alongside pg_amcheck)."""
+        started, started_at = time.monotonic(), datetime.now(UTC)
         if self.run_data_checks is None:
-            self.outcome.phases.append(data_checks_off())
+            out.phases.append(data_checks_off())
             return
-        started = time.monotonic()
-        databases = self.databases()
+        databases = self.databases(out)
         access = self.data_access(databases) if databases is not None else None
         if access is None:
             if databases is not None:
-                self.outcome.errors.append("the data checks cannot reach the restored server: the target has no "
-                                           "folder this process sees")
-            self.outcome.phases.append(PhaseTiming.not_reached(PhaseName.DATA_CHECKS, "the server was not reachable"))
+                out.errors.append("the data checks cannot reach the restored server: the target has no "
+                                  "folder this process sees")
+            out.phases.append(PhaseTiming.not_reached(PhaseName.DATA_CHECKS, "the server was not reachable"))
             return
-        run_data_checks(self.run_data_checks, access, self.evidence, self.outcome, started,
-                        databases=len(databases or []))
+        run_data_checks(self.run_data_checks, access, self.evidence, out, started, databases=len(databases or []))
+        for phase in out.phases:
+            if phase.name == PhaseName.DATA_CHECKS and phase.started_at is None:
+                phase.started_at = started_at
+        self.spans.add(PhaseName.DATA_CHECKS, started, time.monotonic())
 
-    def integrity_checks(self) -> None:
+    def server_checks(self) -> None:
+        """The checks of the online server: the data checks (in this process) and pg_amcheck (in the
+        target) at the same time, both only reading; then the clean stop, once both are done, and
+        pg_checksums with nothing else running on the target."""
+        data: Alongside[None] | None = None
+        found = RestoreOutcome()
+        if self.run_data_checks is not None:
+            data = Alongside("data-checks", lambda: self.data_checks(found))
+        else:
+            self.data_checks(found)
         backup = self.plan.target_backup
-        started = time.monotonic()
-        amcheck = self.target.run(["pg_amcheck", "-h", self.socket_dir, "-p", str(PORT),
-                                   "-U", self.pg.superuser, "--all", "--install-missing", "--verbose",
-                                   *self.pg.amcheck_options], timeout=self.pg.check_timeout, env=self.env)
+        started, started_at = time.monotonic(), datetime.now(UTC)
+        jobs = [] if _names_jobs(self.pg.amcheck_options) else [f"--jobs={self.target_cpus()}"]
+        try:
+            amcheck = self.target.run(["pg_amcheck", "-h", self.socket_dir, "-p", str(PORT),
+                                       "-U", self.pg.superuser, "--all", "--install-missing", "--verbose", *jobs,
+                                       *self.pg.amcheck_options], timeout=self.pg.check_timeout, env=self.env)
+        except Exception:
+            if data is not None:
+                data.wait()  # nothing of the data checks goes on (or writes evidence) after this step
+            raise
+        amchecked = time.monotonic()
+        self.spans.add(PhaseName.INTEGRITY_CHECK, started, amchecked)
+        # pg_amcheck's finding is kept whatever the data checks met: a corruption it found still fails
+        # the database when the data checks' thread raised.
         check = parse_pg_amcheck(amcheck.output, amcheck.exit_code)
         check.evidence = self.evidence.write("pg_amcheck.out", amcheck.output)
-        self.outcome.checks.append(check)
+        try:
+            if data is not None:
+                data.result()  # the server is stopped only once the data checks are done with it
+        finally:
+            # In the order a run one step after the other gives: the data checks first.
+            self.outcome.checks += found.checks
+            self.outcome.phases += found.phases
+            self.outcome.errors += found.errors
+            self.outcome.checks.append(check)
+        stopping = time.monotonic()
         stop = self.target.run(["pg_ctl", "stop", "-m", "fast", "-w", "-D", self.data], timeout=600)
+        stopped = time.monotonic()
+        checksums_seconds = None
         if not stop.ok:
             self.outcome.errors.append(f"the restored server did not stop cleanly: {stop.output.strip()[-300:]}")
         elif not self.pg.checksums_check:
             self.outcome.checks.append(disabled_check(CheckName.PG_CHECKSUMS, "postgres.checksums_check"))
         else:
             checksums = self.target.run(["pg_checksums", "--check", "-D", self.data], timeout=self.pg.check_timeout)
+            checksums_seconds = time.monotonic() - stopped
             result = parse_pg_checksums(checksums.output, checksums.exit_code)
             result.evidence = self.evidence.write("pg_checksums.out", checksums.output)
             self.outcome.checks.append(result)
-        self.outcome.phases.append(PhaseTiming(PhaseName.INTEGRITY_CHECK, PhaseStatus.MEASURED,
-                                               seconds=time.monotonic() - started,
-                                               bytes=backup.size_bytes if backup else None))
+        finished = time.monotonic()
+        self.spans.add(PhaseName.INTEGRITY_CHECK, stopping, finished)
+        # Its own seconds: pg_amcheck, the stop and pg_checksums, not the wait for the data checks between.
+        waited = stopping - amchecked
+        self.outcome.phases.append(PhaseTiming(
+            PhaseName.INTEGRITY_CHECK, PhaseStatus.MEASURED, seconds=(amchecked - started) + (finished - stopping),
+            bytes=backup.size_bytes if backup else None, started_at=started_at,
+            details={"pg_amcheck_seconds": round(amchecked - started, 3),
+                     "pg_amcheck_jobs": self.target_cpus() if jobs else None,
+                     "stop_seconds": round(stopped - stopping, 3),
+                     "pg_checksums_seconds": round(checksums_seconds, 3) if checksums_seconds is not None else None,
+                     "waited_for_data_checks_seconds": round(waited, 3)}))
 
-    def repository_verify(self) -> None:
-        started = time.monotonic()
+    def repository_verify(self) -> tuple[CheckResult, PhaseTiming]:
+        """`pgbackrest verify`, its check and phase (run alongside the transfer and the steps after it:
+        it reads only the repository)."""
+        started, started_at = time.monotonic(), datetime.now(UTC)
         result = self.target.run(self.pgbackrest("verify", "--log-level-console=info", "--output=text",
                                                  "--verbose"), timeout=self.pg.check_timeout, env=self.env)
         check = parse_pgbackrest_verify(result.output, result.exit_code, self.plan.database)
@@ -585,6 +704,10 @@ class _Verification:
             check = scoped_to_staged_chain(check, [b.label for b in self.plan.chain.backups],
                                            (wal.first, wal.last) if wal is not None else None, self.outcome.staged_copy)
         check.evidence = self.evidence.write("pgbackrest-verify.out", result.output)
-        self.outcome.checks.append(check)
-        self.outcome.phases.append(PhaseTiming(PhaseName.REPOSITORY_VERIFY, PhaseStatus.MEASURED,
-                                               seconds=time.monotonic() - started))
+        return check, PhaseTiming(PhaseName.REPOSITORY_VERIFY, PhaseStatus.MEASURED,
+                                  seconds=time.monotonic() - started, started_at=started_at)
+
+
+def _names_jobs(options: list[str]) -> bool:
+    """Whether postgres.amcheck_options already says how many connections pg_amcheck opens."""
+    return any(option in ("-j", "--jobs") or option.startswith(("--jobs=", "-j")) for option in options)

@@ -9,6 +9,9 @@ of the point reached, the checks and the verdict; then the same outputs with one
 
 from __future__ import annotations
 
+import os
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,12 +20,12 @@ import pytest
 
 from tests.conftest import TESTS, fixture_text
 from verification.config import Settings
-from verification.engines.base import Evidence, RestoreOutcome
+from verification.engines.base import DataAccess, Evidence, RestoreOutcome
 from verification.engines.postgres.chain import plan
 from verification.engines.postgres.engine import PostgresEngine
 from verification.engines.postgres.repository import discover
 from verification.errors import TargetError
-from verification.model import CheckStatus, PhaseStatus, RestorePlan, Verdict
+from verification.model import CheckKind, CheckResult, CheckStatus, PhaseStatus, RestorePlan, Verdict
 from verification.sources import LocalSource
 from verification.targets.base import ExecResult
 from verification.verdict import decide
@@ -160,11 +163,17 @@ def test_the_recorded_run_passes_for_the_reasons_it_passed(demo_plan: RestorePla
         "pg_amcheck: 222 tables and 329 indexes in 2 databases: no corruption",
         "pg_checksums: 16355 blocks in 966 files: 0 bad checksums",
         "pgbackrest_verify: 3 backups and 1 WAL archive(s) valid"]
-    # The commands, in order, as restoreproof sends them.
-    assert [" ".join(argv[:2]) if argv[0] != "pgbackrest" else f"pgbackrest {argv[-1]}" for argv in target.sent] == [
+    # The commands, in order, as restoreproof sends them; pgbackrest verify reads only the repository, so
+    # it is sent as the transfer starts (the target prepared), alongside the restore and what follows.
+    sent = [" ".join(argv[:2]) if argv[0] != "pgbackrest" else f"pgbackrest {argv[-1]}" for argv in target.sent]
+    assert [command for command in sent if command != "pgbackrest verify"] == [
         "mkdir -p", "pgbackrest restore", "bash -c", "pg_ctl start", "bash -c", "pg_amcheck -h", "pg_ctl stop",
-        "pg_checksums --check", "pgbackrest verify"]
-    restore = target.sent[1]
+        "pg_checksums --check"]
+    assert sent.count("pgbackrest verify") == 1 and sent.index("pgbackrest verify") > sent.index("mkdir -p")
+    # pg_amcheck opens one connection per CPU the target is given (Docker's limit; here, this host's).
+    (amcheck,) = [argv for argv in target.sent if argv[0] == "pg_amcheck"]
+    assert f"--jobs={os.cpu_count() or 1}" in amcheck
+    (restore,) = [argv for argv in target.sent if argv[0] == "pgbackrest" and argv[-1] == "restore"]
     assert f"--set={INCR}" in restore and "--archive-mode=off" in restore and "--stanza=demo1" in restore
     assert not any(arg.startswith("--type=") for arg in restore)  # latest: no recovery target
     phases = {p.name: p for p in outcome.phases}
@@ -174,8 +183,10 @@ def test_the_recorded_run_passes_for_the_reasons_it_passed(demo_plan: RestorePla
     assert sorted((tmp_path / "evidence").iterdir()) == sorted(
         tmp_path / "evidence" / name for name in ("pgbackrest-restore.log", "server.log", "pg_amcheck.out",
                                                    "pg_checksums.out", "pgbackrest-verify.out"))
-    assert target.files["/var/lib/restoreproof/pg_hba.conf"] == "local all all trust\n"
-    settings = target.env[2]["RESTOREPROOF_TEXT"]  # appended to postgresql.auto.conf
+    # One command writes the authentication files and appends the settings to postgresql.auto.conf.
+    (configured,) = [i for i, argv in enumerate(target.sent) if "postgresql.auto.conf" in " ".join(argv)]
+    assert "printf 'local all all trust\\n' > /var/lib/restoreproof/pg_hba.conf" in target.sent[configured][2]
+    settings = target.env[configured]["RESTOREPROOF_TEXT"]
     assert "hot_standby = 'off'" in settings and "log_timezone = 'UTC'" in settings
 
 
@@ -325,3 +336,184 @@ def test_what_the_engine_proved_before_the_target_went_away_is_in_the_outcome_gi
     # Without an outcome given, the engine makes its own.
     outcome = PostgresEngine(Settings()).restore_and_check(demo_plan, RecordedTarget(), Evidence(tmp_path / "e2"))
     assert outcome is not given and outcome.online is True
+
+
+class SlowTarget(RecordedTarget):
+    """The recorded outputs, each command taking `slow[command]` seconds, and every command's start and
+    end noted in `log` (with the data checks' own, from the checks below)."""
+
+    def __init__(self, log: list[str], slow: dict[str, float], **replace: tuple[int, str]) -> None:
+        super().__init__(**replace)
+        self.log, self.slow = log, slow
+
+    def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> ExecResult:
+        key = self._key(argv)
+        self.log.append(f"start {key}")
+        time.sleep(self.slow.get(key, 0.0))
+        try:
+            return super().run(argv, timeout=timeout, env=env)
+        finally:
+            self.log.append(f"end {key}")
+
+
+def test_the_data_checks_run_alongside_pg_amcheck_and_the_server_stops_only_once_both_are_done(
+        demo_plan: RestorePlan, tmp_path: Path) -> None:
+    log: list[str] = []
+    target = SlowTarget(log, {"pg_amcheck": 0.3}, psql=(0, "postgres\nshop\n"))
+    target.exchange = ("/run/restoreproof", str(tmp_path / "exchange"))
+    amcheck_started = threading.Event()
+    original = target.run
+
+    def run(argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> ExecResult:
+        if argv[0] == "pg_amcheck":
+            amcheck_started.set()
+        return original(argv, timeout=timeout, env=env)
+
+    target.run = run  # type: ignore[method-assign]
+
+    def data_checks(access: DataAccess, evidence: Evidence) -> list[CheckResult]:
+        log.append("start data checks")
+        # They are under way while pg_amcheck runs: it starts without waiting for them.
+        assert amcheck_started.wait(5), "pg_amcheck waited for the data checks"
+        time.sleep(0.5)  # and they outlast it
+        log.append("end data checks")
+        return [CheckResult("data:rows", CheckStatus.PASSED, "2 expectations met", kind=CheckKind.DATA)]
+
+    outcome = PostgresEngine(Settings()).restore_and_check(demo_plan, target, Evidence(tmp_path / "evidence"),
+                                                           data_checks=data_checks)
+    assert log.index("start data checks") < log.index("end pg_amcheck") < log.index("end data checks")
+    assert log.index("end data checks") < log.index("start pg_ctl stop")  # the server stayed up for them
+    # Checks and phases in the order a run one step after the other gives them.
+    assert [c.name for c in outcome.checks] == ["data:rows", "pg_amcheck", "pg_checksums", "pgbackrest_verify"]
+    names = [p.name for p in outcome.phases]
+    assert names.index("data_checks") < names.index("integrity_check") < names.index("repository_verify")
+    phases = {p.name: p for p in outcome.phases}
+    checks, integrity = phases["data_checks"], phases["integrity_check"]
+    assert checks.seconds is not None and checks.seconds >= 0.5
+    assert "integrity_check" in checks.details["alongside"] and "data_checks" in integrity.details["alongside"]
+    # The integrity check's own seconds: pg_amcheck, the stop, pg_checksums; not the wait between.
+    waited = integrity.details["waited_for_data_checks_seconds"]
+    assert waited >= 0.1
+    assert integrity.seconds == pytest.approx(integrity.details["pg_amcheck_seconds"] + integrity.details[
+        "stop_seconds"] + integrity.details["pg_checksums_seconds"], abs=0.05)
+    assert integrity.started_at is not None and checks.started_at is not None
+    assert decide(demo_plan, outcome)[0] is Verdict.PASSED
+
+
+def test_pgbackrest_verify_runs_alongside_the_restore_and_is_timed_on_its_own(demo_plan: RestorePlan,
+                                                                              tmp_path: Path) -> None:
+    log: list[str] = []
+    # The recorded server log replays WAL for 0.13 s right after its start: the verify is running then.
+    target = SlowTarget(log, {"pgbackrest restore": 0.3, "pgbackrest verify": 1.0, "pg_amcheck": 0.2})
+    outcome, (verdict, _) = verify(demo_plan, tmp_path, target)
+    assert verdict is Verdict.PASSED
+    assert log.index("end mkdir") < log.index("start pgbackrest verify") < log.index("end pgbackrest restore")
+    assert log.index("end pgbackrest verify") > log.index("start pg_amcheck")  # still running: not waited for
+    phases = {p.name: p for p in outcome.phases}
+    verify_phase = phases["repository_verify"]
+    assert verify_phase.seconds == pytest.approx(1.0, abs=0.3)
+    assert {"integrity_check", "redo", "server_start", "transfer"} <= set(verify_phase.details["alongside"])
+    assert phases["transfer"].details["alongside"] == ["repository_verify"]
+    assert "repository_verify" in phases["redo"].details["alongside"]
+
+
+def test_the_repository_is_verified_even_where_the_target_could_not_be_prepared(demo_plan: RestorePlan,
+                                                                                tmp_path: Path) -> None:
+    target = RecordedTarget(mkdir=(1, "mkdir: cannot create directory: No space left on device"))
+    outcome, (verdict, reasons) = verify(demo_plan, tmp_path, target)
+    assert verdict is Verdict.ERROR and reasons[0].startswith("cannot prepare /var/lib/restoreproof/data")
+    assert [argv[-1] for argv in target.sent if argv[0] == "pgbackrest"] == ["verify"]
+    assert [c.name for c in outcome.checks] == ["pgbackrest_verify"]
+
+
+@pytest.mark.parametrize(("kind", "cpus", "options", "jobs"), [
+    ("docker", 1.5, [], f"--jobs={min(2, os.cpu_count() or 1)}"),  # a share of a CPU still runs a job
+    ("docker", 64.0, [], f"--jobs={os.cpu_count() or 1}"),  # never more than the host has
+    ("recorded", 1.0, [], f"--jobs={os.cpu_count() or 1}"),  # a local target: the host's
+    ("docker", 2.0, ["--heapallindexed", "--jobs=7"], None),  # the configuration's own, left as it is
+    ("docker", 2.0, ["-j", "3"], None),
+])
+def test_pg_amcheck_opens_a_connection_per_cpu_the_target_is_given(demo_plan: RestorePlan, tmp_path: Path,
+                                                                   kind: str, cpus: float, options: list[str],
+                                                                   jobs: str | None) -> None:
+    target = RecordedTarget()
+    target.kind = kind
+
+    def limits(settings: Settings) -> None:
+        settings.docker.cpus = cpus
+        settings.postgres.amcheck_options = options
+
+    verify(demo_plan, tmp_path, target, limits)
+    (amcheck,) = [argv for argv in target.sent if argv[0] == "pg_amcheck"]
+    added = [arg for arg in amcheck if arg.startswith("--jobs=")]
+    assert added == ([jobs] if jobs else [a for a in options if a.startswith("--jobs=")])
+    if options:  # the configuration's options come last, as given
+        assert amcheck[-len(options):] == options
+
+
+def test_the_tools_versions_are_asked_in_one_command_each_in_its_own_words(tmp_path: Path) -> None:
+    import stat
+    import subprocess
+
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for name, script in {"pgbackrest": 'echo "pgBackRest 2.45"', "postgres": 'echo "postgres (PostgreSQL) 15.18"',
+                         "pg_amcheck": 'echo "no such option" >&2; exit 2'}.items():
+        (tools / name).write_text(f"#!/bin/sh\n{script}\n")
+        (tools / name).chmod(stat.S_IRWXU)
+
+    class Shell(RecordedTarget):
+        def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> ExecResult:
+            self.sent.append(argv)
+            done = subprocess.run(argv, capture_output=True, text=True, env={"PATH": f"{tools}:/usr/bin:/bin"})
+            return ExecResult(argv, done.returncode, done.stdout, done.stderr, 0.0)
+
+    target = Shell()
+    assert PostgresEngine(Settings()).tool_versions(target) == {
+        "pgbackrest": "pgBackRest 2.45", "postgres": "postgres (PostgreSQL) 15.18", "pg_amcheck": "(exit 2)"}
+    assert len(target.sent) == 1
+
+    class Gone(RecordedTarget):
+        def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> ExecResult:
+            raise TargetError("the target went away")
+
+    assert PostgresEngine(Settings()).tool_versions(Gone()) == {
+        tool: "(not run: the target went away)" for tool in ("pgbackrest", "postgres", "pg_amcheck")}
+
+
+def test_the_wait_for_the_end_of_recovery_asks_the_server_only_once_its_log_says_it_is_ready(tmp_path: Path) -> None:
+    """The wait runs beside the server's redo: while the log does not say the server accepts connections,
+    psql is started once a second, not every 50 ms; a server that is gone ends the wait with exit 3."""
+    import stat
+    import subprocess
+
+    from verification.engines.postgres.engine import WAIT_ONLINE
+
+    tools, data, log, asked = tmp_path / "bin", tmp_path / "data", tmp_path / "server.log", tmp_path / "asked"
+    tools.mkdir()
+    data.mkdir()
+    (tools / "psql").write_text(f'#!/bin/sh\necho x >> {asked}\ngrep -q "ready to accept connections" {log} '
+                                '&& echo f || exit 2\n')
+    (tools / "psql").chmod(stat.S_IRWXU)
+    server = subprocess.Popen(["sleep", "30"])  # stands for the postmaster
+    (data / "postmaster.pid").write_text(f"{server.pid}\n{data}\n")
+    log.write_text("LOG:  redo starts at 0/2000028\n")
+
+    def wait() -> subprocess.Popen[str]:
+        return subprocess.Popen(["bash", "-c", WAIT_ONLINE, "wait", "/sock", "5432", "postgres", str(data), str(log)],
+                                env={"PATH": f"{tools}:/usr/bin:/bin"}, text=True)
+
+    try:
+        waiting = wait()
+        time.sleep(1.5)
+        assert waiting.poll() is None  # still recovering
+        assert len(asked.read_text().splitlines()) <= 2  # 2 in 1.5 s, not 30
+        log.write_text(log.read_text() + "LOG:  database system is ready to accept connections\n")
+        assert waiting.wait(5) == 0
+        log.write_text("LOG:  redo starts at 0/2000028\n")
+        waiting = wait()
+        server.kill()
+        server.wait()
+        assert waiting.wait(5) == 3  # the server is gone: no waiting for the timeout
+    finally:
+        server.kill()
