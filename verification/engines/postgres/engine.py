@@ -12,11 +12,11 @@ targets share this code. The order of a verification:
     pgbackrest verify (whole repository;    -> phase "repository_verify"
       a staged copy: the planned chain)
 
-Not strictly one after the other: `pgbackrest verify` reads only the repository, so it starts with
-the transfer and runs alongside the restore, the server's recovery and the checks; the data checks
-and pg_amcheck (with --jobs, one per CPU of the target) both only read the online server, so they
-run at the same time; the clean stop waits for both, and pg_checksums then has the target to
-itself. Every phase is still timed from its own start to its own end, and names the phases it ran
+Not strictly one after the other: `pgbackrest verify` reads only the repository, so it starts as
+the transfer ends and runs alongside the rest of the restore (the server's recovery) and the
+checks; the data checks and pg_amcheck (with --jobs, one per CPU of the target) both only read the
+online server, so they run at the same time; the clean stop waits for both, and pg_checksums then
+has the target to itself. Every phase is still timed from its own start to its own end, and names the phases it ran
 alongside (`details["alongside"]`, see engines/alongside.py).
 """
 
@@ -27,7 +27,6 @@ import os
 import re
 import shlex
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from verification.config import Settings
@@ -322,29 +321,24 @@ class _Verification:
         out.phases.append(PhaseTiming(PhaseName.PROVISION, PhaseStatus.MEASURED, seconds=self.target.provision_seconds))
         out.phases.append(PhaseTiming.absent(PhaseName.ZEROING,
                                              "PostgreSQL restores files as they are; nothing is zeroed"))
-        # pgbackrest verify reads only the repository: it starts with the transfer, alongside the
-        # restore, and is waited for at the end; should a step fail, before the error goes up. On an
-        # interrupt it is not waited for: removing the target ends its command.
-        started: list[Alongside[tuple[CheckResult, PhaseTiming]]] = []
-
-        def start_verify() -> None:
-            if self.pg.repository_verify and not started:
-                started.append(Alongside("repository-verify", self.repository_verify))
-
+        restored = self.restore()
+        # pgbackrest verify reads only the repository: it starts as the transfer ends, alongside the
+        # server's recovery (one process, redo, leaves a CPU free) and the checks, and is waited for
+        # at the end. Not alongside the transfer itself: pgBackRest's restore processes already keep
+        # the target's CPUs busy (measured: the verify lengthened the transfer more than it saved).
+        # Should a step below fail, it is waited for before the error goes up (its command has its own
+        # time limit), so it writes no evidence after the verification's own is taken; on an interrupt
+        # it is not: removing the target ends its command.
+        verify = Alongside("repository-verify", self.repository_verify) if self.pg.repository_verify else None
         try:
-            restored = self.restore(start_verify)
-            start_verify()  # the target could not be prepared: the repository is verified all the same
             if restored:
                 log = self.start_and_recover()
                 if out.online and log is not None:
                     self.server_checks()
         except Exception:
-            # A step failed: the verify alongside ends before the error goes up (its command has its own
-            # time limit), so it writes no evidence after the verification's own is taken.
-            for step in started:
-                step.wait()
+            if verify is not None:
+                verify.wait()
             raise
-        verify = started[0] if started else None
         for name in (PhaseName.SERVER_START, PhaseName.REDO, PhaseName.RECOVERY_END, PhaseName.DATA_CHECKS,
                      PhaseName.INTEGRITY_CHECK):
             if not any(p.name == name for p in out.phases):
@@ -368,8 +362,7 @@ class _Verification:
 
     # transfer ------------------------------------------------------------------------------------
 
-    def restore(self, alongside: Callable[[], None] = lambda: None) -> bool:
-        """pgbackrest restore; `alongside` is called once the target is prepared, as the transfer starts."""
+    def restore(self) -> bool:
         backup = self.plan.target_backup
         assert backup is not None, "restore_and_check needs a plan with a backup"
         prepared = self.target.run(["mkdir", "-p", "-m", "700", self.data, self.tool_dir, self.socket_dir],
@@ -377,7 +370,6 @@ class _Verification:
         if not prepared.ok:
             self.outcome.errors.append(f"cannot prepare {self.data} in the target: {prepared.output.strip()}")
             return False
-        alongside()
         options = [f"--pg1-path={self.data}", f"--set={backup.label}", "--log-level-console=info",
                    "--archive-mode=off", "--job-retry=0", f"--process-max={self.pg.restore_process_max}",
                    f"--tablespace-map-all={self.target.work_dir}/tablespaces"]
@@ -693,8 +685,8 @@ class _Verification:
                      "waited_for_data_checks_seconds": round(waited, 3)}))
 
     def repository_verify(self) -> tuple[CheckResult, PhaseTiming]:
-        """`pgbackrest verify`, its check and phase (run alongside the transfer and the steps after it:
-        it reads only the repository)."""
+        """`pgbackrest verify`, its check and phase (run alongside the steps after the transfer: it
+        reads only the repository)."""
         started, started_at = time.monotonic(), datetime.now(UTC)
         result = self.target.run(self.pgbackrest("verify", "--log-level-console=info", "--output=text",
                                                  "--verbose"), timeout=self.pg.check_timeout, env=self.env)
