@@ -90,16 +90,3 @@ class Spans:
         for phase in phases:
             if phase.status is PhaseStatus.MEASURED and (others := self.alongside(phase.name)):
                 phase.details["alongside"] = others
-
-    def wall(self, names: Iterable[str]) -> float | None:
-        """Seconds from the first start to the last end of the named phases, gaps left out: each
-        moment counted once however many of them ran in it."""
-        spans = sorted(span for name in names for span in self._spans.get(name, []))
-        if not spans:
-            return None
-        total, (start, end) = 0.0, spans[0]
-        for next_start, next_end in spans[1:]:
-            if next_start > end:
-                total, start = total + end - start, next_start
-            end = max(end, next_end)
-        return total + end - start

@@ -61,10 +61,7 @@ def test_phases_that_shared_time_name_each_other_and_the_others_are_left_alone()
         PhaseName.RECOVERY_END: None,  # not reached: never said to share anything
     }
     assert spans.shared(PhaseName.INTEGRITY_CHECK, PhaseName.DATA_CHECKS) == pytest.approx(1.5)
-    # Each moment counted once, the gaps left out.
-    assert spans.wall([PhaseName.DATA_CHECKS, PhaseName.INTEGRITY_CHECK]) == pytest.approx(4.5)
-    assert spans.wall([PhaseName.TRANSFER, PhaseName.DATA_CHECKS]) == pytest.approx(7.5)
-    assert spans.wall([PhaseName.PROVISION]) is None
+    assert spans.shared(PhaseName.INTEGRITY_CHECK, PhaseName.REPOSITORY_VERIFY) == pytest.approx(1.5)
 
 
 def test_a_few_milliseconds_in_common_is_no_running_alongside() -> None:

@@ -16,8 +16,8 @@ Not strictly one after the other: `pgbackrest verify` reads only the repository,
 the transfer ends and runs alongside the rest of the restore (the server's recovery) and the
 checks; the data checks and pg_amcheck (with --jobs, one per CPU of the target) both only read the
 online server, so they run at the same time; the clean stop waits for both, and pg_checksums then
-has the target to itself. Every phase is still timed from its own start to its own end, and names the phases it ran
-alongside (`details["alongside"]`, see engines/alongside.py).
+has the target to itself. Every phase is still timed from its own start to its own end, and names
+the phases it ran alongside (`details["alongside"]`, see engines/alongside.py).
 """
 
 from __future__ import annotations
