@@ -4,6 +4,7 @@
 #   build.sh            build every image but the on-demand ones (idempotent)
 #   build.sh NAME...    build these images (e.g. airflow, for docker/compose.yaml)
 #   build.sh --print    print the image tags it would produce
+#   build.sh --up-to-date NAME   exit 0 when NAME's image was built from these inputs, else 1 saying why
 #
 # It lives in the package (verification/images/), so an installed restoreproof can build its images
 # too; `restoreproof paths images` prints where. `make images` runs it from a checkout.
@@ -124,6 +125,14 @@ if [ "${1:-}" = "--print" ]; then
 fi
 
 docker info >/dev/null 2>&1 || { log "no Docker engine reachable"; exit 2; }
+if [ "${1:-}" = "--up-to-date" ]; then  # NAME: exit 0 when its image was built from these inputs, else 1 saying why
+  name=${2:?--up-to-date needs an image name}
+  tag=$(image_tag "$name" "$(cat "$images/$name/TAG" 2>/dev/null || echo latest)")
+  hash=$(inputs_hash "$images/$name")
+  current=$(docker image inspect --format "{{ index .Config.Labels \"$HASH_LABEL\" }}" "$tag" 2>/dev/null || true)
+  [ "$current" = "$hash" ] && exit 0
+  echo "$tag was built from other inputs (${current:-no image}) than this checkout's ($hash)"; exit 1
+fi
 ensure_base
 if [ $# -gt 0 ]; then
   for name in "$@"; do build_one "$name"; done
