@@ -232,17 +232,21 @@ def sweep(settings: Settings, *, keep_runs: frozenset[str] = frozenset(), only_r
         store.close()
 
 
+def _open_task_leases(settings: Settings, run_id: str, database: str) -> tuple[datetime, list[RunLeaseRow]]:
+    """The store's time and the leases of one database's task not yet released."""
+    store = ResultStore(settings.results_database_url, settings.results_retry)
+    try:
+        return store.now(), [row for row in store.leases([run_id], open_only=True) if row.database == database]
+    finally:
+        store.close()
+
+
 def live_task(settings: Settings, run_id: str, database: str, alive: ProcessCheck = process_alive) -> str | None:
     """Why one database's task still shows signs of life (a lease of it not released whose holder is
     seen running, or whose heartbeat is within its lease); None when none does. A scheduler may run a
     task's teardown while the task still works (a timeout it could not enforce, a zombie task): its
     target is then kept until the lease says the holder is dead."""
-    store = ResultStore(settings.results_database_url, settings.results_retry)
-    try:
-        now = store.now()
-        rows = [row for row in store.leases([run_id], open_only=True) if row.database == database]
-    finally:
-        store.close()
+    now, rows = _open_task_leases(settings, run_id, database)
     for row in rows:
         lease = lease_facts(row)
         judged = judge(run_id, lease.holder, RunFacts(run_id, "running", None, (lease,)), now, alive)
@@ -255,12 +259,7 @@ def ended_task_leases(settings: Settings, run_id: str, database: str,
                       alive: ProcessCheck = process_alive) -> list[Killed]:
     """The leases of one database's task still open once the scheduler says the task is over (its
     teardown runs): each names a worker that died at work, unless it is seen still running."""
-    store = ResultStore(settings.results_database_url, settings.results_retry)
-    try:
-        now = store.now()
-        rows = [row for row in store.leases([run_id], open_only=True) if row.database == database]
-    finally:
-        store.close()
+    now, rows = _open_task_leases(settings, run_id, database)
     killed = []
     for row in rows:
         lease = lease_facts(row)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.devtools import running
 from tests.unit.factories import typed_report
 from verification.model import RunResult
 from verification.report_model import RunReport
@@ -75,17 +76,7 @@ def chromium(home: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
 
 def leftovers(profile: Path) -> list[int]:
     """Processes still running with this test's private profile on their command line."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes()
-        except OSError:  # exited meanwhile, or not ours to read
-            continue
-        if f"--user-data-dir={profile}".encode() in cmdline:
-            found.append(int(proc.name))
-    return found
+    return running(profile)
 
 
 def assert_drew(home: Path, page: Path, screenshot: Path) -> str:
