@@ -34,7 +34,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Protocol
 
-from verification.demo.s3_endpoint import DEMO_REGION, HOST, LocalS3Endpoint, _die_with_parent, _free_port
+from verification.demo.processes import die_with_parent, stop_child
+from verification.demo.s3_endpoint import DEMO_REGION, HOST, LocalS3Endpoint, _free_port
 
 GARAGE_VERSION = "2.5.0"  # what `make bench-s3` installs (Makefile's GARAGE_VERSION)
 DEFAULT_GARAGE = Path(__file__).resolve().parents[1] / "build" / f"garage-{GARAGE_VERSION}" / "bin" / "garage"
@@ -149,7 +150,7 @@ class GarageEndpoint:
         self.process = subprocess.Popen(
             [str(self.binary), "-c", str(config), "server", "--single-node", "--default-bucket"],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=environment,
-            preexec_fn=_die_with_parent)
+            preexec_fn=die_with_parent)
         log.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and self.process.poll() is None:
@@ -178,13 +179,7 @@ class GarageEndpoint:
             client.close()
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
+        stop_child(self.process)
         self.process = None
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)

@@ -23,7 +23,7 @@ import pytest
 from typer.testing import CliRunner
 
 from verification.cli import app
-from verification.demo.processes import _die_with_parent
+from verification.demo.processes import die_with_parent
 
 
 @dataclass
@@ -195,7 +195,7 @@ class PrivateEngine:
                 env={k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")},
                 # Dies with pytest (SIGTERM) when pytest is killed outright: unshare execs dockerd, which
                 # keeps the parent-death signal (not set-user-ID), and is the pid Popen holds.
-                preexec_fn=_die_with_parent)
+                preexec_fn=die_with_parent)
 
     def stop(self) -> None:
         """SIGTERM, as `systemctl restart docker` does: the API closes at once, then it stops its containers."""

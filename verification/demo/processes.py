@@ -30,8 +30,9 @@ class ProcessError(RestoreproofError):
     """A managed process did not start, or stopped when it should be running."""
 
 
-def _die_with_parent() -> None:
-    # Runs in the child between fork and exec: if the parent is killed, the child is told (SIGTERM).
+def die_with_parent() -> None:
+    """A `preexec_fn`: runs in the child between fork and exec; if the parent (the thread that started it) is
+    killed, the child is told (SIGTERM)."""
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
@@ -113,6 +114,17 @@ class ManagedProcess:
             self.process.wait(timeout=10)
 
 
+def stop_child(process: subprocess.Popen[bytes] | None, grace: float = 10.0) -> None:
+    """SIGTERM to a child started on its own (not a ManagedProcess), SIGKILL when it outlives `grace` s."""
+    if process is not None and process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(grace)
+
+
 @dataclass
 class Processes:
     """Processes started in order, each logging to `<folder>/<name>.log`; stopped in reverse order.
@@ -130,7 +142,7 @@ class Processes:
             try:
                 process = subprocess.Popen(list(command), stdout=out, stderr=subprocess.STDOUT,
                                            stdin=subprocess.DEVNULL, env=dict(env) if env is not None else None,
-                                           cwd=cwd, process_group=0, preexec_fn=_die_with_parent)
+                                           cwd=cwd, process_group=0, preexec_fn=die_with_parent)
             except OSError as exc:
                 raise ProcessError(f"cannot start {name} ({command[0]}): {exc}") from exc
         managed = ManagedProcess(name, list(command), log, process)

@@ -14,11 +14,9 @@ endpoint does.
 
 from __future__ import annotations
 
-import ctypes
 import importlib.util
 import ipaddress
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -29,6 +27,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 
+from verification.demo.processes import die_with_parent, stop_child
 from verification.errors import ConfigError, SourceError
 
 HOST = "127.0.0.1"
@@ -111,12 +110,6 @@ def make_certificate(folder: Path, hosts: tuple[str, ...] = (HOST, "localhost"))
     return ca_file, cert_file, key_file
 
 
-def _die_with_parent() -> None:
-    # Runs in the child between fork and exec: if restoreproof is killed, so is the endpoint.
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
 @dataclass
 class LocalS3Endpoint:
     """`with LocalS3Endpoint() as s3:` -> s3.url (https://127.0.0.1:PORT), s3.ca_file."""
@@ -155,7 +148,7 @@ class LocalS3Endpoint:
             command[command.index("-p") + 1] = str(self.port)
             log = (self.folder / "moto.log").open("wb")
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            preexec_fn=_die_with_parent)
+                                            preexec_fn=die_with_parent)
             log.close()
             while time.monotonic() < deadline and self.process.poll() is None:
                 if self._answers():
@@ -175,13 +168,7 @@ class LocalS3Endpoint:
             return False
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
+        stop_child(self.process)
         self.process = None
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
