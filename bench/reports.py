@@ -105,7 +105,7 @@ class Folder:
         self.count += 1
 
 
-def airflow_handlers(url: str, state: Path) -> tuple[Callable[[int], str], Callable[[], str]]:
+def airflow_handlers(url: str, state: Path) -> tuple[Callable[[int], object], Callable[[], str]]:
     """The plugin's page handler now, and the one before (its whole body then), both through the hook."""
     os.environ.update({"AIRFLOW_HOME": str(state / "airflow"), "RESTOREPROOF_RESULTS_URL": url,
                        "RESTOREPROOF_STATE_DIR": str(state / "state")})

@@ -16,6 +16,8 @@ steps), the same code the CLI runs. Tasks:
   infrastructure is retried); the teardown removes whatever carries the run's and database's
   labels, also when `verify` failed or timed out, and records a database whose worker was killed
   (its lease left open) as "error" with why;
+- `publish` follows every database's teardown (not only its `verify`), so what a teardown records is
+  in the report; a killed task whose teardown could not record it is recorded by `publish`;
 - a verification that failed is never retried: the task fails with the reasons in its log;
 - a time budget stops starting new verifications; next night a database that ended in error (a
   killed worker) goes first, then the never verified, then the least recently verified.
@@ -155,10 +157,15 @@ with DAG(
         return report.containers + report.volumes + report.folders
 
     @task_group
-    def database(name: str) -> None:
+    def database(name: str) -> Any:
         """One database: its target reserved, verified, removed; the group is mapped per database."""
         handle = reserve_target(name)
-        handle >> verify(handle) >> remove_target(handle)
+        removed = remove_target(handle)
+        handle >> verify(handle) >> removed
+        # What follows the group follows the teardown: a group's leaves skip its teardowns, so `publish`
+        # would otherwise start as soon as `verify` ended and close the run before the teardown of a
+        # killed worker's task had recorded it.
+        return removed
 
     @task(trigger_rule="all_done", outlets=[REPORT_ASSET])
     def publish() -> dict[str, Any]:

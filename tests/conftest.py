@@ -28,6 +28,21 @@ def fixture_text(name: str) -> str:
     return (FIXTURES / name).read_text()
 
 
+def write_manifest(folder: Path, label: str) -> Path:
+    """A small backup.manifest for the backup `label`, as pgBackRest lays one out (format 5, signed with
+    its checksum), so planning loads it as pgBackRest would; the captured repository kept no manifests.
+    The checksum is restoreproof's own (engines/postgres/manifest.py), which tests/unit/engines/postgres/
+    test_manifest.py holds to the manifests real pgBackRest writes."""
+    from verification.engines.postgres.manifest import info_checksum, info_values
+
+    text = (f'[backrest]\nbackrest-format=5\nbackrest-version="2.45"\n\n[backup]\nbackup-label="{label}"\n\n'
+            '[target:file]\npg_data/PG_VERSION={"checksum":"587b596f04f7db9c2cad3d6b87dd2b3a05de4f35","size":3}\n')
+    text += f'\n[backrest]\nbackrest-checksum="{info_checksum(info_values(text))}"\n'
+    path = folder / "backup.manifest"
+    path.write_text(text)
+    return path
+
+
 @pytest.fixture
 def captured_repo(tmp_path: Path) -> Path:
     """A repository laid out as pgBackRest wrote it: the real backup.info and archive.info, a
@@ -39,7 +54,7 @@ def captured_repo(tmp_path: Path) -> Path:
     shutil.copy(FIXTURES / "backup.info", backup / "backup.info.copy")
     for label in LABELS:
         (backup / label).mkdir()
-        (backup / label / "backup.manifest").write_text("[backrest]\n")
+        write_manifest(backup / label, label)
     archive = repo / "archive" / STANZA
     segments = archive / "15-1" / "0000000100000000"
     segments.mkdir(parents=True)

@@ -17,12 +17,23 @@ from types import FrameType
 from typing import Annotated, Any, NoReturn
 
 import typer
+from pydantic import SecretStr
 from rich.console import Console
 from rich.markup import escape
 
+from verification.atomic import write_text_atomically
 from verification.config import Settings, load_settings
 from verification.errors import RestoreproofError
-from verification.model import BLOCKING_UNREADABLE, ChainStatus, RestorePlan, Verdict, overall_verdict
+from verification.model import (
+    BLOCKING_UNREADABLE,
+    BackupEncryption,
+    BackupSet,
+    ChainStatus,
+    EncryptionState,
+    RestorePlan,
+    Verdict,
+    overall_verdict,
+)
 from verification.redaction import Redactor
 from verification.report_model import RunReport
 from verification.reports.json_report import chain_entry, dumps, schema_text
@@ -70,6 +81,11 @@ PagesOpt = Annotated[PagesChoice | None, typer.Option(
     "--pages", help="SQL Server: whose pages are verified offline: chain (the planned chain's full and differential "
                     "backups) or all (every full and differential backup of the database in the source; a damaged "
                     "one fails the database, the plan is unchanged). Default: the setting mssql.pages (chain).")]
+EncryptOpt = Annotated[bool, typer.Option(
+    "--encrypt", help="Encrypt the sample repository (pgBackRest repo1-cipher-type=aes-256-cbc) with "
+                      "postgres.repo_cipher_pass (RESTOREPROOF_POSTGRES__REPO_CIPHER_PASS), else a passphrase made "
+                      "now and kept in WORKDIR/repo-cipher-pass (0600); it is verified with it. A repository made "
+                      "before is reused only if made with the same encryption.")]
 DatabaseOpt = Annotated[list[str] | None, typer.Option(
     "--database", "-d", help="Only this database (a stanza for PostgreSQL); repeat for several. Default: all.")]
 
@@ -105,7 +121,7 @@ def settings_from(config: Path | None, pages: PagesChoice | None = None) -> Sett
 
 def plan_json(plan: RestorePlan) -> dict[str, Any]:
     return {"database": plan.database, "stop_at": plan.stop_at.isoformat() if plan.stop_at else None,
-            "chain": chain_entry(plan.chain).model_dump(mode="json")}
+            "encryption": plan.encryption, "chain": chain_entry(plan.chain).model_dump(mode="json")}
 
 
 class Progress:
@@ -155,6 +171,8 @@ def plan(
         style = "red" if unread.kind in BLOCKING_UNREADABLE else "yellow"
         err.print(f"[{style}]{unread.kind}:[/] {escape(unread.describe())}", highlight=False)
     uploads = opened.incomplete_uploads()
+    for warning in planned.warnings:
+        err.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
     if unlisted := getattr(opened, "uploads_unlisted", None):
         err.print(f"[yellow]warning:[/] {escape(unlisted)}", highlight=False)
     for upload in uploads:
@@ -176,12 +194,36 @@ def plan(
             if p.chain.wal:
                 err.print(f"  wal   {p.chain.wal.first} .. {p.chain.wal.last} ({p.chain.wal.segments} segments)",
                           highlight=False)
+            for said in encryption_said(p.chain.backups):
+                err.print(f"  {escape(said)}", highlight=False)
             for problem in [*p.chain.defects, *p.chain.problems]:
                 err.print(f"  [red]{problem.code}[/]: {escape(problem.message)}", highlight=False)
     # The same rule as a run's verdict, before anything is restored: a broken chain, a known-bad
     # backup or a corrupt file is "failed" (1); a backup file that could not be read, or no
     # database at all, is "could not finish" (2).
     raise typer.Exit(plan_exit_code(plans, [str(u.kind) for u in planned.unreadable]))
+
+
+def encryption_said(backups: list[BackupSet]) -> list[str]:
+    """What the plan knows of its backups' encryption, once per kind of answer: what a target will need
+    (the thumbprints of the certificates), what cannot be told before a target says it, and, where a
+    key is all a target needs (a repository's passphrase), the cipher and how it is known."""
+    groups: dict[tuple[EncryptionState, tuple[str, ...], str | None], list[BackupEncryption]] = {}
+    for backup in backups:
+        if (known := backup.encryption) is not None:
+            groups.setdefault((known.state, known.thumbprints, known.algorithm), []).append(known)
+    said = []
+    for (state, thumbprints, algorithm), found in groups.items():
+        if state is EncryptionState.ENCRYPTED and (thumbprints or algorithm is None):
+            said.append(f"encrypted: {len(found)} backup(s); the target needs the certificate(s) "
+                        f"{', '.join(thumbprints) or '(not named)'}")
+        elif state is EncryptionState.ENCRYPTED:
+            said.append(f"encrypted ({algorithm}): {len(found)} backup(s): {found[0].basis}")
+        elif state is EncryptionState.UNKNOWN:
+            said.append(f"encryption unknown offline: {len(found)} backup(s): {found[0].basis}")
+        else:
+            said.append(f"not encrypted: {len(found)} backup(s): {found[0].basis}")
+    return said
 
 
 def plan_exit_code(plans: list[RestorePlan], unreadable_kinds: list[str]) -> int:
@@ -256,6 +298,7 @@ def demo(
         "--s3", help="Make the sample repository in a local S3 endpoint (moto, over TLS, started and stopped "
                      "here) and verify s3://restoreproof-demo/ from there, read by pgBackRest in each target "
                      "(s3.restore_mode direct). Always fresh; notes in WORKDIR/s3.")] = False,
+    encrypt: EncryptOpt = False,
 ) -> None:
     """Make sample pgBackRest backups of real PostgreSQL clusters, then verify them."""
     from verification.demo.source import make_demo
@@ -263,10 +306,11 @@ def demo(
     settings = settings_from(config)
     progress = _progress(not as_json)
     if s3:
-        _demo_in_s3(settings, workdir / "s3", scale, clusters, target, report_dir, as_json, progress)
+        _demo_in_s3(settings, workdir / "s3", scale, clusters, target, report_dir, as_json, progress, encrypt)
+    settings, cipher_pass = _demo_encryption(settings, workdir, encrypt)
     try:
         made = make_demo(workdir, scale=scale, clusters=clusters, fresh=fresh, progress=progress,
-                         build_context=settings.docker.build_context)
+                         build_context=settings.docker.build_context, cipher_pass=cipher_pass)
     except RestoreproofError as exc:
         fail(str(exc))
     except KeyboardInterrupt:
@@ -275,21 +319,38 @@ def demo(
         if isinstance(progress, Progress):
             progress.stop()
     progress(f"sample repository {'reused' if made.reused else 'made'}: {made.repository} "
-             f"({', '.join(made.stanzas)})")
+             f"({', '.join(made.stanzas)}{_encrypted_note(made.workdir, cipher_pass)})")
     # The same display goes on into the verification, which stops it when done.
     _run_and_report(settings, str(made.repository), engine="postgres", at=None, target=target.value,
                     report_dir=report_dir, as_json=as_json, progress=progress)
 
 
+def _demo_encryption(settings: Settings, workdir: Path, encrypt: bool) -> tuple[Settings, SecretStr | None]:
+    """`demo --encrypt`: the passphrase the sample repository is encrypted with (postgres.repo_cipher_pass,
+    else the workdir's kept one, else a new one), and the settings that verify it with it."""
+    if not encrypt:
+        return settings, None
+    from verification.demo.source import demo_cipher_pass
+
+    cipher_pass = demo_cipher_pass(workdir, settings.postgres.repo_cipher_pass)
+    postgres = settings.postgres.model_copy(update={"repo_cipher_pass": cipher_pass})
+    return settings.model_copy(update={"postgres": postgres}), cipher_pass
+
+
+def _encrypted_note(workdir: Path, cipher_pass: SecretStr | None) -> str:
+    from verification.demo.source import CIPHER_PASS_FILE, DEMO_CIPHER
+
+    return f"; encrypted, {DEMO_CIPHER}, passphrase in {workdir / CIPHER_PASS_FILE}" if cipher_pass else ""
+
+
 def _demo_in_s3(settings: Settings, workdir: Path, scale: int, clusters: int, target: TargetChoice,
-                report_dir: Path | None, as_json: bool, progress: Any) -> NoReturn:
+                report_dir: Path | None, as_json: bool, progress: Any, encrypt: bool = False) -> NoReturn:
     """`demo --s3`: a local S3 endpoint for the whole command, stopped on the way out whatever happens
     (an error, Ctrl-C, the verdict's exit)."""
-    from pydantic import SecretStr
-
     from verification.demo.s3_endpoint import LocalS3Endpoint
     from verification.demo.source import DemoS3, make_demo
 
+    settings, cipher_pass = _demo_encryption(settings, workdir, encrypt)
     endpoint = LocalS3Endpoint()
     try:
         try:
@@ -297,12 +358,14 @@ def _demo_in_s3(settings: Settings, workdir: Path, scale: int, clusters: int, ta
             progress(f"local S3 endpoint {endpoint.url} (moto, TLS from a CA made now)")
             bucket = DemoS3.local(endpoint)
             made = make_demo(workdir, scale=scale, clusters=clusters, fresh=True, progress=progress,
-                             build_context=settings.docker.build_context, s3=bucket, state_dir=settings.state_dir)
+                             build_context=settings.docker.build_context, s3=bucket, state_dir=settings.state_dir,
+                             cipher_pass=cipher_pass)
         except RestoreproofError as exc:
             fail(str(exc))
         except KeyboardInterrupt:
             fail("interrupted; the demo's source containers and its S3 endpoint were removed", 130)
-        progress(f"sample repository made: {made.source} ({', '.join(made.stanzas)})")
+        progress(f"sample repository made: {made.source} ({', '.join(made.stanzas)}"
+                 f"{_encrypted_note(made.workdir, cipher_pass)})")
         # The endpoint as the demo reached it; pgBackRest in each target reads the bucket itself.
         settings = settings.model_copy(update={"s3": settings.s3.model_copy(update={
             "endpoint_url": bucket.endpoint_url, "region": bucket.region, "profile": None,
@@ -325,6 +388,7 @@ def nightly(
     airflow_home: Annotated[Path, typer.Option(help="Airflow's home (SQLite metadata database).")] = Path(".airflow"),
     pool_slots: Annotated[int, typer.Option(min=1, help="Targets at once (the Airflow pool's slots).")] = 2,
     config: ConfigOpt = None,
+    encrypt: EncryptOpt = False,
 ) -> None:
     """Make the sample backups, then run the nightly Airflow DAG once on them, through real Airflow."""
     import time
@@ -333,16 +397,22 @@ def nightly(
     from verification.demo.source import make_demo
 
     settings = settings_from(config)
+    if encrypt and config is not None and settings.postgres.repo_cipher_pass is None:
+        # Every task loads the configuration given, as it is: it must hold the passphrase (or the environment).
+        fail(f"--encrypt with --config {config}: set postgres.repo_cipher_pass there or in "
+             "RESTOREPROOF_POSTGRES__REPO_CIPHER_PASS, the passphrase the DAG's tasks verify with")
+    settings, cipher_pass = _demo_encryption(settings, workdir, encrypt)
     progress = _progress(True)
     try:
         made = make_demo(workdir, scale=scale, clusters=clusters, progress=progress,
-                         build_context=settings.docker.build_context)
+                         build_context=settings.docker.build_context, cipher_pass=cipher_pass)
     except RestoreproofError as exc:
         fail(str(exc))
     finally:
         if isinstance(progress, Progress):
             progress.stop()
-    err.print(f"sample repository {'reused' if made.reused else 'made'}: {made.repository}", highlight=False)
+    err.print(f"sample repository {'reused' if made.reused else 'made'}: {made.repository}"
+              f"{_encrypted_note(made.workdir, cipher_pass)}", highlight=False)
     err.print(f"running DAG restore_verification once through Airflow (home {airflow_home.resolve()}) ...",
               highlight=False)
     started = time.monotonic()
@@ -353,8 +423,13 @@ def nightly(
         from verification.demo.source import demo_checks
 
         config = made.workdir / "restoreproof-demo.yaml"
-        config.write_text(yaml.safe_dump({"checks": demo_checks(made)}, sort_keys=False), encoding="utf-8")
-        err.print(f"data checks of the sample clusters: {config}", highlight=False)
+        written: dict[str, Any] = {"checks": demo_checks(made)}
+        if cipher_pass is not None:  # the tasks verify the encrypted repository with it
+            written["postgres"] = {"repo_cipher_pass": cipher_pass.get_secret_value()}
+        # 0600 (a new private file renamed over the old): it may hold the passphrase.
+        write_text_atomically(config, yaml.safe_dump(written, sort_keys=False))
+        err.print(f"data checks of the sample clusters{' and the passphrase' if cipher_pass else ''}: {config}",
+                  highlight=False)
     conf: dict[str, Any] = {"target": "docker", "config": str(config.resolve())}
     dag_run = run_once(made.repository, airflow_home.resolve(), pool_slots, conf)
     wall = time.monotonic() - started

@@ -1,24 +1,33 @@
 """Configuration: one YAML file plus environment variables, validated, with defaults that need neither.
 
 Precedence (highest first): explicit arguments (the CLI's flags), environment variables
-(``RESTOREPROOF_<FIELD>``, nested with ``__``: ``RESTOREPROOF_DOCKER__MEMORY=4g``), the YAML file
+(``RESTOREPROOF_<FIELD>``, nested with ``__``: ``RESTOREPROOF_DOCKER__MEMORY=4g``), files in the
+folder ``RESTOREPROOF_SECRETS_DIR`` names (one per setting, named as its variable), the YAML file
 (``--config FILE`` or ``RESTOREPROOF_CONFIG``), then the defaults below.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, YamlConfigSettingsSource
+from pydantic_settings import (
+    BaseSettings,
+    NestedSecretsSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    YamlConfigSettingsSource,
+)
 
 from verification.errors import ConfigError
 
 CONFIG_ENV = "RESTOREPROOF_CONFIG"
+SECRETS_DIR_ENV = "RESTOREPROOF_SECRETS_DIR"
 
 
 def default_state_dir() -> Path:
@@ -55,6 +64,11 @@ class _ContainerLimits(_Section):
     # Seconds to wait for a Docker engine that stopped answering (restarted, upgraded) before a target's
     # start or removal gives up: a run goes on with its next database once the engine is back.
     engine_wait: float = Field(120.0, ge=0)
+    # Seconds a target may stay at its memory limit thrashing (reading back from disk over 100 pages a
+    # second that the kernel dropped to make room) before it is stopped and its database ends "error",
+    # out of memory: the kernel's OOM killer need not strike, and everything in it then crawls to the end
+    # of its budget. 0: never stopped for it.
+    starved_after: float = Field(60.0, ge=0)
 
     @field_validator("memory", "data_size")
     @classmethod
@@ -110,13 +124,36 @@ class PostgresSettings(_Section):
     # Extra settings for the restored server, e.g. {"shared_buffers": "256MB"} when the source's
     # settings do not fit the target's memory limit.
     server_options: dict[str, str] = Field(default_factory=dict)
-    # Passed to pgBackRest through its environment, never on a command line or in a log.
+    # An encrypted repository's passphrase (repo1-cipher-pass): decrypts its info files for planning,
+    # and reaches pgBackRest in the target only through its environment, never a command line or a log.
     repo_cipher_pass: SecretStr | None = None
+
+    @field_validator("repo_cipher_pass")
+    @classmethod
+    def _empty_is_none(cls, value: SecretStr | None) -> SecretStr | None:
+        # An empty value (a variable set to nothing) is no passphrase: said as missing, not as wrong.
+        return value if value is None or value.get_secret_value() else None
 
 
 # DatabaseVersion of each SQL Server release's own databases (RESTORE HEADERONLY), for choosing an
 # image at least as new as a backup.
 MSSQL_2017, MSSQL_2019, MSSQL_2022 = 869, 904, 957
+
+
+CERTIFICATE_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,99}$"
+
+
+class MssqlCertificate(_Section):
+    """A certificate with its private key, as `BACKUP CERTIFICATE ... TO FILE = ... WITH PRIVATE KEY (FILE
+    = ..., ENCRYPTION BY PASSWORD = ...)` wrote them on the source server: created in each SQL Server
+    target's master before the restore, for backups encrypted with it (WITH ENCRYPTION) or from a TDE
+    database it protects. Gone with the target."""
+
+    certificate: Path  # the .cer (DER, as BACKUP CERTIFICATE writes it; PEM is accepted and sent as DER)
+    private_key: Path  # the .pvk
+    # The private key file's password. Best given in the environment, never in a file others read:
+    # RESTOREPROOF_MSSQL__CERTIFICATES__<NAME>__PRIVATE_KEY_PASSWORD.
+    private_key_password: SecretStr | None = None
 
 
 class MssqlSettings(_ContainerLimits):
@@ -144,6 +181,43 @@ class MssqlSettings(_ContainerLimits):
     # "object-store": only where the fingerprint changes whenever the content does (S3's ETag), not
     # for local folders (size and times); "off". true and false (YAML, the environment) mean "on" and "off".
     header_cache: Literal["on", "object-store", "off"] = "on"
+    # Certificates (with their private keys) that encrypted backups or protect TDE databases, by a name of
+    # letters, digits and underscores (the environment's spelling of it is matched ignoring case):
+    # created in every target's master before the restore (engines/mssql/certificates.py).
+    certificates: dict[str, MssqlCertificate] = Field(default_factory=dict)
+
+    @field_validator("certificates", mode="before")
+    @classmethod
+    def _one_entry_per_name(cls, value: Any) -> Any:
+        """The environment gives names in lower case (RESTOREPROOF_MSSQL__CERTIFICATES__BACKUPCERT__...),
+        the file as written: entries whose names differ only in case are one certificate, the
+        environment's values over the file's, under the file's spelling."""
+        if not isinstance(value, dict):
+            return value
+        merged: dict[str, Any] = {}
+        spelled: dict[str, str] = {}
+        # Lower-case names last: where both spellings exist, the lower-case one came from the environment.
+        for name in sorted(value, key=lambda n: (str(n) == str(n).lower(), str(n))):
+            key = str(name).lower()
+            entry = value[name]
+            if key in spelled and isinstance(entry, dict) and isinstance(merged[spelled[key]], dict):
+                merged[spelled[key]] = {**merged[spelled[key]], **entry}
+            else:
+                spelled[key] = str(name)
+                merged[str(name)] = entry
+        return merged
+
+    @model_validator(mode="after")
+    def _certificates_complete(self) -> MssqlSettings:
+        for name, certificate in self.certificates.items():
+            if not re.match(CERTIFICATE_NAME, name):
+                raise ValueError(f"mssql.certificates: {name!r} is not a name of letters, digits and underscores "
+                                 "(up to 100, not starting with a digit): the environment must be able to name it")
+            if certificate.private_key_password is None:
+                raise ValueError(f"mssql.certificates.{name}.private_key_password is not set: give the private key "
+                                 f"file's password in RESTOREPROOF_MSSQL__CERTIFICATES__{name.upper()}__"
+                                 "PRIVATE_KEY_PASSWORD (or in the configuration file)")
+        return self
 
     @field_validator("header_cache", mode="before")
     @classmethod
@@ -447,11 +521,27 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if secrets := secrets_dir():
+            # One file per setting, named as its variable (restoreproof_postgres__repo_cipher_pass),
+            # as Docker and Kubernetes mount secrets: the value never in an environment or a config file.
+            sources.append(NestedSecretsSettingsSource(file_secret_settings, secrets_dir=secrets,
+                                                       secrets_nested_delimiter="__"))
         file = _config_file.get() or (Path(named) if (named := os.environ.get(CONFIG_ENV)) else None)
-        if file is None:
-            return init_settings, env_settings
-        _check_config_file(file)
-        return init_settings, env_settings, YamlConfigSettingsSource(settings_cls, yaml_file=file)
+        if file is not None:
+            _check_config_file(file)
+            sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=file))
+        return tuple(sources)
+
+
+def secrets_dir() -> Path | None:
+    """The folder of RESTOREPROOF_SECRETS_DIR (e.g. /run/secrets), checked to be one."""
+    named = os.environ.get(SECRETS_DIR_ENV)
+    if not named:
+        return None
+    if not Path(named).is_dir():
+        raise ConfigError(f"{SECRETS_DIR_ENV} names {named}, which is not a folder")
+    return Path(named)
 
 
 # The file `load_settings` was given (--config, a DAG run's `config`), for this call only: set in a

@@ -241,6 +241,16 @@ def _open_task_leases(settings: Settings, run_id: str, database: str) -> tuple[d
         store.close()
 
 
+def open_task_databases(settings: Settings, run_id: str) -> list[str]:
+    """The databases of a run whose task leases are not released (a task at work, or one killed at it)."""
+    store = ResultStore(settings.results_database_url, settings.results_retry)
+    try:
+        return sorted({row.database for row in store.leases([run_id], open_only=True)
+                       if row.scope == "task" and row.database is not None})
+    finally:
+        store.close()
+
+
 def live_task(settings: Settings, run_id: str, database: str, alive: ProcessCheck = process_alive) -> str | None:
     """Why one database's task still shows signs of life (a lease of it not released whose holder is
     seen running, or whose heartbeat is within its lease); None when none does. A scheduler may run a
@@ -258,7 +268,8 @@ def live_task(settings: Settings, run_id: str, database: str, alive: ProcessChec
 def ended_task_leases(settings: Settings, run_id: str, database: str,
                       alive: ProcessCheck = process_alive) -> list[Killed]:
     """The leases of one database's task still open once the scheduler says the task is over (its
-    teardown runs): each names a worker that died at work, unless it is seen still running."""
+    teardown, or the run's publication, runs): each names a worker that died at work, unless it is
+    seen still running."""
     now, rows = _open_task_leases(settings, run_id, database)
     killed = []
     for row in rows:
@@ -267,7 +278,7 @@ def ended_task_leases(settings: Settings, run_id: str, database: str,
             continue
         judged = judge(run_id, lease.holder, RunFacts(run_id, "running", None, (lease,)), now, alive)
         reason = judged.reason if judged.dead else (
-            f"its task is over (the scheduler ran its teardown) but {lease.holder.describe()} never released its "
+            f"its task is over (the scheduler ended it) but {lease.holder.describe()} never released its "
             f"lease (last heartbeat at {utc_text(lease.heartbeat_at)})")
         killed.append(Killed(lease, reason))
     return killed

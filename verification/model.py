@@ -107,6 +107,38 @@ class BackupFile:
     physical_name: str | None = None
 
 
+class EncryptionState(StrEnum):
+    ENCRYPTED = "encrypted"
+    NOT_ENCRYPTED = "not_encrypted"
+    # Nothing read so far tells: never taken for "not encrypted".
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class BackupEncryption:
+    """Whether a backup's content is encrypted, with what, what a target needs to read it, and how that
+    is known (`basis`: the header read offline, the server's own answer, or why neither can tell).
+
+    Two independent kinds exist in SQL Server: the backup's own encryption (BACKUP ... WITH ENCRYPTION:
+    an algorithm and an encryptor, a certificate or an asymmetric key, named by its thumbprint) and the
+    database's (TDE: pages encrypted by a key that a certificate protects). Thumbprints are written as
+    SQL Server prints them: "0x" and upper-case hex."""
+
+    __pydantic_config__ = _REPORTED
+
+    state: EncryptionState
+    basis: str
+    algorithm: str | None = None  # KeyAlgorithm (AES_256, ...), a repository's cipher type
+    encryptor_type: str | None = None  # CERTIFICATE or ASYMMETRIC KEY
+    encryptor_thumbprint: str | None = None
+    tde_thumbprint: str | None = None  # the certificate protecting a TDE database's encryption key
+
+    @property
+    def thumbprints(self) -> tuple[str, ...]:
+        """What a target must hold to read this backup: each encryptor's thumbprint, once."""
+        return tuple(dict.fromkeys(t for t in (self.encryptor_thumbprint, self.tde_thumbprint) if t))
+
+
 @dataclass(frozen=True)
 class BackupSet:
     """One backup as the repository describes it (a pgBackRest backup, a SQL Server backup set)."""
@@ -154,6 +186,8 @@ class BackupSet:
     compatibility_level: int | None = None
     collation: str | None = None
     database_files: tuple[BackupFile, ...] = ()
+    # None: the engine says nothing about it (not "not encrypted").
+    encryption: BackupEncryption | None = None
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
@@ -313,6 +347,9 @@ class RestorePlan:
     # whether the chain uses it or not (a set with a family missing, a second copy of a family, an
     # older full), oldest first: what page verification reads beyond the chain, from the plan alone.
     data_backups: list[BackupSet] = field(default_factory=list)
+    # The cipher the source's files are encrypted with, as the engine told it from their content
+    # (e.g. "aes-256-cbc"); None when they are not encrypted. The restore gives the target the key.
+    encryption: str | None = None
 
 
 @dataclass

@@ -24,7 +24,7 @@ from typing import Any
 from verification import pipeline
 from verification.config import Settings
 from verification.errors import RestoreproofError
-from verification.leases import LeaseKeeper, live_task, sweep
+from verification.leases import LeaseKeeper, live_task, open_task_databases, sweep
 from verification.restore_points import PointChoice, PointStrategy
 from verification.results import ResultStore
 from verification.results.store import DISCOVERY, in_rotation
@@ -190,8 +190,19 @@ def remove(settings: Settings, run_id: str, database: str | None = None,
     return report
 
 
-def publish(settings: Settings, run_id: str) -> dict[str, Any]:
-    """Write the run's report from the store and close the run; a summary for the task log."""
+def publish(settings: Settings, run_id: str, progress: pipeline.ProgressFn = print) -> dict[str, Any]:
+    """Write the run's report from the store and close the run; a summary for the task log.
+
+    The scheduler runs this once every database's tasks are over. A verify task killed at work whose
+    teardown did not record it (the teardown failed, or never ran) still holds its lease: it is
+    recorded "error" with why first, as the teardown would have, since nothing can be recorded into
+    the run once it is closed (the database would be in the report only as not verified, and not
+    first in line next time)."""
+    try:
+        for database in open_task_databases(settings, run_id):
+            pipeline.end_killed_task(settings, run_id, database, progress)
+    except Exception as exc:  # the report goes out either way: what it lacks is said
+        progress(f"warning: the run's killed tasks were not looked for ({type(exc).__name__}: {exc})")
     published = pipeline.publish(settings, run_id)
     report, outputs = published.report, published.outputs
     return {"run_id": run_id, "verdict": str(report.verdict), "summary": report.summary,

@@ -621,6 +621,7 @@ def discover(settings: Settings, request: RunRequest, run_id: str, started: date
     # ones due: a database left out tonight is not a misspelling).
     warnings = settings.checks.deprecations() + unknown_databases(settings.checks,
                                                                    [p.database for p in planned.plans])
+    warnings += planned.warnings  # what the engine found the configuration does not fit
     if unlisted:
         warnings.append(unlisted)
     for said in warnings:

@@ -6,7 +6,7 @@ made from them once (`reports.entries`), prediction adds its typed figures to it
 models back, never a dict read by string keys. `report.schema.json` is generated from `RunReport`
 (`restoreproof schema`); a test fails when the checked-in file differs.
 
-Reports written by earlier versions (schema 1.0 to 1.7) still validate: fields added since are
+Reports written by earlier versions (schema 1.0 to 1.8) still validate: fields added since are
 optional with the default an older writer implied. Unknown fields are refused (`extra="forbid"`), so
 a misspelt field is an error, not a silent blank.
 """
@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, SerializerFu
 from pydantic import model_validator as _model_validator
 
 from verification.model import (
+    BackupEncryption,
     BackupType,
     ChainStatus,
     CheckKind,
@@ -36,8 +37,8 @@ from verification.model import (
 )
 
 # Every version a reader accepts: 1.0 plus what each minor version added (docs/report-schema.md).
-SchemaVersion = Literal["1.0", "1.1", "1.2", "1.3", "1.4", "1.5", "1.6", "1.7", "1.8"]
-SCHEMA_VERSION: SchemaVersion = "1.8"
+SchemaVersion = Literal["1.0", "1.1", "1.2", "1.3", "1.4", "1.5", "1.6", "1.7", "1.8", "1.9"]
+SCHEMA_VERSION: SchemaVersion = "1.9"
 
 # Times as Python writes them (`isoformat`: "+00:00", not pydantic's "Z"), so reports stay byte-compatible.
 Timestamp = Annotated[datetime, PlainSerializer(lambda value: value.isoformat(), return_type=str)]
@@ -98,7 +99,8 @@ class BackupFileEntry(ReportModel):
     filegroup: str | None = None
 
 
-_HEADER_FACTS = ("recovery_model", "copy_only", "damaged", "compatibility_level", "collation", "database_files")
+_HEADER_FACTS = ("recovery_model", "copy_only", "damaged", "compatibility_level", "collation", "database_files",
+                 "encryption")
 
 
 class BackupEntry(ReportModel):
@@ -129,6 +131,8 @@ class BackupEntry(ReportModel):
     compatibility_level: int | None = None
     collation: str | None = None
     database_files: list[BackupFileEntry] | None = None
+    # 1.9: whether the backup is encrypted, what a target needs to read it, and how that is known.
+    encryption: BackupEncryption | None = None
 
     @model_serializer(mode="wrap")
     def _omit_unknown_header_facts(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

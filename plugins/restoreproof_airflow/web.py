@@ -13,8 +13,10 @@ security (its app, models, auth manager) is imported only when the API server fi
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TypeVar
 from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
@@ -24,13 +26,28 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Receive, Scope, Send
 
 from restoreproof_airflow.hooks import RestoreproofHook
+from verification.errors import StoreUnavailableError
 from verification.orchestration import DAG_ID
 from verification.reports.html_report import env
 from verification.reports.index_pages import render_store_page
+from verification.results import ResultStore
 from verification.results.summaries import RunPage
 
 PAGE_SIZE = 50
 DOT_SEGMENT = "a path with a '..' segment is not part of any report"
+# Every answer carries these. A report folder holds what the restored server and the tools printed
+# (evidence): text an attacker can shape (a table name, a log line). Served from Airflow's own origin, such a
+# file must never be taken for a page (nosniff) nor run anything if it were (a sandboxed document, no script).
+NOSNIFF = "nosniff"
+FILE_POLICY = "sandbox; default-src 'none'"
+# Our own pages (the runs page, report.html, the refusal): report.html's charts are plotly.js from the
+# report folder's assets and an inline script with each chart's data (plotly escapes what it embeds); the
+# pages load nothing from elsewhere, send nothing anywhere, and are framed only by Airflow's UI (same origin).
+PAGE_POLICY = ("default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
+               "img-src 'self' data:; font-src 'self' data:; base-uri 'none'; form-action 'none'; "
+               "frame-ancestors 'self'")
+PAGE_HEADERS = {"Content-Security-Policy": PAGE_POLICY}
+T = TypeVar("T")
 
 
 def refuse_dot_segments(request: Request) -> None:
@@ -54,9 +71,51 @@ def create_app() -> FastAPI:
                   dependencies=[Depends(refuse_dot_segments),
                                 Depends(requires_access_dag("GET", param_dag_id=DAG_ID))])
     app.include_router(routes)
+    app.middleware("http")(with_security_headers)
     # Starlette types a handler as taking any Exception; this one is registered for its HTTPException only.
     app.add_exception_handler(StarletteHTTPException, refused)  # type: ignore[arg-type]
     return app
+
+
+async def with_security_headers(request: Request,
+                                call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+    """nosniff on every answer; the sandbox policy on every answer that is not one of our pages (they
+    set PAGE_POLICY themselves): a file of a report folder, an asset, an error."""
+    response = await call_next(request)
+    response.headers["X-Content-Type-Options"] = NOSNIFF
+    response.headers.setdefault("Content-Security-Policy", FILE_POLICY)
+    return response
+
+
+class PageStore:
+    """The results store the page reads: one per API-server process and store, opened on the first request
+    that needs it. Opened per request, each request brought the store's schema up to date (Alembic) and,
+    with the store down, waited out results_retry's tries (30 s by default) on one of the API server's
+    threads. The page tries once: a store that does not answer is a 503 naming it (password masked), at once;
+    the next request tries again."""
+
+    def __init__(self) -> None:
+        self._stores: dict[str, ResultStore] = {}
+        self._lock = threading.Lock()
+
+    def read(self, call: Callable[[ResultStore], T], what: str) -> T:
+        try:
+            store = self._store()
+            return store.retrying(lambda: call(store), what)
+        except StoreUnavailableError as exc:
+            raise HTTPException(503, str(exc)) from None
+
+    def _store(self) -> ResultStore:
+        with RestoreproofHook() as hook:
+            settings = hook.settings
+        url = settings.results_database_url
+        with self._lock:  # one opening per store, whichever thread of the server asks first
+            if url not in self._stores:
+                self._stores[url] = ResultStore(url, settings.results_retry.model_copy(update={"attempts": 1}))
+            return self._stores[url]
+
+
+store = PageStore()
 
 
 class BuiltOnFirstRequest:
@@ -90,16 +149,15 @@ async def refused(request: Request, exc: StarletteHTTPException) -> Response:
         reason = (f"Airflow's auth manager does not let this user read the DAG {DAG_ID}, whose runs' reports "
                   "these are. Whoever manages Airflow's users can give that permission.")
     html = env.get_template("refused.html.j2").render(heading=heading, reason=reason, login=login, plotly=None)
-    return HTMLResponse(html, status_code=exc.status_code, headers=exc.headers)
+    return HTMLResponse(html, status_code=exc.status_code, headers={**(exc.headers or {}), **PAGE_HEADERS})
 
 
 @routes.get("/", response_class=HTMLResponse)
-def runs(page: Annotated[int, Query(ge=1, description="1: the newest runs")] = 1) -> str:
-    with RestoreproofHook() as hook:
-        found = hook.get_conn().run_page(page, PAGE_SIZE)
+def runs(page: Annotated[int, Query(ge=1, description="1: the newest runs")] = 1) -> HTMLResponse:
+    found = store.read(lambda opened: opened.run_page(page, PAGE_SIZE), "reading a page of runs")
     if page > found.pages:
         raise HTTPException(404, f"there is no page {page}: {found.total} runs make {found.pages} pages")
-    return render_runs(found)
+    return HTMLResponse(render_runs(found), headers=PAGE_HEADERS)
 
 
 def render_runs(found: RunPage) -> str:
@@ -114,8 +172,7 @@ def render_runs(found: RunPage) -> str:
 def report_asset(name: str) -> FileResponse:
     """A file of a report folder's assets/ (its plotly.js), which report.html loads as ../assets/<name>:
     from report.html's URL below, that is here. The first report folder that has it serves it."""
-    with RestoreproofHook() as hook:
-        folders = hook.get_conn().report_folders()
+    folders = store.read(ResultStore.report_folders, "listing the report folders")
     for folder in folders:
         try:
             assets = (Path(folder) / "assets").resolve()
@@ -140,12 +197,12 @@ def report_file(run_id: str, name: str) -> FileResponse:
 
 
 def _report_file(run_id: str, name: str) -> FileResponse:
-    with RestoreproofHook() as hook:
-        run = hook.get_conn().run(run_id)
+    run = store.read(lambda opened: opened.run(run_id), "reading a run")
     if run is None or not run.report_dir:
         raise HTTPException(404, f"no report for run {run_id}")
     folder = Path(run.report_dir).resolve()
     path = (folder / name).resolve()
     if folder not in path.parents or not path.is_file():
         raise HTTPException(404, f"{name} is not part of run {run_id}'s report")
-    return FileResponse(path)
+    # report.html is our page; every other file of the folder is served sandboxed (with_security_headers).
+    return FileResponse(path, headers=PAGE_HEADERS if path == folder / "report.html" else None)

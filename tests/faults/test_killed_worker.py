@@ -12,14 +12,14 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import pytest
 
 from tests.integration.conftest import leftovers
+from tests.integration.containers import restoring_target
 from verification.config import load_settings
 from verification.results import ResultStore
 
@@ -44,30 +44,14 @@ class Worker:
 
     def restoring(self, database: str, timeout: float = 300) -> tuple[str, str]:
         """Wait until pgBackRest restores `database` in this worker's target; (run id, container name)."""
-        import docker.errors
+        def running() -> None:
+            assert self.process.poll() is None, self.output()
 
-        from verification.targets.docker import docker_client
-
-        client = docker_client()
-        deadline = time.monotonic() + timeout
-        try:
-            while time.monotonic() < deadline:
-                assert self.process.poll() is None, self.output()
-                ours = {folder.name for folder in self.reports.iterdir()} if self.reports.is_dir() else set()
-                selector = {"label": ["restoreproof.role=target", f"restoreproof.database={database}"]}
-                for container in client.containers.list(filters=selector):
-                    if container.labels.get("restoreproof.run") not in ours:
-                        continue  # another run on this shared engine
-                    try:
-                        processes = container.top(ps_args="-eo pid,args")["Processes"] or []
-                    except docker.errors.APIError:
-                        continue
-                    if any("pgbackrest" in p[-1] and p[-1].endswith(" restore") for p in processes):
-                        return str(container.labels["restoreproof.run"]), str(container.name)
-                time.sleep(0.05)
-        finally:
-            client.close()
-        pytest.fail(f"{database} was never restored:\n{self.output()}")
+        found = restoring_target(database, lambda: {folder.name for folder in self.reports.iterdir()}
+                                 if self.reports.is_dir() else set(), running, timeout)
+        if found is None:
+            pytest.fail(f"{database} was never restored:\n{self.output()}")
+        return found
 
     def kill(self) -> None:
         """SIGKILL the worker's whole process group: nothing of it can clean up."""
@@ -89,6 +73,17 @@ def workers(isolated: Path) -> Iterator[list[Worker]]:
         worker.close()
 
 
+def recorded(store_url: str, run_id: str) -> tuple[Any, list[Any], Any]:
+    """What the store holds of a run: the run, its databases' entries, and its one task lease."""
+    store = ResultStore(store_url)
+    try:
+        run, entries = store.run_with_reports(run_id)
+        (lease,) = store.leases([run_id])
+    finally:
+        store.close()
+    return run, entries, lease
+
+
 def test_a_worker_killed_mid_restore_is_reaped_by_the_next_run_its_database_error_and_first(
         pg_repo, isolated, restoreproof, workers):
     reports = isolated / "reports"
@@ -102,12 +97,7 @@ def test_a_worker_killed_mid_restore_is_reaped_by_the_next_run_its_database_erro
     assert sorted(left) == sorted([container, f"{container}-data"]), \
         f"a SIGKILLed worker cannot remove its target: it should be left: {left}"
     settings = load_settings(report_dir=reports)
-    store = ResultStore(settings.results_database_url)
-    try:
-        run, entries = store.run_with_reports(run_id)
-        (lease,) = store.leases([run_id])
-    finally:
-        store.close()
+    run, entries, lease = recorded(settings.results_database_url, run_id)
     assert run.finished_at is None and [(e.database, str(e.verdict)) for e in entries] == [("demo1", "passed")]
     assert lease.released_at is None and lease.database == "demo2"
 
@@ -118,12 +108,7 @@ def test_a_worker_killed_mid_restore_is_reaped_by_the_next_run_its_database_erro
     # The killed database first in line, then the rest; both verified now.
     assert [(d["database"], d["verdict"]) for d in following.report["databases"]] == [
         ("demo2", "passed"), ("demo1", "passed")]
-    store = ResultStore(settings.results_database_url)
-    try:
-        run, entries = store.run_with_reports(run_id)
-        (lease,) = store.leases([run_id])
-    finally:
-        store.close()
+    run, entries, lease = recorded(settings.results_database_url, run_id)
     assert run.finished_at is not None and run.verdict == "error"
     verdicts = {e.database: (str(e.verdict), e.reasons) for e in entries}
     assert verdicts["demo1"] == ("passed", verdicts["demo1"][1])  # recorded before the kill: nothing lost

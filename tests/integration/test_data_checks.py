@@ -81,6 +81,65 @@ def test_a_suite_that_passes_and_an_expectation_that_fails(demo, settings, tmp_p
     assert "Must have greater than or equal to 1000 rows" in text and "Observed Value" in text, text[:2000]
 
 
+def test_the_demo_s_suites_fail_as_before_and_read_each_metric_of_a_table_once(demo, settings):
+    """On a real restored demo cluster: a failing uniqueness and a failing row count still fail with the
+    finding text they always had, while the table's baseline (its key unique and not null) passes in
+    the same validation; and the demo's own suite on pgbench_accounts shares the baseline's metrics:
+    one count(*), one uniqueness window and one null count of that table, not one per suite."""
+    import sqlalchemy
+
+    scale = int(demo.manifest["stanzas"]["demo1"]["pgbench_scale"])
+    settings.checks.expectations = {"demo1": [
+        DataSuite(table="public.pgbench_tellers", expect=[
+            ExpectationSpec(type="expect_column_values_to_be_unique", kwargs={"column": "bid"}),
+            ExpectationSpec(type="expect_table_row_count_to_equal", kwargs={"value": 10 * scale + 1})]),
+        DataSuite(table="public.pgbench_accounts", expect=[
+            ExpectationSpec(type="expect_table_row_count_to_equal", kwargs={"value": 100_000 * scale}),
+            ExpectationSpec(type="expect_column_values_to_be_unique", kwargs={"column": "aid"})])]}
+    sent: list[str] = []
+
+    def note(conn: object, cursor: object, statement: str, *_: object) -> None:
+        sent.append(" ".join(statement.split()))
+
+    sqlalchemy.event.listen(sqlalchemy.engine.Engine, "before_cursor_execute", note)
+    try:
+        result = run_verification(settings, demo.repository, databases=["demo1"])
+    finally:
+        sqlalchemy.event.remove(sqlalchemy.engine.Engine, "before_cursor_execute", note)
+    [db] = report_data(result.report)["databases"]
+    checks = checks_of(db)
+    assert db["verdict"] == "failed"
+    tellers = checks["data:public.pgbench_tellers"]
+    findings = [
+        "database postgres, table public.pgbench_tellers: expect_column_values_to_be_unique(column='bid') failed, "
+        f"observed '{10 * scale} unexpected (100% of rows), e.g. [1, 1, 1, 1, 1]'",
+        f"database postgres, table public.pgbench_tellers: expect_table_row_count_to_equal(value={10 * scale + 1}) "
+        f"failed, observed {10 * scale}"]
+    assert (tellers["status"], tellers["summary"], tellers["findings"]) == (
+        "failed", "2 of 2 expectations failed on database postgres, table public.pgbench_tellers", findings)
+    assert all(any(finding in reason for reason in db["reasons"]) for finding in findings), db["reasons"]
+    assert checks["data:public.pgbench_accounts"]["status"] == "passed"
+    baseline = checks["data_baseline"]
+    assert baseline["status"] == "passed", baseline["findings"]
+    assert baseline["details"]["tables"]["postgres.public.pgbench_tellers"]["rows"] == 10 * scale
+    assert baseline["details"]["tables"]["postgres.public.pgbench_accounts"]["rows"] == 100_000 * scale
+    assert checks["pg_amcheck"]["status"] == "passed"
+    # The tellers' validation holds the suite's results and the baseline's, each saying its own.
+    validation = json.loads((result.run_dir / "evidence" / tellers["evidence"]).read_text())
+    said = sorted((r["expectation_config"]["meta"]["restoreproof_batch"].split("-")[0],
+                   r["expectation_config"]["type"], r["success"]) for r in validation["results"])
+    assert said == [("table", "expect_column_values_to_be_unique", True),
+                    ("table", "expect_column_values_to_not_be_null", True),
+                    ("table", "expect_table_row_count_to_be_between", True),
+                    ("user", "expect_column_values_to_be_unique", False),
+                    ("user", "expect_table_row_count_to_equal", False)]
+    accounts = [s for s in sent if "FROM public.pgbench_accounts" in s]
+    assert len([s for s in accounts if s.startswith('SELECT count(*) AS "table.row_count"')]) == 1, accounts
+    assert len([s for s in accounts if "count(*) OVER (PARTITION BY aid)" in s and "unexpected_count" in s]) == 1
+    assert len([s for s in accounts if '"column_values.nonnull.unexpected_count"' in s]) == 1, accounts
+    assert leftovers(result.run.run_id) == []
+
+
 def test_a_suite_that_is_not_valid_stops_the_run_before_any_restore(demo, tmp_path: Path, monkeypatch):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     suites = tmp_path / "suites" / "demo1"

@@ -17,10 +17,34 @@ def test_plan_json_complete_exit_0(captured_repo):
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     (db,) = data["databases"]
-    assert db["database"] == "demo1" and db["stop_at"] is None
+    assert db["database"] == "demo1" and db["stop_at"] is None and db["encryption"] is None
     assert db["chain"]["status"] == "complete"
     assert [b["type"] for b in db["chain"]["backups"]] == ["full", "diff", "incr"]
     assert all(r["passed"] for r in db["chain"]["rules"])
+
+
+def test_plan_says_a_pgbackrest_repository_is_not_encrypted_and_how_that_is_known(captured_repo):
+    result = runner.invoke(app, ["plan", str(captured_repo)])
+    assert result.exit_code == 0, result.output
+    assert ("  not encrypted: 3 backup(s): read offline from the repository: backup/demo1/backup.info and the "
+            "backup's manifest are plain text, not pgBackRest's encrypted format (repo1-cipher-type none)"
+            ) in result.output
+
+
+def test_an_encrypted_repository_s_backups_are_said_with_their_cipher_not_a_certificate_they_do_not_need():
+    from dataclasses import replace
+
+    from tests.unit.factories import backup
+    from verification.cli import encryption_said
+    from verification.model import BackupEncryption, EncryptionState
+
+    basis = "read offline from the repository: backup/demo1/backup.info and the backup's manifest are encrypted"
+    encrypted = BackupEncryption(EncryptionState.ENCRYPTED, basis, algorithm="aes-256-cbc")
+    sql = BackupEncryption(EncryptionState.ENCRYPTED, "RESTORE HEADERONLY", algorithm="AES_256",
+                           encryptor_type="CERTIFICATE", encryptor_thumbprint="0xA1")
+    backups = [replace(backup(f"L{n}"), encryption=e) for n, e in enumerate([encrypted, encrypted, sql])]
+    assert encryption_said(backups) == [f"encrypted (aes-256-cbc): 2 backup(s): {basis}",
+                                        "encrypted: 1 backup(s); the target needs the certificate(s) 0xA1"]
 
 
 def test_plan_broken_exit_1_names_the_segment(captured_repo):
@@ -181,3 +205,13 @@ def test_plan_exit_code_a_gap_an_unread_backup_may_fill_is_2_and_a_known_bad_bac
     assert plan_exit_code([plan], []) == 2
     plan.chain.defects.append(Problem("unreadable-backup", "F.bak is damaged", ("F.bak",)))
     assert plan_exit_code([plan], []) == 1
+
+
+def test_plan_lists_what_a_sql_server_target_will_need_to_read_the_backups(mssql_corpus):
+    result = runner.invoke(app, ["plan", str(mssql_corpus / "restoretimeclean2016")])
+    assert result.exit_code == 0, result.output
+    # Offline, a 2016 backup's encryption cannot be told: said so, never "not encrypted".
+    assert ("  encryption unknown offline: 5 backup(s): written by SQL Server 13.0; cannot tell offline whether it is "
+            "encrypted (BACKUP ... WITH ENCRYPTION or TDE)") in result.output
+    data = json.loads(runner.invoke(app, ["plan", str(mssql_corpus / "restoretimeclean2016"), "--json"]).stdout)
+    assert {b["encryption"]["state"] for b in data["databases"][0]["chain"]["backups"]} == {"unknown"}

@@ -125,3 +125,55 @@ def test_the_data_size_comes_from_the_environment(monkeypatch):
     monkeypatch.setenv("RESTOREPROOF_MSSQL__DATA_SIZE", "1g")
     settings = load_settings(None)
     assert (settings.docker.data_size_bytes, settings.mssql.data_size_bytes) == (64 * 2**20, 2**30)
+
+
+def test_a_certificates_password_comes_from_the_environment_under_the_files_name(monkeypatch, tmp_path):
+    config = tmp_path / "restoreproof.yaml"
+    config.write_text("mssql:\n  certificates:\n    BackupCert:\n      certificate: /keys/BackupCert.cer\n"
+                      "      private_key: /keys/BackupCert.pvk\n")
+    # The environment spells every name in lower case; it is still the file's certificate.
+    monkeypatch.setenv("RESTOREPROOF_MSSQL__CERTIFICATES__BACKUPCERT__PRIVATE_KEY_PASSWORD", "from-the-env'1")
+    (name, certificate), = load_settings(config).mssql.certificates.items()
+    assert name == "BackupCert" and str(certificate.certificate) == "/keys/BackupCert.cer"
+    assert certificate.private_key_password is not None
+    assert certificate.private_key_password.get_secret_value() == "from-the-env'1"
+    assert "from-the-env" not in repr(load_settings(config))
+
+
+def test_a_certificate_without_a_password_or_with_a_name_the_environment_cannot_say_is_refused(tmp_path):
+    config = tmp_path / "restoreproof.yaml"
+    config.write_text("mssql:\n  certificates:\n    BackupCert:\n      certificate: /k.cer\n      private_key: /k.pvk\n")
+    with pytest.raises(ConfigError) as refused:
+        load_settings(config)
+    assert ("mssql.certificates.BackupCert.private_key_password is not set: give the private key file's password in "
+            "RESTOREPROOF_MSSQL__CERTIFICATES__BACKUPCERT__PRIVATE_KEY_PASSWORD") in str(refused.value)
+    config.write_text("mssql:\n  certificates:\n    backup-cert:\n      certificate: /k.cer\n      private_key: /k.pvk\n"
+                      "      private_key_password: secret-in-file\n")
+    with pytest.raises(ConfigError, match="'backup-cert' is not a name of letters, digits and underscores") as named:
+        load_settings(config)
+    assert "secret-in-file" not in str(named.value)
+
+
+def test_an_empty_passphrase_is_no_passphrase(monkeypatch):
+    monkeypatch.setenv("RESTOREPROOF_POSTGRES__REPO_CIPHER_PASS", "")
+    assert load_settings().postgres.repo_cipher_pass is None  # said as missing, never tried as a wrong one
+
+
+def test_secrets_come_from_files_in_the_secrets_dir(tmp_path, monkeypatch):
+    secrets = tmp_path / "secrets"
+    secrets.mkdir()
+    (secrets / "restoreproof_postgres__repo_cipher_pass").write_text("Pass-From-A-File-77\n")
+    (secrets / "other_service_password").write_text("not ours")  # a shared /run/secrets: left alone
+    monkeypatch.setenv("RESTOREPROOF_SECRETS_DIR", str(secrets))
+    settings = load_settings()
+    assert settings.postgres.repo_cipher_pass.get_secret_value() == "Pass-From-A-File-77"
+    monkeypatch.setenv("RESTOREPROOF_POSTGRES__REPO_CIPHER_PASS", "Pass-From-The-Env-88")  # the environment wins
+    assert load_settings().postgres.repo_cipher_pass.get_secret_value() == "Pass-From-The-Env-88"
+    monkeypatch.delenv("RESTOREPROOF_POSTGRES__REPO_CIPHER_PASS")
+    (secrets / "restoreproof_postgres__repo_cipher_passwd").write_text("typo")  # misspelt: refused, named
+    with pytest.raises(ConfigError, match=r"postgres\.repo_cipher_passwd") as raised:
+        load_settings()
+    assert "typo" not in str(raised.value) and "Pass-From-A-File-77" not in str(raised.value)
+    monkeypatch.setenv("RESTOREPROOF_SECRETS_DIR", str(tmp_path / "absent"))
+    with pytest.raises(ConfigError, match=r"RESTOREPROOF_SECRETS_DIR names .*absent, which is not a folder"):
+        load_settings()

@@ -120,6 +120,6 @@ def test_a_schedulers_teardown_names_the_task_lease_left_open(tmp_path):
     (killed,) = ended_task_leases(settings, "r1", "demo2")
     # Its heartbeat is fresh, but the scheduler says its task is over: it died without releasing it.
     assert killed.lease.holder == elsewhere
-    assert killed.reason.startswith("its task is over (the scheduler ran its teardown) but worker worker-b pid 4242 "
+    assert killed.reason.startswith("its task is over (the scheduler ended it) but worker worker-b pid 4242 "
                                     "never released its lease")
     assert ended_task_leases(settings, "r1", "demo1") == []

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
 from tests.conftest import TESTS
 from tests.unit.factories import complete_plan, online_outcome, passed_check
 from verification import orchestration
-from verification.config import load_settings
+from verification.config import Settings, load_settings
 from verification.errors import RestoreproofError, SourceError
 from verification.model import DatabaseResult, PhaseStatus, PhaseTiming, RestorePoint, RunResult, Verdict
 from verification.reports.json_report import database_entry
@@ -245,12 +246,11 @@ def test_an_offline_run_asked_for_every_backup_fails_a_database_whose_other_full
                                          "the planned chain's own)")
 
 
-def test_a_teardown_after_a_killed_verify_records_the_database_error_and_the_next_run_takes_it_first(
-        captured_repo, tmp_path):
+def two_stanzas_discovered(captured_repo: Path,
+                           tmp_path: Path) -> tuple[Settings, orchestration.NightlyParams, datetime]:
+    """Run r1 discovered over two stanzas (demo1 and a copy, demo2), its state in tmp_path: its settings,
+    parameters and start."""
     import shutil
-
-    from tests.unit.factories import leftover_record
-    from verification.targets.lease import Holder
 
     shutil.copytree(captured_repo / "backup" / "demo1", captured_repo / "backup" / "demo2")
     shutil.copytree(captured_repo / "archive" / "demo1", captured_repo / "archive" / "demo2")
@@ -259,6 +259,15 @@ def test_a_teardown_after_a_killed_verify_records_the_database_error_and_the_nex
     params = orchestration.NightlyParams(source=str(captured_repo), engine="postgres", target="local")
     started = datetime(2026, 11, 24, 1, 0, tzinfo=UTC)
     assert orchestration.discover(settings, params, "r1", started, progress=lambda _: None) == ["demo1", "demo2"]
+    return settings, params, started
+
+
+def test_a_teardown_after_a_killed_verify_records_the_database_error_and_the_next_run_takes_it_first(
+        captured_repo, tmp_path):
+    from tests.unit.factories import leftover_record
+    from verification.targets.lease import Holder
+
+    settings, params, started = two_stanzas_discovered(captured_repo, tmp_path)
     # demo2's verify task ran on another worker, which was killed with its target half restored.
     elsewhere = Holder("worker-b", 4242, "another-boot/4026531836/777")
     store = ResultStore(settings.results_database_url)
@@ -301,6 +310,47 @@ def test_a_teardown_after_a_killed_verify_records_the_database_error_and_the_nex
     assert "while: demo2: restoring 20261122-010000F" in reason
     # A teardown of a task that ended well finds nothing to say.
     assert orchestration.remove(settings, "r1", "demo1", progress=said.append).total == 0 and len(said) == 1
+    assert orchestration.discover(settings, params, "r2", started + timedelta(days=1),
+                                  progress=lambda _: None) == ["demo2", "demo1"]
+
+
+def test_publish_records_a_killed_verify_whose_teardown_never_recorded_it(captured_repo, tmp_path):
+    from verification.targets.lease import Holder, process_identity, this_process
+
+    settings, params, started = two_stanzas_discovered(captured_repo, tmp_path)
+    # demo2's verify task was killed on this host (its pid gone: no process has pid 0 here); its teardown
+    # failed or never ran, so nothing recorded it. This process, a task still at work on demo1, holds
+    # the other open lease.
+    boot, namespace, _ = process_identity().split("/")
+    killed = Holder("vm", 0, f"{boot}/{namespace}/1")
+    store = ResultStore(settings.results_database_url)
+    try:
+        generation = store.run("r1").host["discovery"]  # type: ignore[union-attr]
+        lease = store.take_lease("r1", host=killed.host, pid=killed.pid, process=killed.process, scope="task",
+                                 lease_seconds=180, database="demo2", generation=generation)
+        store.renew_lease(lease, database="demo2", phase="demo2: restoring 20261122-010000F")
+        alive = this_process()
+        store.take_lease("r1", host=alive.host, pid=alive.pid, process=alive.process, scope="task",
+                         lease_seconds=180, database="demo1", generation=generation)
+    finally:
+        store.close()
+    said: list[str] = []
+    published = orchestration.publish(settings, "r1", progress=said.append)
+    assert published["verdict"] == "error" and published["failed"] == ["demo2", "demo1"]
+    assert len(said) == 1 and said[0].startswith("run r1: demo2: error, killed (worker vm pid 0 is gone (no process 0 ")
+    (reason,) = next(d for d in pipeline_report(settings, "r1")["databases"] if d["database"] == "demo2")["reasons"]
+    assert reason.startswith("restoreproof was killed while verifying it: worker vm pid 0 is gone")
+    assert "while: demo2: restoring 20261122-010000F" in reason
+    # The task seen at work is not taken for killed: demo1 is only not verified, its lease still open.
+    report = pipeline_report(settings, "r1")
+    assert [d["database"] for d in report["databases"]] == ["demo2"]
+    assert [n["database"] for n in report["not_verified"]] == ["demo1"]
+    store = ResultStore(settings.results_database_url)
+    try:
+        assert [row.database for row in store.leases(["r1"], open_only=True)] == ["demo1"]
+    finally:
+        store.close()
+    # Next night, the killed database first.
     assert orchestration.discover(settings, params, "r2", started + timedelta(days=1),
                                   progress=lambda _: None) == ["demo2", "demo1"]
 

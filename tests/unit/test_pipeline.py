@@ -923,6 +923,10 @@ def test_a_plan_needing_archived_objects_is_that_databases_error_naming_each(s3,
                                   progress=said.append)
     (plan,) = discovery.plans
     assert plan.chain.status == "complete" and {full, wal, instant} <= set(plan.files) and older not in plan.files
+    # The archived manifest could not be loaded: its rule is not passed, and nothing calls it damaged.
+    manifests = next(r for r in plan.chain.rules if r.rule == "manifests-load")
+    assert not manifests.passed and manifests.detail.startswith("2 of 3 manifests load")
+    assert f"; not read: {s3.url('repo')}/{full} is in the archive storage class GLACIER" in manifests.detail
 
     def why(path: str, storage_class: str) -> str:
         return (f"{s3.url('repo')}/{path} is in the archive storage class {storage_class} and has not been restored: "

@@ -2,10 +2,15 @@
 
 One ephemeral GX context per database verified: a SQL data source per database of the restored
 server (the URL the engine gave, which reaches the target without giving it a way out), a table or
-query asset per batch with a whole-table batch definition, an ExpectationSuite per batch and a
+query asset per validation with a whole-table batch definition, an ExpectationSuite and a
 ValidationDefinition each, run by a Checkpoint each, one after the other; then GX's Data Docs, built
 aside and copied into the evidence (`<evidence>/data-docs/index.html`). Each validation's result JSON
 is evidence too.
+
+One validation per table: the suites users wrote for it, its baseline and its freshness are one
+GX suite, so that GX computes each metric they share once (on a large table each is a pass over
+every row: the row count, a uniqueness window, a null count). Every expectation is still evaluated
+on every row, and each one's result goes back to the suite it came from (the meta key `BATCH`).
 
 `checks.timeout` bounds all of it: the checks run in a worker thread, and when the time is up the
 engine gets what was evaluated by then, each validation that was not as an error naming the
@@ -125,6 +130,51 @@ class _Batch:
     done: bool = False  # its result is in (set by the worker, under the runner's lock)
 
 
+# The meta key saying which batch (a user's suite, or a table's baseline and freshness) an
+# expectation of a validation came from: its result is read back into that batch.
+BATCH = "restoreproof_batch"
+
+
+@dataclass
+class _Validation:
+    """One GX validation: every batch on one table of one database (in the order planned), or one
+    query's batch. It is named after its first batch, and its result is the evidence of each."""
+
+    batches: list[_Batch]
+
+    @property
+    def lead(self) -> _Batch:
+        return self.batches[0]
+
+    @property
+    def key(self) -> str:
+        return self.lead.key
+
+    @property
+    def label(self) -> str:
+        return self.lead.label
+
+    def expectations(self) -> list[dict[str, Any]]:
+        return [{**expectation, "meta": {**(expectation.get("meta") or {}), BATCH: batch.key}}
+                for batch in self.batches for expectation in batch.expectations]
+
+
+def validations(batches: list[_Batch]) -> list[_Validation]:
+    """The batches as GX validates them: those on the same table of the same database together, in
+    the order the first of each was planned; a query's batch alone."""
+    by_table: dict[tuple[str, str], _Validation] = {}
+    found: list[_Validation] = []
+    for batch in batches:
+        if batch.table is None:
+            found.append(_Validation([batch]))
+        elif (batch.database, batch.table.qualified) in by_table:
+            by_table[(batch.database, batch.table.qualified)].batches.append(batch)
+        else:
+            by_table[(batch.database, batch.table.qualified)] = _Validation([batch])
+            found.append(by_table[(batch.database, batch.table.qualified)])
+    return found
+
+
 @dataclass
 class _Plan:
     """What one run validates, known once the tables are read."""
@@ -141,6 +191,10 @@ class _Plan:
     @property
     def batches(self) -> list[_Batch]:
         return self.user + self.made
+
+    @property
+    def validations(self) -> list[_Validation]:
+        return validations(self.batches)
 
 
 class DataCheckRunner:
@@ -208,14 +262,15 @@ class DataCheckRunner:
             return [CheckResult("data_checks", CheckStatus.ERROR,
                                 f"the data checks did not finish in time ({limit}): stopped while {self._stage}; "
                                 "nothing was evaluated", kind=CheckKind.DATA)]
-        left = [batch for batch in plan.batches if not batch.done]
-        for batch in left:
-            batch.error = f"the data checks ran out of time ({limit})"
-        said = (f"{len(left)} of {len(plan.batches)} validations not evaluated (stopped while {self._stage})"
+        left = [validation for validation in plan.validations if not validation.lead.done]
+        for validation in left:
+            for batch in validation.batches:
+                batch.error = f"the data checks ran out of time ({limit})"
+        said = (f"{len(left)} of {len(plan.validations)} validations not evaluated (stopped while {self._stage})"
                 if left else "every validation was evaluated")
         return [*self._checks(plan, access), CheckResult(
             "data_checks", CheckStatus.ERROR, f"the data checks did not finish in time ({limit}): {said}"
-            + ("" if self._docs else "; the Data Docs were not built"), [batch.label for batch in left],
+            + ("" if self._docs else "; the Data Docs were not built"), [validation.label for validation in left],
             kind=CheckKind.DATA)]
 
     # -- what to validate ------------------------------------------------------------------------
@@ -339,7 +394,7 @@ class DataCheckRunner:
                 return []
             self._plan = plan
         if plan.batches:
-            self._validate(gx, access, evidence, plan.batches)
+            self._validate(gx, access, evidence, plan.validations)
         return self._checks(plan, access)
 
     def _checks(self, plan: _Plan, access: DataAccess) -> list[CheckResult]:
@@ -351,8 +406,8 @@ class DataCheckRunner:
                                                 len(plan.names) - len(plan.tables)))
         return checks
 
-    def _validate(self, gx: Any, access: DataAccess, evidence: Evidence, batches: list[_Batch]) -> None:
-        """Each batch validated in turn, its result kept as it comes; then the Data Docs. GX writes
+    def _validate(self, gx: Any, access: DataAccess, evidence: Evidence, planned: list[_Validation]) -> None:
+        """Each validation run in turn, its result kept as it comes; then the Data Docs. GX writes
         them into a folder of its own, copied into the evidence only while the time lasts."""
         with tempfile.TemporaryDirectory(prefix="restoreproof-data-docs-") as scratch:
             context = gx.get_context(mode="ephemeral")
@@ -363,24 +418,24 @@ class DataCheckRunner:
                 "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"}})
             sources: dict[str, Any] = {}
             try:
-                for batch in batches:
-                    self._stage = f"validating {batch.label}"
+                for validation in planned:
+                    self._stage = f"validating {validation.label}"
                     try:
-                        definition = self._definition(gx, context, sources, access, batch)
-                        # A checkpoint per batch (its Data Docs built once, below), so that each
+                        definition = self._definition(gx, context, sources, access, validation)
+                        # A checkpoint per validation (its Data Docs built once, below), so that each
                         # result is kept as it comes and a timeout leaves the ones before it.
-                        key, run = self._checkpoint(gx, context, definition, batch, FIRST_PASS)
+                        key, run = self._checkpoint(gx, context, definition, validation, FIRST_PASS)
                         if _has_unexpected(run):
                             # Something was unexpected: validated again for the values GX shows of it,
                             # and only that run is kept for the Data Docs.
-                            _, run = self._checkpoint(gx, context, definition, batch, SAMPLES)
+                            _, run = self._checkpoint(gx, context, definition, validation, SAMPLES)
                             with contextlib.suppress(Exception):  # at worst the Data Docs show both runs
                                 context.validation_results_store.remove_key(key)
-                    except Exception as exc:  # this batch could not be validated at all; the others still are
-                        self._record(batch, evidence, None, f"Great Expectations could not validate it: "
-                                                            f"{type(exc).__name__}: {exc}")
+                    except Exception as exc:  # this one could not be validated at all; the others still are
+                        self._record(validation, evidence, None, f"Great Expectations could not validate it: "
+                                                                 f"{type(exc).__name__}: {exc}")
                         continue
-                    self._record(batch, evidence, run, None)
+                    self._record(validation, evidence, run, None)
             finally:  # no pooled connection left open to the server through the integrity checks
                 for source in sources.values():
                     with contextlib.suppress(Exception):
@@ -395,22 +450,25 @@ class DataCheckRunner:
                     evidence.files[f"{DOCS_FOLDER}/index.html"] = f"{evidence.folder.name}/{DOCS_FOLDER}/index.html"
                 self._docs = True
 
-    def _checkpoint(self, gx: Any, context: Any, definition: Any, batch: _Batch,
+    def _checkpoint(self, gx: Any, context: Any, definition: Any, validation: _Validation,
                     result_format: dict[str, Any]) -> tuple[Any, Any]:
-        """One run of the batch's validation in a checkpoint of its own (named after the pass): the
-        key its result is stored under, and the result."""
+        """One run of the validation in a checkpoint of its own (named after the pass): the key its
+        result is stored under, and the result."""
         checkpoint = context.checkpoints.add(gx.Checkpoint(
-            name=f"restoreproof-{_name(self.verified)}-{batch.key}"
+            name=f"restoreproof-{_name(self.verified)}-{validation.key}"
                  + ("" if result_format is FIRST_PASS else "-samples"),
             validation_definitions=[definition], result_format=result_format))
         ((key, run),) = checkpoint.run().run_results.items()
         return key, run
 
-    def _definition(self, gx: Any, context: Any, sources: dict[str, Any], access: DataAccess, batch: _Batch) -> Any:
-        """The batch's ValidationDefinition: its data source (one per database), asset, batch
-        definition and suite."""
+    def _definition(self, gx: Any, context: Any, sources: dict[str, Any], access: DataAccess,
+                    validation: _Validation) -> Any:
+        """The validation's ValidationDefinition: its data source (one per database), asset, batch
+        definition and suite (every expectation of its batches, each saying its batch)."""
         import sqlalchemy
         from great_expectations.core.expectation_suite import ExpectationSuite
+
+        batch = validation.lead
 
         if batch.database not in sources:
             sources[batch.database] = context.data_sources.add_sql(
@@ -435,29 +493,25 @@ class DataCheckRunner:
                 query = str(select.compile(dialect=dialect))
             asset = source.add_query_asset(batch.key, query=query)
         definition = asset.add_batch_definition_whole_table(f"{batch.key}-whole")
-        suite = context.suites.add(ExpectationSuite(batch.key, expectations=[dict(e) for e in batch.expectations]))
+        suite = context.suites.add(ExpectationSuite(batch.key, expectations=validation.expectations()))
         return context.validation_definitions.add(gx.ValidationDefinition(data=definition, suite=suite, name=batch.key))
 
-    def _record(self, batch: _Batch, evidence: Evidence, run: Any, error: str | None) -> None:
-        """One batch's result, read and kept: unless the time ran out meanwhile (then nothing is)."""
-        outcomes: list[Outcome] = []
+    def _record(self, validation: _Validation, evidence: Evidence, run: Any, error: str | None) -> None:
+        """One validation's result, read back into its batches and kept: unless the time ran out
+        meanwhile (then nothing is)."""
+        outcomes: dict[str, list[Outcome]] = {batch.key: [] for batch in validation.batches}
+        errors: dict[str, str] = {}
         written = None
         if run is not None:
             written = json.dumps(run.to_json_dict(), indent=1, default=str) + "\n"
-            try:
-                outcomes = [outcome_of(item) for item in run.results]
-            except UnrecognisedResult as exc:
-                error = f"an output not recognised: {exc}"
-            else:
-                if len(outcomes) != len(batch.expectations):
-                    error = (f"{len(batch.expectations)} expectations, {len(outcomes)} results: "
-                             "an output not recognised")
+            outcomes, errors = _outcomes_by_batch(validation, run.results)
         with self._lock:
             if self._stopped:
                 return
-            if written is not None:
-                batch.evidence = evidence.write(f"{RESULTS_FOLDER}/{batch.key}.json", written)
-            batch.outcomes, batch.error, batch.done = outcomes, error, True
+            path = evidence.write(f"{RESULTS_FOLDER}/{validation.key}.json", written) if written is not None else None
+            for batch in validation.batches:
+                batch.outcomes, batch.error = outcomes[batch.key], error or errors.get(batch.key)
+                batch.evidence, batch.done = path or batch.evidence, True
 
     # -- reading back --------------------------------------------------------------------------
 
@@ -628,6 +682,37 @@ class DataCheckRunner:
         freshest = next((line for line in judged.said if judged.data_point and judged.data_point.isoformat() in line),
                         judged.said[0] if judged.said else "no timestamps")
         return CheckResult(CheckName.DATA_FRESHNESS, CheckStatus.PASSED, freshest, details=details, kind=CheckKind.DATA)
+
+
+def _outcomes_by_batch(validation: _Validation, results: Any) -> tuple[dict[str, list[Outcome]], dict[str, str]]:
+    """Each result read and given back to the batch its expectation came from; and, by batch, why its
+    results cannot be trusted: one not recognised (then none of that batch's is read), or fewer or
+    more than it has expectations. A result that says no batch of this validation is unrecognised
+    for all of them."""
+    outcomes: dict[str, list[Outcome]] = {batch.key: [] for batch in validation.batches}
+    errors: dict[str, str] = {}
+    for item in results:
+        meta = getattr(getattr(item, "expectation_config", None), "meta", None)
+        key = meta.get(BATCH) if isinstance(meta, dict) else None
+        try:
+            outcome = outcome_of(item)
+        except UnrecognisedResult as exc:
+            for batch in validation.batches:  # ours, or saying no batch of this validation: all of them
+                if key in (None, batch.key) or key not in outcomes:
+                    errors.setdefault(batch.key, f"an output not recognised: {exc}")
+                    outcomes[batch.key] = []
+            continue
+        if key not in outcomes:
+            said = f"an output not recognised: a result for no suite of this validation ({outcome.describe()})"
+            return ({batch.key: [] for batch in validation.batches},
+                    {batch.key: said for batch in validation.batches})
+        if key not in errors:
+            outcomes[key].append(outcome)
+    for batch in validation.batches:
+        if batch.key not in errors and len(outcomes[batch.key]) != len(batch.expectations):
+            errors[batch.key] = (f"{len(batch.expectations)} expectations, {len(outcomes[batch.key])} results: "
+                                 "an output not recognised")
+    return outcomes, errors
 
 
 def _reference(access: DataAccess) -> tuple[datetime | None, str]:

@@ -246,6 +246,13 @@ class AirflowStack:
             raise ProcessError(f"airflow pools set {POOL} {slots} failed:\n{done.stderr[-2000:]}")
         self.pool_slots = slots
 
+    def kill_worker(self, name: str) -> list[int]:
+        """SIGKILL the Celery worker `name` with everything it started (its pool, each task's supervisor and
+        task runner), as a worker machine lost: nothing of it cleans up or tells Airflow. The pids killed.
+        The stack goes on without it (waiting for a run does not take its exit for a failure)."""
+        assert self._processes is not None and name in self.worker_names, name
+        return self._processes.get(name).kill()
+
     def celery_nodes(self) -> list[str]:
         """The Celery workers answering a ping now, by host name (celery@NAME -> NAME)."""
         from celery import Celery
@@ -266,7 +273,8 @@ class AirflowStack:
             raise ProcessError(f"airflow dags trigger {DAG_ID} failed:\n{done.stderr[-2000:]}")
         return run_id
 
-    def _query(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    def query(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+        """Rows of `sql` on Airflow's metadata database (what it recorded: task instances, XComs, its log)."""
         import psycopg
 
         assert self._postgres is not None
@@ -274,7 +282,7 @@ class AirflowStack:
             return conn.execute(sql, params).fetchall()
 
     def run_state(self, run_id: str) -> str | None:
-        rows = self._query("SELECT state FROM dag_run WHERE dag_id = %s AND run_id = %s", DAG_ID, run_id)
+        rows = self.query("SELECT state FROM dag_run WHERE dag_id = %s AND run_id = %s", DAG_ID, run_id)
         return str(rows[0][0]) if rows else None
 
     def wait_for_run(self, run_id: str, timeout: float) -> str:
@@ -286,12 +294,12 @@ class AirflowStack:
 
     def run_seconds(self, run_id: str) -> float:
         """The run's wall time as Airflow recorded it (start to end)."""
-        ((seconds,),) = self._query("SELECT EXTRACT(EPOCH FROM end_date - start_date) FROM dag_run "
+        ((seconds,),) = self.query("SELECT EXTRACT(EPOCH FROM end_date - start_date) FROM dag_run "
                                     "WHERE dag_id = %s AND run_id = %s", DAG_ID, run_id)
         return float(seconds)
 
     def task_instances(self, run_id: str) -> list[TaskInstanceRow]:
-        rows = self._query(
+        rows = self.query(
             "SELECT task_id, map_index, rendered_map_index, state, hostname, start_date, end_date "
             "FROM task_instance WHERE dag_id = %s AND run_id = %s ORDER BY task_id, map_index", DAG_ID, run_id)
         return [TaskInstanceRow(task_id, map_index, rendered or str(map_index), state, hostname or "", start, end)

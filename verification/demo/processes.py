@@ -4,8 +4,10 @@ Each is started in a process group of its own (a Ctrl-C in the terminal reaches 
 which then stops them in order) with its output in a log file of its own, and dies with its parent
 (PR_SET_PDEATHSIG), so a parent killed outright does not leave it running. Stopping one sends
 SIGTERM to its group and to every process descended from it (Airflow's task runners put themselves
-in groups of their own), then SIGKILL to whatever is left after the grace period. `Processes` keeps
-them in the order started and stops them in reverse, also when starting the next one failed.
+in groups of their own), then SIGKILL to whatever is left after the grace period. Killing one (a
+fault test's lost worker) SIGKILLs all of that at once, and its exit is then not taken for a failure.
+`Processes` keeps them in the order started and stops them in reverse, also when starting the next
+one failed.
 """
 
 from __future__ import annotations
@@ -78,6 +80,8 @@ class ManagedProcess:
     command: list[str]
     log: Path
     process: subprocess.Popen[bytes]
+    # Killed on purpose (kill()): its exit is expected, not a failure of the stack.
+    killed: bool = False
 
     @property
     def pid(self) -> int:
@@ -93,13 +97,16 @@ class ManagedProcess:
             return ""
 
     def check(self) -> None:
-        """ProcessError naming the process, its exit code and its log's end, when it is no longer running."""
-        if not self.running():
+        """ProcessError naming the process, its exit code and its log's end, when it is no longer running
+        (unless it was killed on purpose)."""
+        if not self.killed and not self.running():
             raise ProcessError(f"{self.name} exited with code {self.process.returncode} "
                                f"(log {self.log}):\n{self.log_tail()}")
 
     def stop(self, grace: float = 20.0) -> None:
         """SIGTERM to the process, its group and its descendants; SIGKILL to what is left after `grace` s."""
+        if self.killed:  # all of it is gone already; its pid may be another process's by now
+            return
         tree = _descendants(self.pid)
         deadline = time.monotonic() + grace
         if self.running():
@@ -112,6 +119,23 @@ class ManagedProcess:
         _signal([self.pid, *tree], self.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=10)
+
+    def kill(self) -> list[int]:
+        """SIGKILL the process, its group and every process descended from it at once, as a machine lost
+        or a container's cgroup OOM-killed takes them: nothing of it can clean up. The pids killed.
+
+        Frozen first (SIGSTOP, again until no new descendant shows): a stopped process cannot fork, so
+        none escapes between the listing and the kill (orphans of a killed parent are no longer found
+        under it)."""
+        frozen: list[int] = []
+        while found := [pid for pid in (self.pid, *_descendants(self.pid)) if pid not in frozen and _alive(pid)]:
+            _signal(found, None, signal.SIGSTOP)
+            frozen += found
+        _signal(frozen, self.pid, signal.SIGKILL)
+        self.killed = True
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=30)
+        return frozen
 
 
 def stop_child(process: subprocess.Popen[bytes] | None, grace: float = 10.0) -> None:
@@ -156,7 +180,8 @@ class Processes:
         raise KeyError(name)
 
     def check(self) -> None:
-        """ProcessError for the first process that is no longer running."""
+        """ProcessError for the first process that is no longer running (not counting those killed on
+        purpose)."""
         for managed in self.started:
             managed.check()
 

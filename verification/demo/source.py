@@ -14,11 +14,16 @@ With `s3=DemoS3(...)` the repository goes into an S3 bucket instead (`repo1-type
 pgBackRest itself from containers that still have no network: each reaches the S3 endpoint, and
 nothing else, through an egress link (verification/targets/egress.py). The keys reach pgBackRest
 only through its configuration file in the container (0600, the postgres user).
+
+With `cipher_pass` the repository is encrypted (`repo1-cipher-type=aes-256-cbc`), the passphrase given
+to pgBackRest the same way; `demo_cipher_pass` keeps a made one in `<workdir>/repo-cipher-pass` (0600),
+so a later demo reuses the repository only with the passphrase that encrypted it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hmac
 import json
 import logging
 import secrets
@@ -34,6 +39,7 @@ import docker.errors
 from pydantic import SecretStr
 
 import docker
+from verification.atomic import write_text_atomically
 from verification.config import default_state_dir
 from verification.errors import RestoreproofError
 from verification.images import ensure_image
@@ -58,6 +64,9 @@ DEMO_BUCKET = "restoreproof-demo"
 CA_INSIDE = "/etc/pgbackrest/s3-ca.pem"
 CONF_INSIDE = "/etc/pgbackrest.conf"
 S3_PROCESS_MAX = 4
+# pgBackRest's one cipher; the demo's passphrase file in its workdir (0600), beside demo.json.
+DEMO_CIPHER = "aes-256-cbc"
+CIPHER_PASS_FILE = "repo-cipher-pass"
 
 
 @dataclass(frozen=True)
@@ -154,9 +163,10 @@ class DemoError(RestoreproofError):
 
 class _SourceCluster:
     def __init__(self, client: docker.DockerClient, image: str, stanza: str, repo: Path, run_id: str,
-                 s3: DemoS3 | None = None, state_dir: Path | None = None) -> None:
+                 s3: DemoS3 | None = None, state_dir: Path | None = None, cipher_pass: SecretStr | None = None) -> None:
         self.stanza = stanza
         self.s3 = s3
+        self.cipher_pass = cipher_pass
         self.exchange: ExchangeFolder | None = None
         self.egress: EgressLink | None = None
         self.container: Any = None
@@ -183,9 +193,12 @@ class _SourceCluster:
         code, output = self.container.exec_run(["bash", "-euo", "pipefail", "-c", script], user=user,
                                                environment=env or {})
         text: str = output.decode("utf-8", "replace")
-        if self.s3 is not None:  # whatever a tool said, the keys are never in a message
-            for secret in (self.s3.secret_access_key.get_secret_value(), self.s3.access_key_id):
-                text = text.replace(secret, "********")
+        # Whatever a tool said, the keys and the passphrase are never in a message.
+        secrets_ = [self.cipher_pass.get_secret_value()] if self.cipher_pass is not None else []
+        if self.s3 is not None:
+            secrets_ += [self.s3.secret_access_key.get_secret_value(), self.s3.access_key_id]
+        for secret in secrets_:
+            text = text.replace(secret, "********")
         if code != 0:
             raise DemoError(f"demo source {self.stanza}: command failed (exit {code}): {script[:200]}\n{text[-2000:]}")
         return text
@@ -197,12 +210,15 @@ class _SourceCluster:
     def configure(self) -> None:
         """pgBackRest's configuration (and the S3 endpoint's CA) in the container."""
         repository = "repo1-path=/repo\n" if self.s3 is None else self.s3.pgbackrest_conf()
+        if self.cipher_pass is not None:
+            repository += f"repo1-cipher-type={DEMO_CIPHER}\nrepo1-cipher-pass={self.cipher_pass.get_secret_value()}\n"
         conf = (f"[global]\n{repository}repo1-retention-full=2\nstart-fast=y\nlog-level-console=warn\n"
                 f"log-level-file=off\n\n[{self.stanza}]\npg1-path={DATA}\npg1-socket-path=/tmp\n")
         if self.s3 is not None and self.s3.ca_file is not None:
             self.sh(f'mkdir -p /etc/pgbackrest && printf %s "$CA" > {CA_INSIDE} && chmod 644 {CA_INSIDE}', user="root",
                     env={"CA": self.s3.ca_file.read_text()})
-        # Made 0600 and the postgres user's before anything is written to it: it may hold the S3 keys.
+        # Made 0600 and the postgres user's before anything is written to it: it may hold the S3 keys
+        # and the repository's passphrase.
         # The text travels in the environment, never on a command line.
         self.sh(f'install -m 600 -o postgres -g postgres /dev/null {CONF_INSIDE} && printf %s "$CONF" > {CONF_INSIDE}'
                 + (" && chown postgres /repo" if self.s3 is None else ""), user="root", env={"CONF": conf})
@@ -265,8 +281,9 @@ class _SourceCluster:
 
 
 def _make_cluster(client: docker.DockerClient, image: str, stanza: str, repo: Path, run_id: str,
-                  scale: int, s3: DemoS3 | None = None, state_dir: Path | None = None) -> dict[str, Any]:
-    cluster = _SourceCluster(client, image, stanza, repo, run_id, s3, state_dir)
+                  scale: int, s3: DemoS3 | None = None, state_dir: Path | None = None,
+                  cipher_pass: SecretStr | None = None) -> dict[str, Any]:
+    cluster = _SourceCluster(client, image, stanza, repo, run_id, s3, state_dir, cipher_pass)
     try:
         transactions = 500 * scale
         rows = 1000 * scale
@@ -292,11 +309,13 @@ def _make_cluster(client: docker.DockerClient, image: str, stanza: str, repo: Pa
 
 def make_demo(workdir: Path, scale: int = 1, clusters: int = 2, fresh: bool = False,
               progress: Any = None, build_context: Path | None = None, s3: DemoS3 | None = None,
-              state_dir: Path | None = None) -> DemoResult:
+              state_dir: Path | None = None, cipher_pass: SecretStr | None = None) -> DemoResult:
     """Make (or reuse) the sample repository under `workdir/backups`, or in the bucket `s3` names.
 
     `build_context`: where to build the image from if it is missing (docker.build_context).
     `state_dir`: where the S3 links' exchange folders are recorded for `restoreproof reap`.
+    `cipher_pass`: encrypt the repository with it; one made before is reused only if it was made
+    with the same encryption (none, or this passphrase).
     """
     if scale < 1 or clusters < 1:
         raise DemoError("--scale and --clusters must be at least 1")
@@ -309,6 +328,7 @@ def make_demo(workdir: Path, scale: int = 1, clusters: int = 2, fresh: bool = Fa
         manifest = json.loads(manifest_path.read_text())
         if (manifest.get("format") == DEMO_FORMAT and manifest.get("scale") == scale
                 and sorted(manifest.get("stanzas", {})) == stanzas and manifest.get("repository") == where
+                and _same_encryption(workdir, manifest, cipher_pass)
                 and (repo.is_dir() if s3 is None else _bucket_holds(s3, stanzas, manifest))):
             return DemoResult(workdir, repo, stanzas, manifest, reused=True, url=s3.url if s3 else None)
     marker = workdir / MARKER
@@ -331,7 +351,7 @@ def make_demo(workdir: Path, scale: int = 1, clusters: int = 2, fresh: bool = Fa
     try:
         if progress:
             progress(f"making {clusters} sample cluster(s) at scale {scale} in {where}")
-        futures = {s: pool.submit(_make_cluster, client, image, s, repo, run_id, scale, s3, state_dir)
+        futures = {s: pool.submit(_make_cluster, client, image, s, repo, run_id, scale, s3, state_dir, cipher_pass)
                    for s in stanzas}
         results = {s: f.result() for s, f in futures.items()}
     except BaseException:
@@ -344,11 +364,44 @@ def make_demo(workdir: Path, scale: int = 1, clusters: int = 2, fresh: bool = Fa
         pool.shutdown(wait=True)
         client.close()
     manifest = {"format": DEMO_FORMAT, "scale": scale, "created_at": datetime.now(UTC).isoformat(),
-                "repository": where, "stanzas": results}
+                "repository": where, "cipher": DEMO_CIPHER if cipher_pass is not None else None, "stanzas": results}
     if s3 is not None:
         manifest["endpoint"] = s3.endpoint_url
+    _keep_cipher_pass(workdir, cipher_pass)
     manifest_path.write_text(json.dumps(manifest, indent=2) + "\n")
     return DemoResult(workdir, repo, stanzas, manifest, reused=False, run_id=run_id, url=s3.url if s3 else None)
+
+
+def demo_cipher_pass(workdir: Path, given: SecretStr | None) -> SecretStr:
+    """The passphrase `demo --encrypt` encrypts with: the one given (postgres.repo_cipher_pass), else
+    the one an earlier demo in `workdir` made and kept, else a new one."""
+    if given is not None:
+        return given
+    kept = workdir.resolve() / CIPHER_PASS_FILE
+    if kept.is_file():
+        return SecretStr(kept.read_text(encoding="utf-8").strip())
+    return SecretStr(secrets.token_urlsafe(24))
+
+
+def _same_encryption(workdir: Path, manifest: dict[str, Any], cipher_pass: SecretStr | None) -> bool:
+    """Whether the demo the manifest describes was made as asked now: plain, or encrypted with this passphrase."""
+    if manifest.get("cipher") != (DEMO_CIPHER if cipher_pass is not None else None):
+        return False
+    if cipher_pass is None:
+        return True
+    kept = workdir / CIPHER_PASS_FILE
+    return kept.is_file() and hmac.compare_digest(kept.read_text(encoding="utf-8").strip().encode(),
+                                                  cipher_pass.get_secret_value().encode())
+
+
+def _keep_cipher_pass(workdir: Path, cipher_pass: SecretStr | None) -> None:
+    """The passphrase of the repository just made, kept beside it (0600: written to a new private file,
+    then renamed), so the next demo can tell the repository it would reuse was made with it."""
+    kept = workdir / CIPHER_PASS_FILE
+    if cipher_pass is None:
+        kept.unlink(missing_ok=True)
+    else:
+        write_text_atomically(kept, cipher_pass.get_secret_value() + "\n")
 
 
 def _s3_prefix(s3: DemoS3) -> str:

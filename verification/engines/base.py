@@ -117,6 +117,9 @@ class DataChecks(Protocol):
 class SourcePlan:
     plans: list[RestorePlan]
     unreadable: list[UnreadableFile] = field(default_factory=list)
+    # What the engine found in the source that the configuration does not fit, said in the run's
+    # report: e.g. a passphrase given for a repository that is not encrypted.
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def corrupt(self) -> list[UnreadableFile]:

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
+from verification.model import BackupEncryption, EncryptionState
 from verification.report_model import RunReport
 from verification.reports.assets import Asset, plotly_asset
 from verification.reports.charts import (
+    NONE,
     database_charts,
     iso_text,
     mb_text,
@@ -27,7 +29,26 @@ from verification.reports.charts import (
 env = Environment(loader=PackageLoader("verification.reports", "templates"),
                   autoescape=select_autoescape(["html", "j2"]), trim_blocks=True, lstrip_blocks=True,
                   undefined=StrictUndefined)
-env.filters.update(iso=iso_text, seconds=seconds_text, mb=mb_text, mbps=mbps_text, pct=percent_text, when=when_text)
+
+
+def encryption_text(value: BackupEncryption | None) -> str:
+    """A backup's encryption in a table cell: the state, the cipher, and what a target needs to read it
+    (a certificate, by thumbprint); how it is known is said under the table."""
+    if value is None:
+        return NONE
+    if value.state is EncryptionState.UNKNOWN:
+        return "unknown"
+    if value.state is EncryptionState.NOT_ENCRYPTED:
+        return "not encrypted"
+    needs = [f"{(value.encryptor_type or 'encryptor').lower()} {value.encryptor_thumbprint}"
+             if value.encryptor_thumbprint else "",
+             f"TDE, certificate {value.tde_thumbprint}" if value.tde_thumbprint else ""]
+    return "encrypted" + (f" ({value.algorithm})" if value.algorithm else "") + "".join(
+        f"; {need}" for need in needs if need)
+
+
+env.filters.update(iso=iso_text, seconds=seconds_text, mb=mb_text, mbps=mbps_text, pct=percent_text, when=when_text,
+                   encryption=encryption_text)
 
 
 def plotly_ref(asset: Asset, depth: int) -> dict[str, str]:

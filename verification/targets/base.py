@@ -86,6 +86,10 @@ class TargetProvider(Protocol):
     def provision(self, run_id: str, database: str, repo_host_path: str) -> Target: ...
 
 
+# How long `timeout` waits after its TERM before it KILLs the command.
+KILL_AFTER = 10
+
+
 def timeout_argv(argv: list[str], seconds: float) -> list[str]:
     """Bound a command inside the target itself, so a hung tool cannot outlive its budget."""
-    return ["timeout", "--kill-after=10", f"{max(1, int(seconds))}", *argv]
+    return ["timeout", f"--kill-after={KILL_AFTER}", f"{max(1, int(seconds))}", *argv]

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -24,10 +25,11 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_de
 import docker
 from verification.config import DockerSettings, MssqlSettings
 from verification.errors import EngineUnavailableError, ImageMissingError, TargetError
-from verification.targets.base import NO_SPACE, ExecResult, timeout_argv
+from verification.targets.base import KILL_AFTER, NO_SPACE, ExecResult, timeout_argv
 from verification.targets.exchange import EXCHANGE_PATH, ExchangeFolder, make_exchange
 from verification.targets.labels import labels, slug
 from verification.targets.polling import poll_until
+from verification.targets.starvation import MemorySample, Starvation
 
 if TYPE_CHECKING:
     from verification.targets.egress import EgressLink, Endpoint
@@ -130,15 +132,47 @@ def docker_available() -> bool:
         return False
 
 
+# Seconds between two looks at a target's memory (see DockerTarget.watch_memory).
+STARVATION_POLL = 5.0
+# How long past a command's budget and `timeout`'s KILL its output may stay open before this process
+# stops waiting for it (see run_in_container).
+HANG_UP_GRACE = 30.0
+
+
 def run_in_container(client: docker.DockerClient, container: Container, argv: list[str], *, timeout: float,
-                     env: dict[str, str] | None = None, user: str = "") -> ExecResult:
-    """Run a command in a container, bounded by `timeout` inside it; never raises on a non-zero exit."""
+                     env: dict[str, str] | None = None, user: str = "",
+                     grace: float = HANG_UP_GRACE) -> ExecResult:
+    """Run a command in a container, bounded by `timeout` inside it; never raises on a non-zero exit.
+
+    The bound inside the container is the coreutils `timeout` that wraps the command, and it can die
+    before the command (the kernel's OOM killer picks it in a target out of memory): the command, or a
+    child of it, then holds the output open for as long as it runs, and the Docker SDK waits on it with
+    no limit of its own. So this process stops waiting too, `grace` seconds after `timeout` would have
+    killed the command: it hangs up the stream, and the result is a command killed at its budget,
+    saying so. What still runs in the container goes with it when the target is removed."""
     api = client.api
     started = time.monotonic()
+    hung_up = threading.Event()
     try:
         exec_id = api.exec_create(container.id, timeout_argv(argv, timeout), user=user, environment=env or {},
                                   workdir="/tmp")["Id"]
-        out, err = api.exec_start(exec_id, demux=True)
+        stream = api.exec_start(exec_id, stream=True, demux=True)
+        deadline = max(1, int(timeout)) + KILL_AFTER + grace - (time.monotonic() - started)
+
+        def hang_up() -> None:
+            hung_up.set()
+            with contextlib.suppress(docker.errors.DockerException):  # over SSH a stream cannot be cut
+                stream.close()
+
+        watchdog = threading.Timer(max(0.0, deadline), hang_up)
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            out, err = _drain(stream)
+        finally:
+            watchdog.cancel()
+            with contextlib.suppress(docker.errors.DockerException):
+                stream.close()
         code = api.exec_inspect(exec_id)["ExitCode"]
     except docker.errors.APIError as exc:
         raise TargetError(f"cannot run {argv[0]} in container {container.name}: {exc.explanation or exc}") from exc
@@ -146,12 +180,28 @@ def run_in_container(client: docker.DockerClient, container: Container, argv: li
         # The engine itself went away (restarted, socket gone): restoreproof's infrastructure, not the backup.
         raise EngineUnavailableError(f"the Docker engine became unreachable while running {argv[0]} in container "
                                      f"{container.name}: {exc}") from exc
+    seconds = time.monotonic() - started
+    stdout, stderr = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+    if code is None and hung_up.is_set():
+        said = (f"restoreproof stopped waiting for {argv[0]} in container {container.name} {seconds:.0f} s after it "
+                f"started: its budget was {timeout:.0f} s, and the `timeout` bounding it in the container did not end "
+                f"it (it was killed, or the container is starved)")
+        return ExecResult(argv, 137, stdout, stderr + ("\n" if stderr and not stderr.endswith("\n") else "") + said,
+                          seconds, budget=timeout)
     if code is None:
         # The output stream ended while the command still ran: the connection to the engine broke.
         raise EngineUnavailableError(f"the Docker engine became unreachable while running {argv[0]} in container "
                                      f"{container.name}: its output ended before the command finished")
-    return ExecResult(argv, int(code), (out or b"").decode("utf-8", "replace"),
-                      (err or b"").decode("utf-8", "replace"), time.monotonic() - started, budget=timeout)
+    return ExecResult(argv, int(code), stdout, stderr, seconds, budget=timeout)
+
+
+def _drain(stream: Iterable[tuple[bytes | None, bytes | None]]) -> tuple[bytes, bytes]:
+    """All of a demultiplexed exec stream: (stdout, stderr)."""
+    out, err = bytearray(), bytearray()
+    for stdout, stderr in stream:
+        out += stdout or b""
+        err += stderr or b""
+    return bytes(out), bytes(err)
 
 
 T = TypeVar("T", bound="DockerTarget")
@@ -169,6 +219,7 @@ def start_disposable(client: docker.DockerClient, image: str, name: str, tags: d
     started, created = time.monotonic(), time.time()
     volume: Volume | None = None
     container: Container | None = None
+    target: T | None = None
     # With a size limit, the data volume is a tmpfs of that size (the local driver mounts it; Docker
     # still copies the image's folder owner and mode into it): a restore that outgrows it meets ENOSPC.
     size = limits.data_size_bytes
@@ -177,8 +228,11 @@ def start_disposable(client: docker.DockerClient, image: str, name: str, tags: d
     try:
         volume = client.volumes.create(name=f"{name}-data", labels=tags, **sized)
         # create, then start: if the start fails, the created container is still ours to remove.
+        # init: the engine's init (tini) is PID 1 and reaps what dies. The image's own PID 1 (sleep) does
+        # not, and a server whose starter had exited would stay a zombie once killed: `kill -0` still
+        # finds it, and whatever waits on it "alive" waits out its whole budget.
         container = client.containers.create(
-            image, name=name, labels=tags, network_mode="none", environment=environment or {},
+            image, name=name, labels=tags, network_mode="none", environment=environment or {}, init=True,
             mem_limit=memory, memswap_limit=memory, nano_cpus=int(limits.cpus * 1e9), pids_limit=limits.pids_limit,
             volumes={**({repo[0]: {"bind": repo[1], "mode": "ro"}} if repo else {}),
                      volume.name: {"bind": data_path, "mode": "rw"},
@@ -188,8 +242,11 @@ def start_disposable(client: docker.DockerClient, image: str, name: str, tags: d
         container.start()
         target = make_target(container, volume)
         target.limits, target.since = limits, created
+        target.watch_memory(limits.starved_after)
         wait_ready(target)
     except BaseException as exc:
+        if target is not None:
+            target._closing.set()
         remove_quietly(container, volume)
         if exchange is not None:
             with contextlib.suppress(TargetError):
@@ -245,10 +302,45 @@ class DockerTarget:
         self.limits: DockerSettings | MssqlSettings | None = None
         self.since = time.time()
         self.words = ResourceWords()
+        # Why the memory watch stopped the container (see watch_memory), once it has.
+        self.starved: str | None = None
+        self._closing = threading.Event()
+        self._watcher: threading.Thread | None = None
 
     def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> ExecResult:
-        return self.watched(run_in_container(self._client, self.container, argv, timeout=timeout, env=env,
-                                             user=OS_USER))
+        return self.run_as(OS_USER, argv, timeout=timeout, env=env)
+
+    def run_as(self, user: str, argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> ExecResult:
+        """`argv` as `user` ("": the image's user), what it says of the resources kept for `exhausted`."""
+        if self.starved is not None:
+            raise TargetError(f"cannot run {argv[0]}: container {self.name} was stopped, out of memory")
+        return self.watched(run_in_container(self._client, self.container, argv, timeout=timeout, env=env, user=user))
+
+    def watch_memory(self, after: float, every: float = STARVATION_POLL) -> None:
+        """Stop the container once it has starved for memory `after` seconds on end (see starvation.py;
+        0: never): its commands then end, killed, at once, where they would crawl to the end of their
+        budgets, and `exhausted` says why. Polls the engine's stats every `every` seconds until closed."""
+        if after <= 0:
+            return
+
+        def watch() -> None:
+            starvation = Starvation(after)
+            while not self._closing.wait(every):
+                try:
+                    stats = self._client.api.stats(self.container.id, stream=False, one_shot=True)
+                except (docker.errors.DockerException, requests.exceptions.RequestException):
+                    return  # the container or the engine gone: what stopped the run says so
+                sample = MemorySample.from_stats(time.monotonic(), stats)
+                said = starvation.feed(sample) if sample is not None else None
+                if said is not None:
+                    self.starved = said
+                    log.warning("container %s starved for memory: %s; stopping it", self.name, said)
+                    with contextlib.suppress(docker.errors.DockerException, requests.exceptions.RequestException):
+                        self.container.kill()
+                    return
+
+        self._watcher = threading.Thread(target=watch, name=f"restoreproof-memory-{self.name}", daemon=True)
+        self._watcher.start()
 
     def watched(self, result: ExecResult) -> ExecResult:
         """Keep what a command's output says of the target's resources, for `exhausted`."""
@@ -266,12 +358,17 @@ class DockerTarget:
         pgBackRest's "unable to write"), or failed while df showed the data folder full."""
         said = []
         kills = self._oom_kills()
+        limit = self.container.attrs.get("HostConfig", {}).get("Memory") or 0
+        setting = f", {self.setting}.memory" if self.limits is not None else ""
         if kills:
-            limit = self.container.attrs.get("HostConfig", {}).get("Memory") or 0
-            setting = f", {self.setting}.memory" if self.limits is not None else ""
             said.append(f"the target ran out of memory: container {self.name} OOM-killed (limit "
                         f"{_size(limit) if limit else 'none'}{setting}): the kernel's OOM killer struck {kills} "
                         f"time(s)" + (f"; {'; '.join(self.words.killed)}" if self.words.killed else ""))
+        if self.starved is not None:
+            said.append(f"the target ran out of memory: container {self.name} starved (limit "
+                        f"{_size(limit) if limit else 'none'}{setting}): {self.starved}; restoreproof stopped it "
+                        f"({self.setting}.starved_after)" + (f"; {'; '.join(self.words.killed)}"
+                                                             if self.words.killed and not kills else ""))
         if full := self.words.disk_full(self._data_full()):
             size = self.limits.data_size_bytes if self.limits is not None else None
             where = (f"the data volume {self.volume.name} holds {_size(size)} ({self.setting}.data_size)" if size
@@ -334,6 +431,9 @@ class DockerTarget:
         return described
 
     def close(self) -> None:
+        self._closing.set()
+        if self._watcher is not None:
+            self._watcher.join(timeout=STARVATION_POLL + 30)
         errors = []
         if self.egress is not None:
             try:

@@ -10,51 +10,23 @@ when it fails.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import secrets
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from tests.integration.conftest import leftovers
+from tests.integration.containers import ContainerEvents
 from verification.demo.airflow_stack import AirflowStack
 from verification.orchestration import scheduler_run_id
-from verification.targets.labels import DATABASE_LABEL, ROLE_LABEL, RUN_LABEL
+from verification.targets.labels import DATABASE_LABEL, ROLE_LABEL
 from verification.targets.reaper import reap_docker
 
 pytestmark = pytest.mark.integration
 
 STANZAS = 4
-
-
-class ContainerEvents:
-    """The Docker engine's container events of one run (create, destroy, ...), recorded as they happen:
-    the engine keeps only its last 256 events, too few on a shared engine to ask for them afterwards."""
-
-    def __init__(self, run_id: str) -> None:
-        from verification.targets.docker import docker_client
-
-        self.events: list[dict] = []  # type: ignore[type-arg]
-        self._client = docker_client()
-        self._stream = self._client.events(decode=True, filters={"type": "container",
-                                                                  "label": f"{RUN_LABEL}={run_id}"})
-        self._thread = threading.Thread(target=self._read, daemon=True)
-        self._thread.start()
-
-    def _read(self) -> None:
-        with contextlib.suppress(Exception):  # the stream closed by stop()
-            for event in self._stream:
-                self.events.append(event)
-
-    def stop(self) -> list[dict]:  # type: ignore[type-arg]
-        time.sleep(1)  # the last destroy reaches the stream after the API call that made it returned
-        self._stream.close()
-        self._thread.join(10)
-        self._client.close()
-        return self.events
 
 
 def test_two_celery_workers_share_the_nightly_run(tmp_path):

@@ -38,6 +38,9 @@ def test_nightly_dag_structure():
     assert [o.uri for o in tasks["publish"].outlets] == ["restoreproof://reports/restore_verification"]
     assert verify.upstream_task_ids == {"database.reserve_target"}
     assert remove.upstream_task_ids == {"database.reserve_target", "database.verify"}
+    # The report is published once every teardown is over (one may record its killed task), never
+    # as soon as the verifications are.
+    assert tasks["publish"].upstream_task_ids == {"database.remove_target"}
     assert type(dag.task_group_dict["database"]).__name__ == "MappedTaskGroup"
 
 

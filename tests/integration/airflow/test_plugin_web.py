@@ -108,7 +108,19 @@ def test_lists_runs_and_serves_their_reports_only(airflow_env, airflow_client):
     assert served.headers["content-type"].startswith("text/javascript")
     assert client.get("/restoreproof/reports/assets/plotly-0.0.0.min.js").status_code == 404
     assert client.get(f"/restoreproof/reports/{run_id}/report.json").json()["run_id"] == run_id
-    assert client.get(f"/restoreproof/reports/{run_id}/evidence/demo1/server.log").text == EVIDENCE
+    evidence = client.get(f"/restoreproof/reports/{run_id}/evidence/demo1/server.log")
+    assert evidence.text == EVIDENCE
+    # Evidence holds what servers and tools printed: never sniffed into a page, never able to run a script.
+    for answer in (evidence, served, client.get("/restoreproof/reports/no-such-run")):
+        assert answer.headers["x-content-type-options"] == "nosniff"
+        assert answer.headers["content-security-policy"] == "sandbox; default-src 'none'"
+    (settings.report_dir / run_id / "evidence" / "demo1" / "page.html").write_text("<script>alert(1)</script>")
+    shaped = client.get(f"/restoreproof/reports/{run_id}/evidence/demo1/page.html")
+    assert shaped.headers["content-security-policy"].startswith("sandbox;")
+    for ours in (page, html):  # our pages: scripts from this origin only, framed only by Airflow's UI
+        policy = ours.headers["content-security-policy"]
+        assert "script-src 'self' 'unsafe-inline'" in policy and "frame-ancestors 'self'" in policy
+        assert "sandbox" not in policy and ours.headers["x-content-type-options"] == "nosniff"
     assert client.get("/restoreproof/reports/no-such-run").status_code == 404
     # The guards themselves, called with what a crafted URL decodes to:
     from restoreproof_airflow.web import _report_file, report_asset
@@ -121,6 +133,26 @@ def test_lists_runs_and_serves_their_reports_only(airflow_env, airflow_client):
         with pytest.raises(HTTPException) as refused:
             report_asset(name)
         assert refused.value.status_code == 404 and "is not in any report folder's assets" in refused.value.detail
+
+
+def test_a_store_that_does_not_answer_is_a_503_at_once_naming_it_without_its_password(
+        airflow_env, airflow_client, monkeypatch):
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("RESTOREPROOF_RESULTS_URL",
+                       f"postgresql+psycopg://rp:hunter2-not-shown@127.0.0.1:{port}/results")
+    started = time.monotonic()
+    for path in ("/restoreproof/", "/restoreproof/reports/some-run/report.html",
+                 "/restoreproof/reports/assets/plotly.min.js"):
+        answer = airflow_client.get(path)
+        assert answer.status_code == 503, (path, answer.text)
+        said = answer.json()["detail"]
+        assert f"127.0.0.1:{port}/results" in said and "did not answer" in said
+        assert "hunter2-not-shown" not in answer.text
+    assert time.monotonic() - started < 10  # tried once, not results_retry's 30 s per request
+    monkeypatch.delenv("RESTOREPROOF_RESULTS_URL")
+    assert airflow_client.get("/restoreproof/").status_code == 200  # the next request tries again
 
 
 def test_ten_thousand_runs_are_paged_newest_first(airflow_env, airflow_client):

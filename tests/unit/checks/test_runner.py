@@ -155,16 +155,24 @@ def test_a_deprecated_sql_check_whose_query_gives_null_fails_with_no_value(shop)
 
 def test_each_validation_result_and_the_data_docs_are_in_the_evidence(shop):
     _, evidence, folder = shop
+    # One validation per table, named after its first suite: orders holds user-0, user-3 and its
+    # baseline (table-1), customers user-1 and its baseline (table-0); each query is one of its own.
     assert sorted(evidence.files) == [
-        "data-checks/table-0.json", "data-checks/table-1.json", "data-checks/user-0.json", "data-checks/user-1.json",
-        "data-checks/user-2.json", "data-checks/user-3.json", "data-checks/user-6.json", "data-checks/user-7.json",
-        "data-checks/user-8.json", "data-docs/index.html"]
+        "data-checks/user-0.json", "data-checks/user-1.json", "data-checks/user-2.json", "data-checks/user-6.json",
+        "data-checks/user-7.json", "data-checks/user-8.json", "data-docs/index.html"]
     assert evidence.files["data-docs/index.html"] == "ev/data-docs/index.html"
+    assert shop[0]["data:orders-shipped"].evidence == shop[0]["data:orders"].evidence == "ev/data-checks/user-0.json"
     written = json.loads((folder / "ev" / "data-checks" / "user-1.json").read_text())
     assert (written["suite_name"], written["success"]) == ("user-1", False)
-    assert written["results"][0]["result"]["unexpected_count"] == 1
+    by_batch = {(r["expectation_config"]["meta"]["restoreproof_batch"], r["expectation_config"]["type"]): r
+                for r in written["results"]}
+    assert sorted(by_batch) == [("table-0", "expect_column_values_to_be_unique"),
+                                ("table-0", "expect_column_values_to_not_be_null"),
+                                ("table-0", "expect_table_row_count_to_be_between"),
+                                ("user-1", "expect_column_values_to_not_be_null")]
+    assert by_batch[("user-1", "expect_column_values_to_not_be_null")]["result"]["unexpected_count"] == 1
     index = (folder / "ev" / "data-docs" / "index.html").read_text()
-    for suite in ("user-0", "user-1", "user-8", "table-0", "table-1"):
+    for suite in ("user-0", "user-1", "user-8"):
         assert suite in index
     assert (folder / "ev" / "data-docs" / "expectations" / "user-1.html").is_file()
 
@@ -347,17 +355,16 @@ def test_checks_still_running_at_the_timeout_are_errors_naming_it_and_nothing_is
     assert (named["data:slow"].status, named["data:slow"].summary) == (
         CheckStatus.ERROR, "database shop, query slow: not evaluated: the data checks ran out of time "
         "(checks.timeout: 5 s)")
+    # The baseline of orders was in the validation of data:orders (evaluated); that of customers was not.
     assert named["data_baseline"].status is CheckStatus.ERROR
     assert named["data_baseline"].findings == [
-        "database shop, table main.customers: the data checks ran out of time (checks.timeout: 5 s)",
-        "database shop, table main.orders: the data checks ran out of time (checks.timeout: 5 s)"]
+        "database shop, table main.customers: the data checks ran out of time (checks.timeout: 5 s)"]
     done = named["data_checks"]
     assert (done.status, done.kind, done.required) == (CheckStatus.ERROR, CheckKind.DATA, True)
-    assert done.summary == ("the data checks did not finish in time (checks.timeout: 5 s): 3 of 4 validations not "
+    assert done.summary == ("the data checks did not finish in time (checks.timeout: 5 s): 2 of 3 validations not "
                             "evaluated (stopped while validating database shop, query slow); the Data Docs were not "
                             "built")
-    assert done.findings == ["database shop, query slow", "database shop, table main.customers",
-                             "database shop, table main.orders"]
+    assert done.findings == ["database shop, query slow", "database shop, table main.customers"]
     assert evidence.files == {"data-checks/user-0.json": "ev/data-checks/user-0.json"}
     # Let the query end: the worker goes on, and neither records nor writes anything more.
     held.set()
@@ -395,14 +402,14 @@ def test_a_batch_with_nothing_unexpected_is_validated_once_without_asking_for_ex
     passes: list[tuple[str, str]] = []
     original = runner.DataCheckRunner._checkpoint
 
-    def noted(self: Any, gx: Any, context: Any, definition: Any, batch: Any,
+    def noted(self: Any, gx: Any, context: Any, definition: Any, validation: Any,
               result_format: dict[str, Any]) -> tuple[Any, Any]:
-        passes.append((batch.label, "first" if result_format is runner.FIRST_PASS else "samples"))
-        return original(self, gx, context, definition, batch, result_format)
+        passes.append((validation.label, "first" if result_format is runner.FIRST_PASS else "samples"))
+        return original(self, gx, context, definition, validation, result_format)
 
     monkeypatch.setattr(runner.DataCheckRunner, "_checkpoint", noted)
     database = sqlite_file(tmp_path / "shop.db", SHOP)
-    unique = [{"table": "orders", "name": "unique-ids",
+    unique = [{"table": "customers", "name": "unique-ids",
                "expect": [_expect("expect_column_values_to_be_unique", column="id")]},
               {"table": "orders", "name": "one-order-each",
                "expect": [_expect("expect_column_values_to_be_unique", column="customer_id")]},
@@ -410,8 +417,9 @@ def test_a_batch_with_nothing_unexpected_is_validated_once_without_asking_for_ex
                "expect": [_expect("expect_column_values_to_be_unique", column="customer_id", mostly=0.3)]}]
     settings = checks(baselines={"enabled": False}, freshness={"enabled": False}, expectations={"shop": unique})
     named, evidence = run(tmp_path, settings, access({"shop": database}))
-    assert passes == [("database shop, table main.orders", "first"),  # unique ids: nothing unexpected
-                      ("database shop, table main.orders", "first"), ("database shop, table main.orders", "samples"),
+    # customers (unique ids): nothing unexpected. orders: both suites on it are one validation,
+    # validated again for the examples once, as something in it was unexpected.
+    assert passes == [("database shop, table main.customers", "first"),
                       ("database shop, table main.orders", "first"), ("database shop, table main.orders", "samples")]
     assert named["data:unique-ids"].status is CheckStatus.PASSED
     failed = named["data:one-order-each"]
@@ -424,4 +432,154 @@ def test_a_batch_with_nothing_unexpected_is_validated_once_without_asking_for_ex
     # The Data Docs show one run of each validation: the one whose results were read.
     pages = sorted(path.relative_to(evidence.folder / "data-docs" / "validations").parts[0]
                    for path in (evidence.folder / "data-docs" / "validations").rglob("*.html"))
-    assert pages == ["user-0", "user-1", "user-2"]
+    assert pages == ["user-0", "user-1"]
+
+
+# -- one validation per table ----------------------------------------------------------------------
+
+@pytest.fixture
+def statements():
+    """Every SQL statement sent, as SQLAlchemy sends it (whitespace folded)."""
+    import sqlalchemy
+
+    sent: list[str] = []
+
+    def note(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+        sent.append(" ".join(statement.split()))
+
+    sqlalchemy.event.listen(sqlalchemy.engine.Engine, "before_cursor_execute", note)
+    yield sent
+    sqlalchemy.event.remove(sqlalchemy.engine.Engine, "before_cursor_execute", note)
+
+
+def test_a_suite_and_the_baseline_of_its_table_read_each_metric_once(tmp_path, statements):
+    """The user's row count and uniqueness, and the baseline's row count, uniqueness and not-null of the
+    same key: one validation, so one count(*), one uniqueness window and one null count of the table,
+    not one per suite; every expectation still has its own result, in its own check."""
+    database = sqlite_file(tmp_path / "shop.db", SHOP)
+    settings = checks(freshness={"enabled": False}, expectations={"shop": [
+        {"table": "orders", "expect": [_expect("expect_table_row_count_to_equal", value=3),
+                                       _expect("expect_column_values_to_be_unique", column="id")]}]})
+    named, evidence = run(tmp_path, settings, access({"shop": database}))
+    orders = [s for s in statements if "orders" in s and "sqlite_master" not in s and "PRAGMA" not in s.upper()]
+    assert len([s for s in orders if s.startswith('SELECT count(*) AS "table.row_count"')]) == 1, orders
+    assert len([s for s in orders if "OVER (PARTITION BY id)" in s and "unexpected_count" in s]) == 1, orders
+    assert len([s for s in orders if '"column_values.nonnull.unexpected_count"' in s]) == 1, orders
+    assert named["data:orders"].status is CheckStatus.PASSED
+    assert named["data:orders"].summary == (
+        "2 expectations met on database shop, table main.orders (observed expect_table_row_count_to_equal: 3; "
+        "expect_column_values_to_be_unique: '0 unexpected (0% of rows)')")
+    assert [e["type"] for e in named["data:orders"].details["expectations"]] == [
+        "expect_table_row_count_to_equal", "expect_column_values_to_be_unique"]
+    baseline = named["data_baseline"]
+    assert baseline.status is CheckStatus.PASSED
+    assert baseline.details["tables"]["shop.main.orders"] == {"rows": 3, "columns": [
+        "id", "customer_id", "total", "created_at"]}
+    assert sorted(evidence.files) == ["data-checks/table-0.json", "data-checks/user-0.json", "data-docs/index.html"]
+
+
+def test_a_failure_in_a_suite_stays_in_that_suite_when_its_table_s_baseline_passes(tmp_path):
+    """The same expectation type on the same table from a suite (fails: customer_id repeats) and from
+    the baseline (passes: the key is unique): each result read back into its own check."""
+    database = sqlite_file(tmp_path / "shop.db", SHOP)
+    settings = checks(freshness={"enabled": False}, expectations={"shop": [
+        {"table": "orders", "expect": [_expect("expect_column_values_to_be_unique", column="customer_id"),
+                                       _expect("expect_table_row_count_to_be_between", min_value=4)]}]})
+    named, _ = run(tmp_path, settings, access({"shop": database}))
+    failed = named["data:orders"]
+    assert failed.status is CheckStatus.FAILED
+    assert failed.summary == "2 of 2 expectations failed on database shop, table main.orders"
+    assert failed.findings == [
+        "database shop, table main.orders: expect_column_values_to_be_unique(column='customer_id') failed, observed "
+        "'2 unexpected (66.7% of rows), e.g. [2, 2]'",
+        "database shop, table main.orders: expect_table_row_count_to_be_between(min_value=4) failed, observed 3"]
+    assert named["data_baseline"].status is CheckStatus.PASSED, named["data_baseline"].findings
+    assert named["data_baseline"].details["tables"]["shop.main.orders"]["rows"] == 3
+
+
+def test_a_result_not_recognised_is_an_error_of_its_own_suite_only(tmp_path, monkeypatch):
+    from verification.checks import runner
+
+    def unrecognised(result: Any) -> Any:
+        if result.expectation_config.type == "expect_column_max_to_be_between":
+            raise runner.UnrecognisedResult("expect_column_max_to_be_between: not a result")
+        return runner_outcome_of(result)
+
+    runner_outcome_of = runner.outcome_of
+    monkeypatch.setattr(runner, "outcome_of", unrecognised)
+    database = sqlite_file(tmp_path / "shop.db", SHOP)
+    named, _ = run(tmp_path, checks(freshness={"enabled": False}, expectations={"shop": SUITES[:1]}),
+                   access({"shop": database}))
+    assert (named["data:orders"].status, named["data:orders"].summary) == (CheckStatus.ERROR, (
+        "database shop, table main.orders: not evaluated: an output not recognised: expect_column_max_to_be_between: "
+        "not a result"))
+    assert named["data_baseline"].status is CheckStatus.PASSED  # the same validation, its own results read
+
+
+class _Result:
+    """A validation result as GX 1.x gives one: its expectation's configuration, success and result."""
+
+    def __init__(self, kind: str, batch: str | None, success: bool = True) -> None:
+        from types import SimpleNamespace
+
+        self.expectation_config = SimpleNamespace(type=kind, kwargs={}, meta={} if batch is None else {
+            "restoreproof_batch": batch})
+        self.success, self.result, self.exception_info = success, {"observed_value": 1}, None
+
+
+def test_results_are_given_back_by_the_batch_their_meta_names_never_by_position():
+    from verification.checks.runner import _Batch, _outcomes_by_batch, _Validation
+
+    mine = _Batch("user-0", "shop", None, "select 1", "q", [{"type": "a"}, {"type": "b"}])
+    made = _Batch("table-0", "shop", None, "select 1", "q", [{"type": "c"}])
+    validation = _Validation([mine, made])
+    outcomes, errors = _outcomes_by_batch(validation, [_Result("c", "table-0"), _Result("b", "user-0"),
+                                                       _Result("a", "user-0", success=False)])
+    assert errors == {}
+    assert [o.type for o in outcomes["user-0"]] == ["b", "a"] and [o.type for o in outcomes["table-0"]] == ["c"]
+    # One result short for a batch: that batch is an error, the other stands.
+    outcomes, errors = _outcomes_by_batch(validation, [_Result("c", "table-0"), _Result("a", "user-0")])
+    assert errors == {"user-0": "2 expectations, 1 results: an output not recognised"}
+    assert [o.type for o in outcomes["table-0"]] == ["c"]
+    # A result that names no batch of the validation: nothing of it can be trusted.
+    outcomes, errors = _outcomes_by_batch(validation, [_Result("a", None), _Result("b", "user-0"),
+                                                       _Result("c", "table-0")])
+    assert set(errors) == {"user-0", "table-0"} and outcomes == {"user-0": [], "table-0": []}
+    assert errors["user-0"] == "an output not recognised: a result for no suite of this validation (a())"
+
+
+def test_an_unrecognised_result_naming_no_batch_of_the_validation_errs_them_all(monkeypatch):
+    from verification.checks import runner
+
+    read = runner.outcome_of
+
+    def unrecognised(result):  # type: ignore[no-untyped-def]
+        if result.expectation_config.type == "x":
+            raise runner.UnrecognisedResult("x: not a result")
+        return read(result)
+
+    monkeypatch.setattr(runner, "outcome_of", unrecognised)
+    mine = runner._Batch("user-0", "shop", None, "select 1", "q", [{"type": "a"}])
+    made = runner._Batch("table-0", "shop", None, "select 1", "q", [{"type": "c"}])
+    # Every batch's own result is there and readable; the stray one names a batch this validation has not.
+    outcomes, errors = runner._outcomes_by_batch(runner._Validation([mine, made]), [
+        _Result("a", "user-0"), _Result("c", "table-0"), _Result("x", "user-9")])
+    assert errors == {"user-0": "an output not recognised: x: not a result",
+                      "table-0": "an output not recognised: x: not a result"}
+    assert outcomes == {"user-0": [], "table-0": []}
+
+
+def test_batches_on_the_same_table_are_one_validation_in_the_order_planned_and_queries_their_own():
+    from verification.checks.profile import Table
+    from verification.checks.runner import _Batch, validations
+
+    orders, other = Table("shop", "main", "orders", []), Table("billing", "main", "orders", [])
+
+    def batch(key: str, table: Table | None) -> _Batch:
+        return _Batch(key, table.database if table else "shop", table, None if table else "select 1", key, [])
+
+    found = validations([batch("user-0", orders), batch("user-1", None), batch("user-2", other),
+                         batch("user-3", orders), batch("table-0", other), batch("table-1", orders)])
+    assert [[b.key for b in v.batches] for v in found] == [["user-0", "user-3", "table-1"], ["user-1"],
+                                                           ["user-2", "table-0"]]
+    assert [v.key for v in found] == ["user-0", "user-1", "user-2"]

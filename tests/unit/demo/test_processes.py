@@ -107,3 +107,28 @@ def test_the_processes_die_with_their_parent_killed_outright(tmp_path: Path) -> 
     while alive(child) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not alive(child)
+
+
+def test_kill_takes_the_process_and_its_descendants_at_once_and_waiting_goes_on(tmp_path: Path) -> None:
+    pidfile = tmp_path / "child.pid"
+    processes = Processes(tmp_path / "logs")
+    try:
+        # A descendant in a group of its own (an Airflow task runner) and one in the leader's group.
+        child_code = f"import os, time; os.setsid(); open({str(pidfile)!r}, 'w').write(str(os.getpid())); time.sleep(300)"
+        leader = processes.start("worker", ["bash", "-c", f'{sys.executable} -c "{child_code}" & sleep 300 & wait'])
+        bystander = processes.start("bystander", ["sleep", "300"])
+        child = int(wait_for_file(pidfile))
+        killed = leader.kill()
+        assert leader.pid in killed and child in killed and len(killed) == 3, killed
+        assert leader.process.returncode == -9
+        deadline = time.monotonic() + 10
+        while any(alive(pid) for pid in killed) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(alive(pid) for pid in killed)
+        assert alive(bystander.pid)
+        # Killed on purpose: not a failure of the others' waiting.
+        processes.check()
+        processes.wait_until("ready", lambda: True, timeout=1)
+    finally:
+        processes.stop()
+    assert not alive(bystander.pid)

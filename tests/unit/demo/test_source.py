@@ -3,13 +3,26 @@
 
 from __future__ import annotations
 
+import json
+import stat
 from pathlib import Path
 
 import pytest
 from pydantic import SecretStr
 
 from verification.demo.s3_endpoint import LocalS3Endpoint
-from verification.demo.source import CA_INSIDE, DemoError, DemoResult, DemoS3
+from verification.demo.source import (
+    CA_INSIDE,
+    CIPHER_PASS_FILE,
+    DEMO_FORMAT,
+    DemoError,
+    DemoResult,
+    DemoS3,
+    _keep_cipher_pass,
+    _same_encryption,
+    demo_cipher_pass,
+    make_demo,
+)
 from verification.targets.egress import Endpoint
 
 
@@ -47,3 +60,38 @@ def test_a_result_names_its_source() -> None:
     local = DemoResult(Path("/w"), Path("/w/backups"), ["demo1"], {}, reused=False)
     in_s3 = DemoResult(Path("/w"), Path("/w/backups"), ["demo1"], {}, reused=False, url="s3://restoreproof-demo/")
     assert (local.source, in_s3.source) == ("/w/backups", "s3://restoreproof-demo/")
+
+
+def made_before(workdir: Path, cipher: str | None, kept: str | None) -> None:
+    """A demo's workdir as make_demo leaves it (one cluster, scale 1), made plain or encrypted."""
+    (workdir / "backups").mkdir(parents=True)
+    (workdir / "demo.json").write_text(json.dumps({"format": DEMO_FORMAT, "scale": 1, "cipher": cipher,
+                                                   "repository": str(workdir / "backups"), "stanzas": {"demo1": {}}}))
+    if kept is not None:
+        (workdir / CIPHER_PASS_FILE).write_text(kept + "\n")
+
+
+def test_an_encrypted_demo_is_reused_only_with_its_own_passphrase(tmp_path: Path) -> None:
+    made_before(tmp_path, "aes-256-cbc", "Kept-Demo-Pass-1")
+    assert make_demo(tmp_path, clusters=1, cipher_pass=SecretStr("Kept-Demo-Pass-1")).reused  # no Docker needed
+    manifest = json.loads((tmp_path / "demo.json").read_text())
+    assert _same_encryption(tmp_path, manifest, SecretStr("Kept-Demo-Pass-1"))
+    assert not _same_encryption(tmp_path, manifest, SecretStr("Other-Demo-Pass-2"))  # another passphrase: remade
+    assert not _same_encryption(tmp_path, manifest, None)  # asked plain: remade
+    assert not _same_encryption(tmp_path, {**manifest, "cipher": None}, SecretStr("Kept-Demo-Pass-1"))
+    assert _same_encryption(tmp_path, {**manifest, "cipher": None}, None)
+    (tmp_path / CIPHER_PASS_FILE).unlink()
+    assert not _same_encryption(tmp_path, manifest, SecretStr("Kept-Demo-Pass-1"))  # nothing says which made it
+
+
+def test_the_demo_passphrase_is_the_given_one_else_the_kept_one_else_a_new_one(tmp_path: Path) -> None:
+    assert demo_cipher_pass(tmp_path, SecretStr("Given-Pass-123")).get_secret_value() == "Given-Pass-123"
+    made = demo_cipher_pass(tmp_path, None).get_secret_value()
+    assert len(made) >= 32 and made != demo_cipher_pass(tmp_path, None).get_secret_value()
+    (tmp_path / CIPHER_PASS_FILE).write_text("Kept-Pass-456\n")
+    assert demo_cipher_pass(tmp_path, None).get_secret_value() == "Kept-Pass-456"
+    _keep_cipher_pass(tmp_path, SecretStr("New-Pass-789"))
+    assert (tmp_path / CIPHER_PASS_FILE).read_text() == "New-Pass-789\n"
+    assert stat.S_IMODE((tmp_path / CIPHER_PASS_FILE).stat().st_mode) == 0o600
+    _keep_cipher_pass(tmp_path, None)  # a plain demo made: no passphrase left beside it
+    assert not (tmp_path / CIPHER_PASS_FILE).exists()

@@ -339,6 +339,13 @@ def _forget(repo: Path, *labels: str) -> None:
                         + "\n")
 
 
+def _flip_manifest_byte(repo: Path, label: str) -> None:
+    manifest = repo / "backup" / "demo1" / label / "backup.manifest"
+    data = bytearray(manifest.read_bytes())
+    data[data.index(b"pg_data/PG_VERSION")] ^= 0x01  # a file's name changed: the checksum no longer matches
+    manifest.write_bytes(bytes(data))
+
+
 def _archive_segment(repo: Path, name: str) -> None:
     (_segments(repo) / f"{name}-{'0' * 40}.gz").write_bytes(b"")
 
@@ -393,6 +400,10 @@ PG_SCENARIOS: dict[str, tuple[Callable[[Path], None], datetime | None]] = {
     "missing-start-segment": (lambda repo: _drop_segment(repo, "000000010000000000000008"), None),
     "missing-last-segment-of-diff-range": (lambda repo: _drop_segment(repo, "000000010000000000000007"),
                                            datetime(2026, 11, 22, 19, 50, 41, tzinfo=UTC)),
+    "manifest-damaged": (lambda repo: _flip_manifest_byte(repo, DIFF), None),
+    "manifest-of-another-backup": (lambda repo: __import__("shutil").copy(
+        repo / "backup" / "demo1" / DIFF / "backup.manifest", repo / "backup" / "demo1" / INCR / "backup.manifest"),
+        None),
     "missing-manifest": (lambda repo: [p.unlink() for p in (repo / "backup" / "demo1").glob(
         "*I/backup.manifest*")], None),
     "newest-in-error": (lambda repo: _flag_error(repo, "20261122-195034F_20261122-195042I"), None),

@@ -343,3 +343,33 @@ def test_phases_that_ran_alongside_others_say_so_beside_their_own_seconds_and_th
             f"to {own:.3f} s: some ran alongside others") in demo1
     # A report written before 1.8 has no wall time: nothing is said of one.
     assert "Wall time of this database" not in render_html(typed_report(report))
+
+
+PG_BASIS = ("read offline from the repository: backup/demo1/backup.info and the backup's manifest are in pgBackRest's "
+            "encrypted format (aes-256-cbc, repo1-cipher-type) and decrypt, with the passphrase and the key "
+            "backup.info keeps for the manifests; the backup's files are encrypted with the key its manifest keeps")
+
+
+def chain_table(html: str) -> str:
+    return html.split("<h3>Chain:", 1)[1].split("<h3>History</h3>", 1)[0]
+
+
+def test_each_backup_s_encryption_is_a_column_and_how_it_is_known_is_said_under_the_chain(report):
+    assert "Encryption" not in chain_table(render_html(typed_report(report)))  # no engine said: no column
+    pg = {"state": "encrypted", "algorithm": "aes-256-cbc", "basis": PG_BASIS}
+    for backup in report["databases"][0]["chain"]["backups"]:
+        backup["encryption"] = pg
+    sql = [{"state": "encrypted", "algorithm": "AES_256", "encryptor_type": "CERTIFICATE",
+            "encryptor_thumbprint": "0xA1B2", "basis": "RESTORE HEADERONLY of F.bak: KeyAlgorithm AES_256"},
+           {"state": "not_encrypted", "basis": "written by SQL Server 10.50, before backup encryption"}]
+    for backup, encryption in zip(report["databases"][1]["chain"]["backups"], sql, strict=False):
+        backup["encryption"] = encryption
+    first, second = (chain_table(part) for part in render_html(typed_report(report)).split('<h2 id="db-2">', 1))
+    assert "<th>Needs</th><th>Encryption</th></tr>" in first
+    assert first.count("<td>encrypted (aes-256-cbc)</td>") == len(report["databases"][0]["chain"]["backups"])
+    # Said once, though every backup has it.
+    assert first.count(PG_BASIS.replace("'", "&#39;")) == 1
+    assert '<p class="meta">Encryption, how it is known:</p>' in first
+    assert "<td>encrypted (AES_256); certificate 0xA1B2</td>" in second
+    assert "<td>not encrypted</td>" in second
+    assert "<li>RESTORE HEADERONLY of F.bak: KeyAlgorithm AES_256</li>" in second

@@ -41,7 +41,7 @@ def make_run() -> RunResult:
 def test_report_matches_schema_and_carries_the_contract_fields():
     report = report_data(build_report(make_run()))
     assert validate_report(report) == build_report(make_run())
-    assert report["schema_version"] == "1.8"
+    assert report["schema_version"] == "1.9"
     assert report["unreadable"] == [] and report["not_verified"] == [] and report["warnings"] == []
     assert report["incomplete_uploads"] == []
     assert report["verdict"] == "failed" and report["summary"] == {"passed": 1, "failed": 1, "error": 0}
@@ -121,7 +121,7 @@ def test_checked_in_schema_is_the_one_the_models_generate():
     # `restoreproof schema -o verification/reports/report.schema.json` writes it anew.
     assert report_schema() == generated_schema(), "report.schema.json is stale: run `restoreproof schema -o ...`"
     assert report_schema()["properties"]["schema_version"]["enum"] == ["1.0", "1.1", "1.2", "1.3", "1.4", "1.5", "1.6",
-                                                                      "1.7", "1.8"]
+                                                                      "1.7", "1.8", "1.9"]
 
 
 def test_reports_of_every_earlier_version_still_read():
@@ -184,3 +184,22 @@ def test_what_an_older_report_did_not_say_reads_as_unknown_not_as_a_claim():
     assert typed is not None
     assert (typed.rpo.target_source, typed.rpo.stale, typed.rpo.points, typed.rpo.basis) == (None, None, None, None)
     assert (typed.rto.target_source, typed.rto.counts_checks) == (None, None)
+
+
+def test_a_pgbackrest_backup_s_encryption_is_in_the_report_and_its_schema(captured_repo):
+    from verification.engines.postgres.chain import plan
+    from verification.engines.postgres.repository import discover
+    from verification.sources import LocalSource
+
+    source = LocalSource(captured_repo)
+    (stanza,) = discover(source, 16 * 1024 * 1024)
+    run = make_run()
+    run.databases[0].plan = plan(source, stanza, None, 16 * 1024 * 1024)
+    report = report_data(build_report(run))
+    jsonschema.validate(report, report_schema())
+    backups = report["databases"][0]["chain"]["backups"]
+    assert len(backups) == 3 and all(b["encryption"] == {
+        "state": "not_encrypted", "algorithm": None, "encryptor_type": None, "encryptor_thumbprint": None,
+        "tde_thumbprint": None,
+        "basis": "read offline from the repository: backup/demo1/backup.info and the backup's manifest are plain "
+                 "text, not pgBackRest's encrypted format (repo1-cipher-type none)"} for b in backups)

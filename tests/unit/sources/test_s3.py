@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import LABELS
 from tests.unit.sources.conftest import Bucket
 from tests.unit.sources.s3_helpers import LeavingOut, lay_out, ola_layout
 from verification.config import S3Settings, Settings
@@ -630,8 +631,11 @@ def test_a_pgbackrest_repository_plans_the_same_from_s3(s3: Bucket, captured_rep
     (plan,) = from_s3["plans"]
     assert plan["database"] == "demo1" and plan["chain"]["status"] == "complete"
     assert [b["type"] for b in plan["chain"]["backups"]] == ["full", "diff", "incr"]
-    # backup.info read whole, once; nothing else but the listing.
-    assert source.stats.whole_reads == {"backup/demo1/backup.info": 1}
+    # Read whole, once each, nothing else but the listing: the info files present (whether they are encrypted is
+    # told from their content), and the chain's manifests (each loaded as pgBackRest loads it).
+    assert source.stats.whole_reads == {
+        "backup/demo1/backup.info": 1, "backup/demo1/backup.info.copy": 1, "archive/demo1/archive.info": 1,
+        **{f"backup/demo1/{label}/backup.manifest": 1 for label in LABELS}}
     assert set(source.stats.requests) == {"ListObjectsV2", "ListMultipartUploads", "GetObject"}
 
 

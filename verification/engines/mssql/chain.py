@@ -94,6 +94,7 @@ def _backup_set(media: MediaSet, header: BackupHeader) -> BackupSet:
         compatibility_level=h.compatibility_level, collation=h.collation,
         database_files=tuple(BackupFile(f.logical_name, f.file_type, f.size_bytes, f.file_id, f.filegroup,
                                         f.physical_name) for f in h.files),
+        encryption=h.encryption,
     )
 
 

@@ -7,7 +7,11 @@ verified offline (page_check.py): check "page_verification".
 Restore order for a planned chain (all families of each set at once):
 
     DBCC TRACEON (3004, 3605)                -> restore steps in the error log
-    RESTORE FILELISTONLY (the full)          -> a MOVE for every file (Windows paths in the backup)
+    RESTORE HEADERONLY (each set SQL Server 2014 or newer wrote, one batch)
+                                             -> its encryption: KeyAlgorithm, EncryptorThumbprint
+    CREATE MASTER KEY, CREATE CERTIFICATE    -> in master, each certificate of mssql.certificates, with its
+                                                private key (engines/mssql/certificates.py)
+    RESTORE FILELISTONLY (the full)          -> a MOVE for every file (Windows paths in the backup); TDEThumbprint
     RESTORE DATABASE ... NORECOVERY          -> full, then differential: phase "transfer"
     RESTORE LOG ... NORECOVERY [, STOPAT]    -> each log: phase "log_restore"
     RESTORE DATABASE ... WITH RECOVERY       -> message 3421: phases "redo" and "recovery_end"
@@ -16,15 +20,26 @@ Restore order for a planned chain (all families of each set at once):
 
 File zeroing comes from the error log (trace flag 3004), per file.
 
+Encrypted backups (engines/mssql/encryption.py): a set encrypted with a certificate no configured one
+matches stops the restore before any RESTORE DATABASE, naming the thumbprint; SQL Server's own 33111
+("Cannot find server certificate with thumbprint ...", a TDE database) says the same. What the target
+said of each backup's encryption replaces the plan's offline "unknown" in the report.
+
 From S3 with s3.restore_mode: direct, SQL Server reads the objects itself: the same statements with
 FROM URL = 's3://...' (one URL per stripe), after a credential made in master from the configured keys
 (engines/mssql/s3_url.py); before any statement, every stripe of each set is checked to be in the plan.
+
+Every statement reaches sqlcmd's command line in the target (-Q). None carries a secret: the S3 keys and
+the certificates' passwords go in as files SQL Server reads itself (engines/mssql/secret_files.py), the
+login's password is in sqlcmd's environment only. `_Restore.run` refuses to send a statement holding any
+of them (a TargetError: restoreproof's own fault), and masks every statement it records besides.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, Protocol
@@ -39,35 +54,39 @@ from verification.engines.base import (
     data_checks_off,
     run_data_checks,
 )
-from verification.engines.mssql import chain, s3_url, tsql, work
+from verification.engines.mssql import certificates, chain, encryption, page_check, s3_url, secret_files, tsql, work
 from verification.engines.mssql.accounting import account, attach_unread
 from verification.engines.mssql.catalog import looks_like_backup, scan, walk
 from verification.engines.mssql.header_cache import HeaderCache
 from verification.engines.mssql.mtf import COMPRESSED_MAGIC
 from verification.engines.mssql.outputs import (
     BACKUP_FAULTS,
+    certificate_needed,
     parse_checkdb_rows,
     parse_restore_messages,
     parse_restore_steps,
     parse_result_sets,
     parse_sql_errors,
 )
-from verification.engines.mssql.page_check import verify_pages
+from verification.engines.mssql.page_check import PageVerification, read_and_judge
 from verification.engines.mssql.restore_proof import last_restore_query, point_not_reached, prove_point
 from verification.engines.mssql.url_target import S3UrlTarget
 from verification.errors import ArchivedObjectError, ConfigError, RestoreproofError, TargetError
 from verification.model import (
+    BackupEncryption,
     BackupSet,
     CheckKind,
     CheckName,
     CheckResult,
     CheckStatus,
+    EncryptionState,
     PhaseName,
     PhaseStatus,
     PhaseTiming,
     PhaseWork,
     RestorePlan,
 )
+from verification.redaction import Redactor
 from verification.restore_points import PointChoice, choose
 from verification.sources.base import Source
 from verification.targets.base import ExecResult, Target, TargetProvider
@@ -97,6 +116,10 @@ class SqlServerTarget(Protocol):
         ...
 
 
+def _named(paths: list[str]) -> str:
+    return " + ".join(paths)
+
+
 def media_sets(backups: list[BackupSet]) -> list[list[BackupSet]]:
     """Consecutive files of one backup set (its families), in restore order."""
     groups: list[list[BackupSet]] = []
@@ -117,6 +140,10 @@ class MssqlEngine:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        # Set by check_settings for a run that restores: its plans are then held to the certificates.
+        self._restoring = False
+        # What the page check read of each database, until its restore says which files are encrypted.
+        self._pages: dict[str, PageVerification] = {}
 
     # -- targets -----------------------------------------------------------------------------------
 
@@ -143,6 +170,9 @@ class MssqlEngine:
                               "(the setting target: local): use --target docker, auto or offline")
         if target != "offline":  # an offline run restores nothing: SQL Server never reads S3 itself
             s3_url.location_for(source, self.settings, target)
+            # Every configured certificate read now: a file missing or not a certificate is refused by name.
+            certificates.load(self.settings.mssql)
+            self._restoring = True
 
     def check_target(self, kind: str) -> None:
         from verification.targets.docker import docker_client
@@ -218,10 +248,15 @@ class MssqlEngine:
                     replace(p, message=f"{p.message}; {len(compressed)} natively compressed file(s) could not be "
                                        f"read offline and may hold it: {', '.join(compressed[:5])}")
                     if p.code == "log-gap" else p for p in result.chain.problems]
+        if self._restoring:
+            # Before any target: a backup known to need a certificate none of the configured ones is.
+            certificates.require(plans, certificates.load(self.settings.mssql))
         return SourcePlan(plans, unreadable)
 
     def check_backup_files(self, plan: RestorePlan, source: Source, evidence: Evidence) -> list[CheckResult]:
-        return [verify_pages(plan, source, evidence, self.settings.mssql.pages)]
+        check, found = read_and_judge(plan, source, evidence, self.settings.mssql.pages)
+        self._pages[plan.database] = found
+        return [check]
 
     def restore_and_check(self, plan: RestorePlan, target: Target, evidence: Evidence,
                           outcome: RestoreOutcome | None = None,
@@ -229,12 +264,15 @@ class MssqlEngine:
         if not hasattr(target, "sql"):
             raise TargetError(f"a {target.kind} target cannot restore SQL Server backups")
         sql_target: SqlServerTarget = target  # type: ignore[assignment]
-        return _Restore(self.settings, plan, sql_target, evidence, outcome or RestoreOutcome(), data_checks).execute()
+        return _Restore(self.settings, plan, sql_target, evidence, outcome or RestoreOutcome(), data_checks,
+                        self._pages.pop(plan.database, None)).execute()
 
 
 class _Restore:
     def __init__(self, settings: Settings, plan: RestorePlan, target: SqlServerTarget, evidence: Evidence,
-                 outcome: RestoreOutcome, data_checks: DataChecks | None = None) -> None:
+                 outcome: RestoreOutcome, data_checks: DataChecks | None = None,
+                 pages: PageVerification | None = None) -> None:
+        self.pages = pages  # what the offline page check read, to take back from files found encrypted
         self.ms = settings.mssql
         self.checks_timeout = settings.checks.timeout
         self.run_data_checks = data_checks
@@ -251,11 +289,25 @@ class _Restore:
         self.media: tsql.Media = s3_url.Urls(self.location) if self.location is not None else tsql.DISKS
         if self.location is not None:
             evidence.hide(self.location.secrets)   # whatever else writes evidence for this database, too
+        self.certificates = certificates.load(self.ms) if self.ms.certificates else []
+        # Masked in everything written for this database, beside the settings' own masking of them.
+        evidence.hide(c.password.get_secret_value() for c in self.certificates)
+        self.headers: dict[str, Mapping[str, str | None]] = {}  # a set's first path -> its HEADERONLY row
+        # What no statement may carry: the target's (its login's password, with S3 the keys) and the
+        # certificates' passwords, each also as a T-SQL literal writes it.
+        passwords = [c.password.get_secret_value() for c in self.certificates]
+        self.unsendable = Redactor.of([*getattr(target, "secrets", ()), *passwords,
+                                       *(p.replace("'", "''") for p in passwords)])
 
     def run(self, statement: str) -> ExecResult:
+        if self.unsendable(statement) != statement:
+            # The statement would stand on sqlcmd's command line in the target, readable by any process there.
+            raise TargetError("not sent to SQL Server: a statement restoreproof made holds a secret (an S3 key, a "
+                              "certificate's password or the login's), which would stand on sqlcmd's command line: "
+                              + self.unsendable(statement)[:200])
         result = self.target.sql(statement, timeout=self.ms.statement_timeout)
         # Redact again here, whatever the target did: every text below comes from this result. The
-        # statement too: the S3 credential's carries the keys.
+        # statement too, a second line of defence behind the refusal above.
         result.stdout, result.stderr = self.target.redact(result.stdout), self.target.redact(result.stderr)
         self.transcript.append(f"> {self.target.redact(statement)}\n{result.output}(exit {result.exit_code})\n")
         return result
@@ -285,6 +337,7 @@ class _Restore:
                 self.data_checks()
                 self.checkdb()
         finally:
+            self.withdraw_pages()
             self.evidence.write("sqlcmd-transcript.txt", "\n".join(self.transcript))
             errorlog = self.target.redact(self.target.errorlog())
             self.evidence.write("errorlog.txt", errorlog)
@@ -338,7 +391,12 @@ class _Restore:
             return False
         if self.location is None:
             return True
-        made = self.run(s3_url.create_credential(self.location))
+        if not secret_files.takes_files(self.target):
+            self.outcome.errors.append("this target cannot be given the S3 credential's keys as a file, the only "
+                                       "way they reach SQL Server")
+            return False
+        with secret_files.placed(self.target, s3_url.credential_files(self.location)) as folder:
+            made = self.run(s3_url.create_credential(self.location, folder))
         if made.ok:
             return True
         said = [e.plain for e in parse_sql_errors(made.output)] or [made.output.strip()[-300:] or "no output"]
@@ -354,14 +412,21 @@ class _Restore:
         if not trace.ok:
             self.failed(tsql.TRACE_ON, trace)
             return False
+        if not self.read_encryption(sets) or not self.install_certificates() or not self.certificates_held(sets):
+            return False
         full_paths = [b.path or "" for b in sets[0]]
         listing = self.run(tsql.filelist(full_paths, self.media))
         if not listing.ok:
             self.failed("RESTORE FILELISTONLY", listing)
+            self.learn_needed(sets[0], listing.output)
             return False
         files = (parse_result_sets(listing.stdout) or [[]])[0]
         if not files:
             self.outcome.errors.append("RESTORE FILELISTONLY returned no files")
+            return False
+        self.learn(sets[0], encryption.from_server(sets[0][0].software_version, self.headers.get(full_paths[0]),
+                                                   files, _named(full_paths)))
+        if not self.certificates_held(sets[:1]):
             return False
         moves = tsql.moves_for(self.database, files)
         data_seconds = log_seconds = 0.0
@@ -378,6 +443,7 @@ class _Restore:
             result = self.run(statement)
             if not result.ok:
                 self.failed(statement, result)
+                self.learn_needed(group, result.output)
                 return False
             reported = parse_restore_messages(result.stdout)
             if not reported:
@@ -407,6 +473,138 @@ class _Restore:
         else:
             self.outcome.phases.append(PhaseTiming.absent(PhaseName.LOG_RESTORE, "the chain has no log backup"))
         return True
+
+    # -- encryption: what each set needs, and the certificates that give it ----------------------------
+
+    def read_encryption(self, sets: list[list[BackupSet]]) -> bool:
+        """RESTORE HEADERONLY of every set a server that could encrypt backups wrote (2014 and newer), in one
+        batch: their KeyAlgorithm, EncryptorType, EncryptorThumbprint. Works without the certificate."""
+        asked = [group for group in sets if encryption.backup_encryption_possible(group[0].software_version)]
+        if not asked:
+            return True
+        statement = " ".join(tsql.headeronly([b.path or "" for b in group], self.media) for group in asked)
+        result = self.run(statement)
+        if not result.ok:
+            self.failed("RESTORE HEADERONLY", result)
+            return False
+        answered = parse_result_sets(result.stdout)
+        if len(answered) != len(asked) or not all(answered):
+            self.outcome.errors.append(f"RESTORE HEADERONLY of {len(asked)} backup set(s) answered {len(answered)} "
+                                       "result set(s): which backup is encrypted cannot be told")
+            return False
+        for group, rows in zip(asked, answered, strict=True):
+            first = group[0].path or ""
+            self.headers[first] = rows[0]
+            self.learn(group, encryption.from_server(group[0].software_version, rows[0], None,
+                                                     _named([b.path or "" for b in group])))
+        return True
+
+    def install_certificates(self) -> bool:
+        """Every configured certificate, with its private key, created in the target's master (a master key
+        made first where there is none): the files put in through Docker, the password read by SQL Server
+        from its own file, the files removed once the certificates exist. Each one's thumbprint is then
+        read back and held to the one computed from its file."""
+        if not self.certificates:
+            return True
+        if not secret_files.takes_files(self.target):
+            self.outcome.errors.append("this target cannot be given the certificates of mssql.certificates")
+            return False
+        files = {name: data for index, c in enumerate(self.certificates) for name, data in c.files(index).items()}
+        with secret_files.placed(self.target, files) as folder:
+            made = self.run(tsql.CREATE_MASTER_KEY)
+            if not made.ok:
+                self._certificate_error("the master key protecting the certificates could not be made in master",
+                                        made)
+                return False
+            for index, certificate in enumerate(self.certificates):
+                statement = certificates.create_certificate(certificate.name, f"{folder}/{index}.cer",
+                                                            f"{folder}/{index}.pvk", f"{folder}/{index}.pwd")
+                created = self.run(statement)
+                if not created.ok:
+                    self._certificate_error(f"certificate {certificate.name} (thumbprint {certificate.thumbprint}, "
+                                            f"{certificate.certificate_path}) could not be created in the target",
+                                            created)
+                    return False
+        held = self.run(tsql.certificates_query([c.name for c in self.certificates]))
+        rows = {row.get("name"): row for row in (parse_result_sets(held.stdout) or [[]])[0]} if held.ok else {}
+        for certificate in self.certificates:
+            row = rows.get(certificate.name)
+            found = encryption.thumbprint(row.get("thumbprint")) if row else None
+            if found != certificate.thumbprint:
+                self.outcome.errors.append(
+                    f"certificate {certificate.name} is not in the target as made: master.sys.certificates gives "
+                    f"thumbprint {found or 'none'}, its file {certificate.thumbprint}")
+                return False
+            if (row or {}).get("pvt_key_encryption_type") in (None, "NA"):
+                self.outcome.errors.append(f"certificate {certificate.name} (thumbprint {certificate.thumbprint}) is "
+                                           "in the target without its private key: it cannot decrypt a backup")
+                return False
+        return True
+
+    def _certificate_error(self, what: str, result: ExecResult) -> None:
+        said = [e.plain for e in parse_sql_errors(result.output)] or [result.output.strip()[-300:] or "no output"]
+        self.outcome.errors.append(f"{what} (exit {result.exit_code}): " + "; ".join(said))
+
+    def certificates_held(self, sets: list[list[BackupSet]]) -> bool:
+        """Every thumbprint these sets are known to need is held by a certificate made in the target; the
+        first one not held is an error naming it, before any restore statement that would need it."""
+        held = {c.thumbprint for c in self.certificates}
+        for group in sets:
+            known = group[0].encryption
+            if known is None:
+                continue
+            asymmetric = (known.encryptor_type or "").upper().replace("_", " ") == "ASYMMETRIC KEY"
+            if known.encryptor_thumbprint and asymmetric:
+                self.outcome.errors.append(
+                    f"not restored: {_named([b.path or '' for b in group])} is encrypted with an asymmetric key "
+                    f"(thumbprint {known.encryptor_thumbprint}): restoreproof gives targets certificates only "
+                    "(mssql.certificates), not EKM asymmetric keys")
+                return False
+            for needed in known.thumbprints:
+                if needed not in held:
+                    kind = ("TDE database" if needed == known.tde_thumbprint
+                            else f"{known.algorithm or 'encrypted'} backup")
+                    self.outcome.errors.append(f"not restored: {_named([b.path or '' for b in group])} ({kind}) needs "
+                                               f"the certificate with thumbprint {needed}: "
+                                               + certificates.missing(needed, self.certificates))
+                    return False
+        return True
+
+    def withdraw_pages(self) -> None:
+        """The offline page check judged again once the target said which files are encrypted: what it read
+        of their pages (a TDE database's keep a plain header) is no verification and no damage."""
+        encrypted = {b.path: b.encryption.basis for b in self.plan.chain.backups
+                     if b.path and b.encryption is not None and b.encryption.state is EncryptionState.ENCRYPTED}
+        again = page_check.withdrawn(self.pages, encrypted) if self.pages is not None and encrypted else None
+        if again is None:
+            return
+        checks = self.outcome.checks
+        for index, check in enumerate(checks):
+            if check.name == CheckName.PAGE_VERIFICATION:
+                checks[index] = page_check.judge(again, self.evidence.write(page_check.EVIDENCE,
+                                                                            page_check.render(again)))
+
+    def learn(self, group: list[BackupSet], found: BackupEncryption) -> None:
+        """What the target said of a set's encryption, on each of its families in the plan (the report's chain)."""
+        paths = {b.path for b in group}
+        backups = self.plan.chain.backups
+        for index, backup in enumerate(backups):
+            if backup.path in paths:
+                backups[index] = replace(backup, encryption=found)
+        group[:] = [replace(b, encryption=found) for b in group]
+
+    def learn_needed(self, group: list[BackupSet], output: str) -> None:
+        """SQL Server's 33111 named the certificate a set needs: kept on the set (its TDE certificate where the
+        set's own encryption is known to be another or none)."""
+        needed = certificate_needed(output)
+        known = group[0].encryption
+        if needed is None or known is None or needed in known.thumbprints:
+            return
+        tde = known.encryptor_thumbprint is not None or not encryption.backup_encryption_possible(
+            group[0].software_version) or group[0].path in self.headers
+        where = f"SQL Server's message 33111 names certificate {needed}"
+        self.learn(group, replace(known, state=EncryptionState.ENCRYPTED, basis=f"{known.basis}; {where}",
+                                  **({"tde_thumbprint": needed} if tde else {"encryptor_thumbprint": needed})))
 
     def recover(self) -> None:
         statement = tsql.recover(self.database)

@@ -45,7 +45,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from verification import __version__
 from verification.config import Settings
-from verification.engines.mssql import catalog, mtf
+from verification.engines.mssql import catalog, encryption, mtf
 from verification.engines.mssql.catalog import FileRead, Unreadable
 from verification.engines.mssql.mtf import BackupHeader
 from verification.sources.base import Fingerprint, Source
@@ -81,10 +81,10 @@ _PAYLOAD = TypeAdapter(_Stored)
 
 
 def _parser_version() -> str:
-    """A digest of the code whose output is kept: the MTF reader, the catalog's reading of a file,
-    and this module's storing of it. Any change to them is another version."""
+    """A digest of the code whose output is kept: the MTF reader (with what it says of encryption), the
+    catalog's reading of a file, and this module's storing of it. Any change to them is another version."""
     digest = hashlib.sha256(f"schema {SCHEMA}".encode())
-    for module in (mtf, catalog):
+    for module in (mtf, encryption, catalog):
         try:
             digest.update(Path(str(module.__file__)).read_bytes())
         except (OSError, TypeError):  # no source to read (a frozen install): the release names it

@@ -41,6 +41,10 @@ Each is confirmed as follows (tests/unit/engines/mssql/test_mtf.py asserts every
 Not found (no corpus file has them, and the published HEADERONLY Flags bits are not the SCIN flags:
 0x200 is set on every file, copy-only or not): IsCopyOnly, IsDamaged, HasBulkLoggedData. They are
 None here: unknown, never False.
+Encryption (HEADERONLY's KeyAlgorithm, EncryptorThumbprint, EncryptorType; FILELISTONLY's TDEThumbprint)
+is not found either: no encrypted or TDE backup is in the corpus, and no public reader places it. The
+header says only what the writing server's version (SSET) rules out (engines/mssql/encryption.py:
+"not encrypted" for a server older than TDE, else "unknown", never "not encrypted").
 """
 
 from __future__ import annotations
@@ -51,7 +55,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
+from verification.engines.mssql.encryption import offline
 from verification.errors import SourceError
+from verification.model import BackupEncryption
 
 BLOCK = 512
 HEAD_BYTES = 16 * 1024
@@ -155,6 +161,9 @@ class BackupHeader:
     is_copy_only: bool | None = None
     is_damaged: bool | None = None
     has_bulk_logged_data: bool | None = None
+    # Whether the backup is encrypted, as far as the header tells (engines/mssql/encryption.py); None
+    # where it was not asked (a header made by hand).
+    encryption: BackupEncryption | None = None
 
     @property
     def begins_log_chain(self) -> bool | None:
@@ -540,5 +549,6 @@ def read_backup_header(reader: ByteRangeReader) -> BackupHeader:
         database_creation=info.database_creation, backup_start=info.backup_start,
         backup_finish=info.backup_finish, media_set_guid=media, family_count=family_count,
         family_number=family_number, flags=info.flags, size_bytes=image.size, files=info.files,
-        bytes_read=image.bytes_read, backup_set_guid=backup_set_guid, **info.extended,  # type: ignore[arg-type]
+        bytes_read=image.bytes_read, backup_set_guid=backup_set_guid, encryption=offline(version),
+        **info.extended,  # type: ignore[arg-type]
     )

@@ -214,7 +214,8 @@ class SqlError:
     @property
     def plain(self) -> str:
         """What it means for the backups, in plain words, with SQL Server's own message beside it."""
-        meaning = url_meaning(self) or ERROR_MEANINGS.get(self.number, "SQL Server reported an error")
+        meaning = (url_meaning(self) or certificate_meaning(self)
+                   or ERROR_MEANINGS.get(self.number, "SQL Server reported an error"))
         return f"{meaning} (SQL Server error {self.number}: {self.message})"
 
 
@@ -247,6 +248,53 @@ ERROR_MEANINGS = {
     4343: ("the restore went past the point in time to the end of this backup set: restoreproof applied a backup "
            "that goes beyond it"),
 }
+# Encrypted backups and TDE (docs/sqlserver-encryption.md): the texts from Microsoft Docs, "Database engine
+# events and errors" 15000 to 15999 and 31000 to 41399 (MicrosoftDocs/sql-docs, docs/relational-databases/
+# errors-events/includes/database-engine-events-and-errors-15000-15999.md and -31000-41399.md); 33111 as
+# SQL Server prints it, seen in captures: "Cannot find server certificate with thumbprint '0x1928...'.".
+# None is about the backups: each is a certificate not given, or given wrongly (verdict "error").
+ERROR_MEANINGS.update({
+    15465: "the certificate's private key password is wrong (mssql.certificates.<name>.private_key_password)",
+    15466: ("the certificate's private key could not be decrypted: the password given for it is wrong "
+            "(mssql.certificates.<name>.private_key_password), or the key file is damaged"),
+    15474: ("the private key file does not belong to the certificate (mssql.certificates: a certificate and "
+            "another's key)"),
+    15208: ("SQL Server could not read the certificate or private key file given to the target, or does not take "
+            "its format"),
+    15297: "the certificate or private key file given to the target is not valid",
+    15507: ("a key the restore needs could not be used: the certificate in the target has no private key, or the "
+            "key is damaged"),
+    15581: "the target has no master key in master to protect the certificate's private key",
+    15578: "the target already has a master key in master",
+    15232: "the target already holds a certificate of this name, or this certificate under another name",
+    4860: "the certificate's password file is not in the target",
+    4861: "SQL Server could not open the certificate's password file in the target",
+})
+CERTIFICATE_NOT_FOUND_RE = re.compile(r"^Cannot find server (?P<kind>certificate|asymmetric key) with thumbprint "
+                                      r"'(?P<thumbprint>[^']*)'")
+
+
+def certificate_meaning(error: SqlError) -> str | None:
+    """What message 33111 means, naming the thumbprint the backup needs; None for any other error."""
+    if error.number != 33111:
+        return None
+    match = CERTIFICATE_NOT_FOUND_RE.match(error.message)
+    kind, needed = (match["kind"], match["thumbprint"]) if match else ("certificate", "(not named)")
+    if kind != "certificate":
+        return (f"the backup is encrypted with an asymmetric key (thumbprint {needed}) the target does not hold: "
+                "restoreproof gives targets certificates only (mssql.certificates), not EKM asymmetric keys")
+    return (f"the backup is encrypted (BACKUP ... WITH ENCRYPTION or TDE) and the target holds no certificate with "
+            f"thumbprint {needed}: configure that certificate and its private key in mssql.certificates")
+
+
+def certificate_needed(text: str) -> str | None:
+    """The thumbprint SQL Server's message 33111 names in `text`, or None."""
+    for error in parse_sql_errors(text):
+        if error.number == 33111 and (match := CERTIFICATE_NOT_FOUND_RE.match(error.message)):
+            return match["thumbprint"]
+    return None
+
+
 # Errors that mean the backups are not restorable (verdict "failed"); others mean restoreproof's
 # own setup failed (verdict "error"). 3013 ("terminating abnormally") follows every RESTORE
 # failure, so it decides nothing by itself. Not here on purpose: 3169 (the backup is newer than the

@@ -14,13 +14,21 @@ structure is damaged, makes the database "failed" with no server; a clean result
 database by itself (that still takes the restore and CHECKDB). What it could not read is named:
 a file the source would not give is an error; a natively compressed file, which has no pages to
 read offline, is listed as such (RESTORE ... WITH CHECKSUM and CHECKDB verify it in a server).
+
+Encrypted backups (engines/mssql/encryption.py): a file the plan knows to be encrypted is not read, and a
+file none of whose pages reads as a SQL Server page (what BACKUP ... WITH ENCRYPTION leaves of them, the
+header being unreadable without the certificate; or pages overwritten) is not judged: each is named
+"not verifiable offline", never counted as verified and never silent. When the target later says a file
+is encrypted (RESTORE HEADERONLY, FILELISTONLY, message 33111: a TDE database's pages keep a plain header
+but not a plain body), `withdrawn` takes back what this check said of its pages. A check whose every file
+is not verifiable did not run ("skipped"), and never passes a database by itself, as ever.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from verification.engines.base import Evidence
 from verification.engines.mssql.boot import CHECKDB, BootPage, read_boot_page
@@ -35,6 +43,7 @@ from verification.model import (
     CheckName,
     CheckResult,
     CheckStatus,
+    EncryptionState,
     RestorePlan,
 )
 from verification.sources.base import Source, SourceFile
@@ -68,6 +77,8 @@ class PageVerification:
     damaged: list[str] = field(default_factory=list)  # files whose structure is not a readable backup
     unreadable: list[str] = field(default_factory=list)  # files the source would not give
     compressed: list[str] = field(default_factory=list)
+    # Files whose pages cannot be judged offline, each "path: not verifiable offline: why" (encrypted).
+    not_verifiable: list[str] = field(default_factory=list)
     seconds: float = 0.0
     bytes: int = 0
     # The database's boot page, from the newest data backup that carries one.
@@ -141,15 +152,34 @@ def page_owners(backup: BackupSet) -> dict[int, int] | None:
     return owners or None
 
 
+NOT_VERIFIABLE = "not verifiable offline"
+
+
+def no_plain_page(scan: PageScan) -> str | None:
+    """Why a file's pages cannot be judged when not one of them reads as a SQL Server page in its place
+    (pages.PageScan.placed) and not all are zero: what BACKUP ... WITH ENCRYPTION makes of them (their
+    headers encrypted too), or pages overwritten. None for a file with any such page. What such a file
+    was found to hold (the noise read as pages) is dropped with it: no finding of noise is damage."""
+    if not scan.pages or scan.placed or scan.zeroed == scan.pages:
+        return None
+    return (f"{scan.path}: {NOT_VERIFIABLE}: none of its {scan.pages} pages reads as a SQL Server page: an encrypted "
+            "backup (BACKUP ... WITH ENCRYPTION), or pages overwritten; the restore, with the certificate, decides")
+
+
 def read_pages(source: Source, paths: Iterable[str | Sequence[str]],
-               owners: Mapping[str, Mapping[int, int] | None] | None = None) -> PageVerification:
+               owners: Mapping[str, Mapping[int, int] | None] | None = None,
+               encrypted: Mapping[str, str] | None = None) -> PageVerification:
     """Scan every backup: each item of `paths` is one backup set, a file or the files of its families,
-    which are read as one backup (pages.SetScan); what one family's file could not give is said of it."""
+    which are read as one backup (pages.SetScan); what one family's file could not give is said of it.
+    A file of `encrypted` (path -> how that is known) is not read: its pages cannot be judged offline."""
     found = PageVerification()
     started = time.perf_counter()
     for item in paths:
         family = SetScan()
         for path in [item] if isinstance(item, str) else item:
+            if encrypted and path in encrypted:
+                found.not_verifiable.append(f"{path}: {NOT_VERIFIABLE}: encrypted ({encrypted[path]})")
+                continue
             reader = SourceFile(source, path)
             try:
                 family.add(reader, (owners or {}).get(path))
@@ -161,7 +191,12 @@ def read_pages(source: Source, paths: Iterable[str | Sequence[str]],
             except (SourceError, OSError) as exc:
                 found.unreadable.append(f"{path}: {exc}")
             found.bytes += reader.bytes_read
-        found.scans.extend(family.results())
+        for scan in family.results():
+            why = no_plain_page(scan)
+            if why is None:
+                found.scans.append(scan)
+            else:
+                found.not_verifiable.append(why)
     found.boot = _newest_boot_page(source, [scan.path for scan in found.scans])
     found.seconds = time.perf_counter() - started
     return found
@@ -197,6 +232,7 @@ def combined(chain: PageVerification, others: PageVerification, scope: PageScope
     return PageVerification(
         scans=chain.scans + others.scans, damaged=chain.damaged + mark(others.damaged),
         unreadable=chain.unreadable + mark(others.unreadable), compressed=chain.compressed + mark(others.compressed),
+        not_verifiable=chain.not_verifiable + mark(others.not_verifiable),
         seconds=chain.seconds + others.seconds, bytes=chain.bytes + others.bytes,
         boot=chain.boot if scope.chain else others.boot, scope=scope.said, outside=outside,
         database_wide=scope.database_wide)
@@ -249,6 +285,7 @@ def judge(found: PageVerification, evidence: str | None = None) -> CheckResult:
                                      "without_checksum": s.without_checksum, "findings": len(s.findings)}
                             for s in found.scans},
                "natively_compressed": found.compressed, "unreadable": found.unreadable, "damaged": found.damaged,
+               "not_verifiable_offline": found.not_verifiable,
                "boot_page": boot_details(found.boot), "source_last_clean_checkdb": source_checkdb(found.boot),
                "backups_read": found.scope or None, "outside_chain": found.outside}
     findings = [found.said(f) for f in found.findings]
@@ -274,14 +311,17 @@ def judge(found: PageVerification, evidence: str | None = None) -> CheckResult:
                       [f"not read: {u}" for u in found.unreadable])
     compressed = (f"; {len(found.compressed)} natively compressed file(s) have no pages to read offline "
                   f"(the restore verifies them): {', '.join(found.compressed)}" if found.compressed else "")
+    compressed += (f"; {len(found.not_verifiable)} file(s) {NOT_VERIFIABLE} (the restore verifies them): "
+                   + "; ".join(found.not_verifiable) if found.not_verifiable else "")
     if not found.scans:
         # Nothing was read: a check that did not run is not a pass, and says why.
         whose = "the database" if found.database_wide else "the chain"
-        why = f"{whose} has no full or differential backup" if not found.compressed else \
-            f"every data backup of {whose} is natively compressed"
-        return result(CheckStatus.SKIPPED, f"not run: {why}{compressed}", [], required=False)
+        why = (f"{whose} has no full or differential backup" if not found.compressed and not found.not_verifiable
+               else f"every data backup of {whose} is natively compressed" if not found.not_verifiable
+               else f"no data backup of {whose} is verifiable offline")
+        return result(CheckStatus.SKIPPED, f"not run: {why}{compressed}", list(found.not_verifiable), required=False)
     return result(CheckStatus.PASSED, f"no damaged page; {counted}{compressed}; last clean CHECKDB on the source: "
-                                      f"{source_checkdb(found.boot)}", [])
+                                      f"{source_checkdb(found.boot)}", list(found.not_verifiable))
 
 
 def _outside_said(found: PageVerification) -> str:
@@ -313,6 +353,7 @@ def render(found: PageVerification) -> str:
                      f"{scan.zeroed} zeroed, {scan.unformatted} never formatted, {len(scan.findings)} finding(s); "
                      f"by type: {types or 'none'}")
     lines += [f"natively compressed (no pages offline): {path}" for path in found.compressed]
+    lines += list(found.not_verifiable)
     lines += [f"damaged structure: {what}" for what in found.damaged]
     lines += [f"not read: {what}" for what in found.unreadable]
     lines += ["", f"{len(found.findings)} finding(s):"] + [found.said(f) for f in found.findings]
@@ -331,12 +372,35 @@ def _grouped(paths: list[str], backups: list[BackupSet]) -> list[list[str]]:
     return list(sets.values())
 
 
+def withdrawn(found: PageVerification, encrypted: Mapping[str, str]) -> PageVerification | None:
+    """The reading as it stands once the target said these files are encrypted (path -> how that is known):
+    their pages are taken back, what was read of them (checksums over encrypted bytes, findings of noise) no
+    verification and no damage, each file named not verifiable offline. None where no file read is one."""
+    taken = [scan for scan in found.scans if scan.path in encrypted]
+    if not taken:
+        return None
+    boot = found.boot if found.boot is None or found.boot.path not in encrypted else None
+    return replace(found, scans=[scan for scan in found.scans if scan.path not in encrypted], boot=boot,
+                   not_verifiable=found.not_verifiable + [
+                       f"{scan.path}: {NOT_VERIFIABLE}: encrypted ({encrypted[scan.path]}); what its {scan.pages} "
+                       f"pages read as offline ({scan.checksummed} checksums, {len(scan.findings)} finding(s)) is "
+                       "withdrawn" for scan in taken])
+
+
 def verify_pages(plan: RestorePlan, source: Source, evidence: Evidence, pages: str = CHAIN) -> CheckResult:
     """The check for one database: `pages` is the setting mssql.pages ("chain" or "all")."""
+    return read_and_judge(plan, source, evidence, pages)[0]
+
+
+def read_and_judge(plan: RestorePlan, source: Source, evidence: Evidence,
+                   pages: str = CHAIN) -> tuple[CheckResult, PageVerification]:
+    """The check and the reading it judged (kept for `withdrawn`, once a target has spoken)."""
     scope = page_scope(plan, pages)
     backups = [*plan.chain.backups, *plan.data_backups]
     owners = {b.path: page_owners(b) for b in backups if b.path}
+    encrypted = {b.path: b.encryption.basis for b in backups
+                 if b.path and b.encryption is not None and b.encryption.state is EncryptionState.ENCRYPTED}
     # Read apart, so that the boot page is the chain's; each reading is of whole backup sets.
-    found = combined(read_pages(source, _grouped(scope.chain, backups), owners),
-                     read_pages(source, _grouped(scope.others, backups), owners), scope)
-    return judge(found, evidence.write(EVIDENCE, render(found)))
+    found = combined(read_pages(source, _grouped(scope.chain, backups), owners, encrypted),
+                     read_pages(source, _grouped(scope.others, backups), owners, encrypted), scope)
+    return judge(found, evidence.write(EVIDENCE, render(found))), found

@@ -282,6 +282,10 @@ class PageScan:
     by_type: dict[int, int] = field(default_factory=dict)
     findings: tuple[PageFinding, ...] = ()
     bytes_checked: int = 0  # of pages, as read from the file
+    # Pages whose header names the place they sit in, agreed by another page of their extent: a plain
+    # page for sure. None at all in a file of pages means they are not plain (encrypted, overwritten):
+    # a lone page of noise can look formatted by chance, two agreeing on their extent cannot.
+    placed: int = 0
 
 
 @dataclass(frozen=True)
@@ -542,6 +546,7 @@ class _Scan:
         self.path = path
         self.files = files
         self.pages = self.checksummed = self.without = self.torn = self.zeroed = self.unformatted = 0
+        self.placed = 0
         self.bytes = 0
         self.by_type = np.zeros(256, dtype=np.int64)
         self.findings: list[PageFinding] = []
@@ -587,6 +592,7 @@ class _Scan:
                 plain[groups[again]] = False
                 block = _recount(block, plain)
         self.pages += EXTENT * block.plain_count
+        self.placed += EXTENT * block.plain_count
         self.checksummed += EXTENT * block.plain_count - block.plain_torn
         self.without += block.plain_torn
         self.torn += block.plain_torn  # a plain page without a checksum is one whose torn-page bits held
@@ -625,7 +631,9 @@ class _Scan:
         # The extent the group's formatted pages agree on: (file, first page of the extent).
         votes = Counter((h.file_id, h.page_id - slot) for slot, h in enumerate(headers)
                         if h.header_version == 1 and h.file_id != 0)
-        expected = votes.most_common(1)[0][0] if votes else None
+        expected, agreed = votes.most_common(1)[0] if votes else (None, 0)
+        if agreed >= 2:
+            self.placed += agreed
         for slot, (page, header) in enumerate(zip(pages, headers, strict=True)):
             self.page(offset + (start + slot) * PAGE, self.position + start + slot, page, header, slot,
                       expected, int(computed[start + slot]), data, start + slot)
@@ -718,7 +726,7 @@ class _Scan:
         by_type = {int(kind): int(n) for kind, n in enumerate(self.by_type) if n}
         findings = tuple(sorted(self.findings, key=lambda finding: finding.offset))  # stable: per page, in order
         return PageScan(self.path, self.pages, self.checksummed, self.without, self.torn, self.zeroed,
-                        self.unformatted, by_type, findings, self.bytes)
+                        self.unformatted, by_type, findings, self.bytes, self.placed)
 
 
 class _Into(Protocol):

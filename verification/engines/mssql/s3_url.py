@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 from pydantic import SecretStr
 
 from verification.config import MSSQL_2022, MssqlSettings, Settings
+from verification.engines.mssql import secret_files
 from verification.engines.mssql.tsql import ident, literal
 from verification.errors import ConfigError, TargetError
 from verification.model import BackupSet
@@ -38,6 +39,7 @@ from verification.sources.s3_keys import addressing_style, signing_keys
 from verification.targets.egress import Endpoint
 
 IDENTITY = "S3 Access Key"
+CREDENTIAL_FILE = "s3-credential.secret"   # in the target's folder of secret files, while the credential is made
 MAX_URL = 259             # characters, s3:// included
 MAX_CREDENTIAL_NAME = 128
 # Where SQL Server on Linux reads the CA certificates it trusts for HTTPS endpoints, when it starts.
@@ -113,11 +115,20 @@ class S3Location:
         return Redactor(secrets=list(self.secrets))(text)
 
 
-def create_credential(location: S3Location) -> str:
-    """The server credential SQL Server finds for every URL under the source (made in master)."""
+def credential_files(location: S3Location) -> dict[str, bytes]:
+    """The credential's SECRET ('<access key id>:<secret key id>') as the one file SQL Server reads it from
+    (engines/mssql/secret_files.py): the keys go into the target as a file, never in a statement."""
     secret = f"{location.access_key_id.get_secret_value()}:{location.secret_access_key.get_secret_value()}"
-    return (f"USE master; CREATE CREDENTIAL {ident(location.credential_name)} WITH IDENTITY = {literal(IDENTITY)}, "
-            f"SECRET = {literal(secret)};")
+    return {CREDENTIAL_FILE: secret_files.encoded(secret)}
+
+
+def create_credential(location: S3Location, folder: str) -> str:
+    """The server credential SQL Server finds for every URL under the source (made in master), its SECRET
+    read by the server from the file of `credential_files` in `folder`: CREATE CREDENTIAL takes the secret
+    as a literal only, and the statement sent carries the file's path, never the keys."""
+    before = (f"CREATE CREDENTIAL {ident(location.credential_name)} WITH IDENTITY = {literal(IDENTITY)}, "
+              "SECRET = N'")
+    return "USE master; " + secret_files.reading(f"{folder}/{CREDENTIAL_FILE}", before, "';")
 
 
 @dataclass(frozen=True)

@@ -21,10 +21,14 @@ to the S3 endpoint, the endpoint's CA trusted (engines/mssql/url_target.py).
 from __future__ import annotations
 
 import contextlib
+import io
 import secrets
 import string
+import tarfile
 import threading
-from pathlib import Path
+import time
+from collections.abc import Mapping
+from pathlib import Path, PurePosixPath
 from urllib.parse import quote
 
 import docker.errors
@@ -36,11 +40,12 @@ import docker
 from verification.config import MssqlSettings
 from verification.engines.mssql.outputs import SEPARATOR
 from verification.engines.mssql.s3_url import S3Location
+from verification.engines.mssql.secret_files import KEYS_DIR
 from verification.engines.mssql.tsql import BACKUP_MOUNT
 from verification.engines.mssql.url_target import S3UrlTarget, trust_ca
 from verification.errors import ImageMissingError, TargetError
 from verification.targets.base import ExecResult
-from verification.targets.docker import DockerTarget, docker_client, open_egress, run_in_container, start_disposable
+from verification.targets.docker import DockerTarget, docker_client, open_egress, start_disposable
 from verification.targets.exchange import ExchangeFolder, make_exchange
 from verification.targets.labels import labels, slug
 from verification.targets.polling import poll_until
@@ -48,6 +53,7 @@ from verification.targets.relay import Relay
 
 DATA_ROOT = "/var/opt/mssql"
 SERVER_PORT = 1433
+MSSQL_UID = 10001  # the mssql user of the 2019+ images (group 0)
 DRIVER = "mssql+pymssql"
 # tools18 needs -C to trust the container's self-signed certificate; older images have no tools18.
 # -x: no $(variable) substitution, so a name or path can never pull in the environment (the password).
@@ -56,6 +62,11 @@ if [ -x /opt/mssql-tools18/bin/sqlcmd ]; then s=/opt/mssql-tools18/bin/sqlcmd; e
 else s=/opt/mssql-tools/bin/sqlcmd; extra=; fi
 exec "$s" $extra -S localhost -U sa -b -x -W -I -s "$RESTOREPROOF_SEP" -Q "$RESTOREPROOF_SQL"
 """
+
+
+def _owned(info: tarfile.TarInfo, kind: bytes, mode: int) -> tarfile.TarInfo:
+    info.type, info.mode, info.uid, info.gid, info.mtime = kind, mode, MSSQL_UID, 0, int(time.time())
+    return info
 
 
 def random_password() -> str:
@@ -94,7 +105,7 @@ class MssqlTarget(DockerTarget):
         self._relay_lock = threading.Lock()
 
     def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> ExecResult:
-        return self.watched(run_in_container(self._client, self.container, argv, timeout=timeout, env=env))
+        return self.run_as("", argv, timeout=timeout, env=env)
 
     def sql(self, statement: str, timeout: float) -> ExecResult:
         result = self.run(["bash", "-c", SQLCMD], timeout=timeout,
@@ -153,6 +164,34 @@ class MssqlTarget(DockerTarget):
 
     def write_text(self, path: str, text: str) -> None:
         raise TargetError("SQL Server targets take no files")
+
+    def install_keys(self, files: Mapping[str, bytes]) -> str:
+        """Put files SQL Server reads secrets from (engines/mssql/secret_files.py: certificates, their private
+        keys and passwords, the S3 credential's keys) into KEYS_DIR, inside the data volume, through Docker's
+        archive upload: their bytes never pass a command line or a log. Readable by SQL Server's own user only
+        (uid 10001 and group 0 in the 2019+ images; 2017 runs as root)."""
+        archive = io.BytesIO()
+        folder = PurePosixPath(KEYS_DIR)
+        with tarfile.open(fileobj=archive, mode="w") as tar:
+            tar.addfile(_owned(tarfile.TarInfo(folder.name), tarfile.DIRTYPE, 0o750))
+            for name, data in files.items():
+                info = _owned(tarfile.TarInfo(f"{folder.name}/{name}"), tarfile.REGTYPE, 0o440)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+        try:
+            placed = self.container.put_archive(str(folder.parent), archive.getvalue())
+        except docker.errors.APIError as exc:
+            raise TargetError(f"could not put the key files ({', '.join(files)}) into {self.name}: "
+                              f"{exc.explanation or exc}") from exc
+        if not placed:
+            raise TargetError(f"could not put the key files ({', '.join(files)}) into {self.name}")
+        return KEYS_DIR
+
+    def remove_keys(self) -> None:
+        """The files go once SQL Server holds what it read from them; the volume goes with the target anyway."""
+        result = self.run(["rm", "-rf", KEYS_DIR], timeout=60)
+        if not result.ok:
+            raise TargetError(f"could not remove {KEYS_DIR} from {self.name} (exit {result.exit_code})")
 
     def read_text(self, path: str) -> str:
         result = self.run(["cat", path], timeout=60)

@@ -139,3 +139,21 @@ def checkdb(database: str, extra_options: list[str]) -> str:
 
 
 TRACE_ON = "DBCC TRACEON (3004, 3605, -1);"
+
+
+# -- certificates for encrypted backups and TDE (engines/mssql/certificates.py) -------------------------
+
+MASTER_KEY = "##MS_DatabaseMasterKey##"
+
+# A master key in master protects the certificates' private keys. Its password is made by the server
+# itself (NEWID) and never leaves it: nothing needs it again, the key dies with the target.
+CREATE_MASTER_KEY = (
+    f"USE master; IF NOT EXISTS (SELECT 1 FROM sys.symmetric_keys WHERE name = N'{MASTER_KEY}') BEGIN "
+    "DECLARE @password nvarchar(128) = CONCAT(N'Rp#1', CONVERT(nvarchar(36), NEWID()), N'x'); "
+    "EXEC (N'CREATE MASTER KEY ENCRYPTION BY PASSWORD = N''' + @password + N''';'); END;")
+
+
+def certificates_query(names: list[str]) -> str:
+    """What the target holds of the certificates made: each one's thumbprint and whether its private key is there."""
+    return ("SET NOCOUNT ON; SELECT name, CONVERT(varchar(130), thumbprint, 1) AS thumbprint, pvt_key_encryption_type "
+            f"FROM master.sys.certificates WHERE name IN ({', '.join(literal(n) for n in names)});")

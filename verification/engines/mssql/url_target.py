@@ -17,8 +17,10 @@ the endpoint's CA (s3.ca_bundle or AWS_CA_BUNDLE) is copied into the target's pr
 and mounted there read-only before the container starts.
 
 The keys go into a server credential made in master by the first statement of the restore, in the
-container only (gone with it). That statement, and everything read back, is masked by `redact()`: the
-access key and secret key, as they are and as a T-SQL literal writes them.
+container only (gone with it). They reach SQL Server as a file it reads itself (secret_files.py): that
+statement carries the file's path, never the keys, as no statement on sqlcmd's command line may. Every
+statement recorded and everything read back is masked besides by `redact()`: the access key and secret
+key, as they are and as a T-SQL literal writes them.
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 Rules, each kept with its outcome:
 - a backup exists that can reach the restore point (finished before it, not in error);
 - every backup it references is listed in backup.info and has its manifest in the repository;
+- each of those manifests loads as pgBackRest loads it before a restore (manifest.py: the manifest or
+  its copy, decrypted with the key backup.info keeps when encrypted, its format and checksum right, the
+  manifest of that very backup): one that does not is what is wrong with the backups;
 - the archive holds every WAL segment from the backup's start segment to its stop segment
   (without them the backup is not consistent), and on to the point to reach: the end of the
   archive for "latest", or, for a point in time, the start of the first backup after it
@@ -15,10 +18,12 @@ Rules, each kept with its outcome:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
-from verification.engines.postgres.repository import Stanza, WalArchive, archive_id_for, manifest_present
+from verification.engines.postgres.cipher import backup_encryption
+from verification.engines.postgres.manifest import ManifestRead, read_manifest
+from verification.engines.postgres.repository import Stanza, WalArchive, archive_id_for
 from verification.engines.postgres.wal import Segment, format_lsn, parse_lsn, parse_segment
 from verification.model import BackupSet, Chain, ChainStatus, Problem, RestorePlan, RuleCheck, WalRange
 from verification.sources.base import Source
@@ -83,24 +88,32 @@ def _chain_backups(
     chain: list[BackupSet] = []
     labels = [*target.references, target.label]
     missing: list[str] = []
+    manifests: list[ManifestRead] = []
     for label in labels:
         backup = stanza.backup(label)
-        if backup is None or not manifest_present(source, stanza.name, label):
+        folder = f"backup/{stanza.name}/{label}"
+        manifest = None if backup is None else read_manifest(source, folder, label, stanza.manifest_key)
+        if backup is None or manifest is None or not manifest.present:
             missing.append(label)
-            where = "backup.info" if backup is None else f"backup/{stanza.name}/{label}/backup.manifest"
+            where = "backup.info" if backup is None else f"{folder}/backup.manifest"
             problems.append(Problem(
                 code="missing-backup",
                 message=f"backup {label}, needed by {target.label}, is missing from the repository "
                         f"(not found: {where})",
-                files=(f"backup/{stanza.name}/{label}",),
+                files=(folder,),
             ))
             continue
+        manifests.append(manifest)
+        if manifest.ok:  # what the manifest adds to how its encryption is known
+            backup = replace(backup, encryption=backup_encryption(stanza.cipher, stanza.info_file, manifest_read=True))
         chain.append(backup)
     rules.append(RuleCheck(
         "referenced-backups-present", not missing,
         f"{len(labels) - len(missing)} of {len(labels)} backups present"
         + (f"; missing: {', '.join(missing)}" if missing else f": {', '.join(labels)}"),
     ))
+    if manifests:
+        _check_manifests(manifests, target, stanza.cipher, rules, problems)
     errored = [b.label for b in chain if b.error]
     rules.append(RuleCheck(
         "backups-not-in-error", not errored,
@@ -114,6 +127,32 @@ def _chain_backups(
     elif chain:
         rules.append(RuleCheck("starts-with-full", True, f"full {chain[0].label}"))
     return chain
+
+
+def _check_manifests(manifests: list[ManifestRead], target: BackupSet, cipher: str | None,
+                     rules: list[RuleCheck], problems: list[Problem]) -> None:
+    """The rule that each manifest of the chain loads as pgBackRest loads it, with each one that does
+    not as a problem naming its files; a manifest pgBackRest would pass over for its copy is said too."""
+    damaged = [m for m in manifests if m.damaged]
+    unread = [m for m in manifests if m.unread is not None]
+    for manifest in damaged:
+        problems.append(Problem(
+            code="damaged-manifest",
+            message=f"backup {manifest.label}, needed by {target.label}, cannot be restored: {manifest.problem}",
+            files=manifest.damaged_files,
+        ))
+    how = (f"decrypted with the key backup.info keeps ({cipher}); " if cipher else "") + \
+        "format, checksum, label and files as pgBackRest checks them before a restore"
+    copies = [f"{m.said_refused()}: its copy loaded instead, as pgBackRest does" for m in manifests
+              if m.ok and m.used != m.manifest]
+    # One not read is not proven: the rule does not pass, though nothing says the backups are wrong.
+    rules.append(RuleCheck(
+        "manifests-load", not damaged and not unread,
+        f"{sum(m.ok for m in manifests)} of {len(manifests)} manifests load ({how})"
+        + (f"; not: {', '.join(m.label for m in damaged)}" if damaged else "")
+        + "".join(f"; not read: {m.unread}" for m in unread)
+        + "".join(f"; {said}" for said in copies),
+    ))
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,8 @@ import shlex
 import time
 from datetime import UTC, datetime, timedelta
 
+from pydantic import SecretStr
+
 from verification.config import Settings
 from verification.engines.alongside import Alongside, Spans
 from verification.engines.base import (
@@ -43,6 +45,7 @@ from verification.engines.base import (
 )
 from verification.engines.postgres import chain as chain_rules
 from verification.engines.postgres import work
+from verification.engines.postgres.cipher import CIPHER, WrongPassphraseError, missing_passphrase
 from verification.engines.postgres.direct import DirectTarget, direct_repository, is_direct
 from verification.engines.postgres.footprint import backup_history, chain_files
 from verification.engines.postgres.integrity import parse_pg_amcheck, parse_pg_checksums
@@ -94,10 +97,17 @@ PG_CTL_TIMEOUT = "server did not start in time"
 # while the server replays WAL beside it, so it costs little: the server is asked (a psql process)
 # only once its log says it accepts connections, or once a second whatever the log says (a server
 # logging in another language still ends the wait); whether it still runs is asked of its
-# postmaster.pid with bash's own `read` and `kill -0`, no process started.
+# postmaster.pid with bash's own `read` and `kill -0`, no process started, and of its /proc status: a
+# zombie answers `kill -0` (a dead server nobody reaped once its starter, pg_ctl, had exited).
 WAIT_ONLINE = r"""
 sock=$1; port=$2; user=$3; data=$4; log=$5; n=0
-alive() { local pid; read -r pid < "$data/postmaster.pid" 2>/dev/null && kill -0 "$pid" 2>/dev/null; }
+alive() {
+  local pid key value
+  read -r pid 2>/dev/null < "$data/postmaster.pid" && kill -0 "$pid" 2>/dev/null || return 1
+  while read -r key value; do
+    [ "$key" = State: ] && { [ "${value:0:1}" != Z ]; return; }
+  done 2>/dev/null < "/proc/$pid/status"
+}
 while :; do
   if [ $((n % 20)) -eq 0 ] || grep -q 'database system is ready to accept connections' "$log" 2>/dev/null; then
     r=$(psql -X -A -t -q -h "$sock" -p "$port" -U "$user" -d template1 -c 'select pg_is_in_recovery()' 2>/dev/null)
@@ -119,6 +129,18 @@ def seconds_between(start: datetime | None, end: datetime | None) -> float | Non
     if start is None or end is None:
         return None
     return max(0.0, (end - start) / timedelta(seconds=1))
+
+
+def cipher_environment(plan: RestorePlan, passphrase: SecretStr | None) -> dict[str, str]:
+    """What pgBackRest in the target reads the repository's key from: its environment (never a command
+    line, where pgBackRest refuses it; never a file outside the target). Only for a repository the
+    plan found encrypted: a plain one read with a cipher set would not open."""
+    if plan.encryption is None:
+        return {}
+    if passphrase is None:  # planned by a process that had the passphrase, restored by one without it
+        raise missing_passphrase(f"stanza {plan.database}")
+    return {"PGBACKREST_REPO1_CIPHER_TYPE": plan.encryption,
+            "PGBACKREST_REPO1_CIPHER_PASS": passphrase.get_secret_value()}
 
 
 def disabled_check(name: str, setting: str) -> CheckResult:
@@ -231,25 +253,49 @@ class PostgresEngine:
         plans: list[RestorePlan] = []
         unreadable: list[UnreadableFile] = []
         patterns = self.settings.exclude
+        ciphers: list[str | None] = []
+        # Stanzas none of whose info files the passphrase opens, by their place among the plans.
+        unopened: dict[int, tuple[str, WrongPassphraseError]] = {}
         for name in stanza_names(source):
             if pattern := excluded(f"backup/{name}/backup.info", patterns):
                 unreadable.append(UnreadableFile(f"backup/{name}", UnreadableKind.EXCLUDED,
                                                  f"stanza {name} excluded by the pattern {pattern!r}", name))
                 continue
             try:
-                stanza = read_stanza(source, name, self.pg.wal_segment_size)
+                # A passphrase missing is not caught here: a ConfigError, it stops the run (a wrong one too,
+                # unless another stanza's info files prove it right, below).
+                stanza = read_stanza(source, name, self.pg.wal_segment_size, self.pg.repo_cipher_pass)
             except RepositoryFileError as exc:
                 # The stanza is still reported, failed, with the file that stopped it.
                 unreadable.append(UnreadableFile(exc.path, UnreadableKind.CORRUPT, str(exc), name))
                 plans.append(unreadable_stanza(name, exc))
                 continue
+            except WrongPassphraseError as exc:
+                unopened[len(plans)] = (name, exc)
+                plans.append(unreadable_stanza(name, RepositoryFileError(f"backup/{name}", str(exc))))
+                continue
+            ciphers.append(stanza.cipher)
             plans.append(self._plan_stanza(source, stanza, at, point))
             for path, why in unrecognised_files(source, stanza):
                 kind = UnreadableKind.CORRUPT if path.startswith("archive/") else UnreadableKind.NOT_A_BACKUP
                 if pattern := excluded(path, patterns):
                     kind, why = UnreadableKind.EXCLUDED, f"{why}; excluded by the pattern {pattern!r}"
                 unreadable.append(UnreadableFile(path, kind, why, name))
-        return SourcePlan(plans, unreadable)
+        if unopened and CIPHER not in ciphers:
+            raise next(iter(unopened.values()))[1]  # no stanza proves the passphrase: it is wrong
+        for index, (name, wrong) in unopened.items():
+            # One passphrase encrypts a whole repository, and another stanza's info files open with it:
+            # this stanza's are damaged (or not this repository's), what is wrong with the backups.
+            damaged = RepositoryFileError(wrong.files[0], (
+                f"no info file of stanza {name} decrypts with the passphrase that opens the repository's other "
+                f"stanzas ({', '.join(wrong.files)}): damaged, or not encrypted with this repository's passphrase"))
+            unreadable += [UnreadableFile(path, UnreadableKind.CORRUPT, str(damaged), name) for path in wrong.files]
+            plans[index] = unreadable_stanza(name, damaged)
+        warnings = []
+        if self.pg.repo_cipher_pass is not None and ciphers and not any(ciphers):
+            warnings.append(f"postgres.repo_cipher_pass is set, but the repository {source.describe()} is not "
+                            "encrypted (its info files are plain text): the passphrase is not used")
+        return SourcePlan(plans, unreadable, warnings)
 
     def _plan_stanza(self, source: Source, stanza: Stanza, at: datetime | None,
                      point: PointChoice | None) -> RestorePlan:
@@ -260,6 +306,7 @@ class PostgresEngine:
         if rule is not None:
             result.chain.rules.insert(0, rule)
         result.files = chain_files(source, stanza, result, self.pg.wal_segment_size)
+        result.encryption = stanza.cipher
         result.history = backup_history(source, stanza)
         return result
 
@@ -298,11 +345,7 @@ class _Verification:
         self.socket_dir = target.exchange[0] if target.exchange else f"{work}/socket"
         self.log = f"{work}/server.log"
         self.tool_dir = f"{work}/pgbackrest"
-        env: dict[str, str] = {}
-        if self.pg.repo_cipher_pass is not None:
-            env["PGBACKREST_REPO1_CIPHER_PASS"] = self.pg.repo_cipher_pass.get_secret_value()
-            env["PGBACKREST_REPO1_CIPHER_TYPE"] = "aes-256-cbc"
-        self.env = env
+        self.cipher_env = cipher_environment(plan, self.pg.repo_cipher_pass)
         self.docker_cpus = engine.settings.docker.cpus
         # When each phase ran, to say which ran alongside which.
         self.spans = Spans()
@@ -377,7 +420,7 @@ class _Verification:
             options += ["--type=time", f"--target={pg_time(self.plan.stop_at)}", "--target-action=promote"]
         started, started_at = time.monotonic(), datetime.now(UTC)
         result = self.target.run(self.pgbackrest("restore", *options), timeout=self.pg.restore_timeout,
-                                 env=self.env)
+                                 env=self.cipher_env)
         seconds = time.monotonic() - started
         self.spans.add(PhaseName.TRANSFER, started, started + seconds)
         evidence = self.evidence.write("pgbackrest-restore.log", result.output)
@@ -468,12 +511,12 @@ class _Verification:
         timeout = self.pg.recovery_timeout
         started = time.monotonic()
         start = self.target.run(["pg_ctl", "start", "-w", "-t", str(int(timeout)), "-D", self.data, "-l", self.log],
-                                timeout=timeout + 30, env=self.env)
+                                timeout=timeout + 30, env=self.cipher_env)
         waited = None
         if start.ok:
             waited = self.target.run(["bash", "-c", WAIT_ONLINE, "wait", self.socket_dir,
                                       str(PORT), self.pg.superuser, self.data, self.log],
-                                     timeout=max(30.0, timeout - (time.monotonic() - started)), env=self.env)
+                                     timeout=max(30.0, timeout - (time.monotonic() - started)))
         wall = time.monotonic() - started
         log_text = self._read_log()
         self.evidence.write("server.log", log_text)
@@ -569,7 +612,7 @@ class _Verification:
         return self.target.run(["psql", "-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1",
                                 "-h", self.socket_dir, "-p", str(PORT),
                                 "-U", self.pg.superuser, "-d", database, "-c", query],
-                               timeout=self.pg.check_timeout, env=self.env)
+                               timeout=self.pg.check_timeout)
 
     def databases(self, out: RestoreOutcome) -> list[str] | None:
         """The restored server's databases that hold data (templates left out), or None if unreadable."""
@@ -637,7 +680,7 @@ class _Verification:
         try:
             amcheck = self.target.run(["pg_amcheck", "-h", self.socket_dir, "-p", str(PORT),
                                        "-U", self.pg.superuser, "--all", "--install-missing", "--verbose", *jobs,
-                                       *self.pg.amcheck_options], timeout=self.pg.check_timeout, env=self.env)
+                                       *self.pg.amcheck_options], timeout=self.pg.check_timeout)
         except Exception:
             if data is not None:
                 data.wait()  # nothing of the data checks goes on (or writes evidence) after this step
@@ -689,7 +732,7 @@ class _Verification:
         reads only the repository)."""
         started, started_at = time.monotonic(), datetime.now(UTC)
         result = self.target.run(self.pgbackrest("verify", "--log-level-console=info", "--output=text",
-                                                 "--verbose"), timeout=self.pg.check_timeout, env=self.env)
+                                                 "--verbose"), timeout=self.pg.check_timeout, env=self.cipher_env)
         check = parse_pgbackrest_verify(result.output, result.exit_code, self.plan.database)
         if self.outcome.staged_copy is not None:  # the target saw the planned chain, nothing else
             wal = self.plan.chain.wal

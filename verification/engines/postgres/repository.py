@@ -1,6 +1,6 @@
 """Discover a pgBackRest repository: stanzas, their backups, and the WAL archive.
 
-Reads pgBackRest's own files (backup.info, backup.manifest, the archive folders) through a
+Reads pgBackRest's own files (backup.info, the archive folders; manifests: manifest.py) through a
 `Source`, so discovery needs neither a pgBackRest binary on the host nor a running server, and
 object storage can serve the same code. Falls back to the `.copy` twin of an info file, as
 pgBackRest itself does.
@@ -9,12 +9,25 @@ pgBackRest itself does.
 from __future__ import annotations
 
 import configparser
+import functools
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import SecretStr
+
+from verification.engines.postgres.cipher import (
+    CIPHER,
+    UndecryptableError,
+    backup_encryption,
+    decrypt,
+    is_encrypted,
+    missing_passphrase,
+    wrong_passphrase,
+)
 from verification.engines.postgres.wal import SEGMENT_RE, Segment, parse_lsn, parse_segment
 from verification.errors import SourceError
 from verification.model import BackupSet, BackupType
@@ -81,31 +94,88 @@ class Stanza:
     info_file: str
     # db-id -> PostgreSQL version, from [db:history]: a stanza-upgrade adds an id (and an archive id).
     db_versions: dict[int, str] = field(default_factory=dict)
+    # The cipher its files are encrypted with (told from their content), None when they are plain.
+    cipher: str | None = None
+    # Encrypted: the key backup.info keeps for the backups' manifests ([cipher] cipher-pass).
+    manifest_key: SecretStr | None = field(default=None, repr=False)
 
     def backup(self, label: str) -> BackupSet | None:
         return next((b for b in self.backups if b.label == label), None)
 
 
-def read_info_file(source: Source, path: str) -> tuple[configparser.ConfigParser, str]:
-    """Parse a pgBackRest info file (INI with JSON values), trying its `.copy` when it is unusable."""
+def read_info_file(source: Source, path: str,
+                   passphrase: SecretStr | None = None) -> tuple[configparser.ConfigParser, str]:
+    """Parse a pgBackRest info file (INI with JSON values), trying its `.copy` when it is unusable.
+    An encrypted one is decrypted with `passphrase` (the repository's, or the sub-passphrase of the
+    info file above it); without one it is PassphraseMissingError."""
     errors: list[str] = []
     for candidate in (path, path + ".copy"):
         if not source.exists(candidate):
             errors.append(f"{candidate}: missing")
             continue
+        data = source.read_bytes(candidate)
+        encrypted = is_encrypted(data)
         try:
-            text = source.read_bytes(candidate).decode("utf-8")
-            # pgBackRest writes [backrest] twice: its checksum goes in a second one at the end.
-            parser = configparser.ConfigParser(interpolation=None, delimiters=("=",), strict=False)
-            parser.optionxform = str  # type: ignore[assignment,method-assign]  # labels are case-sensitive
-            parser.read_string(text, source=candidate)
-            if not parser.has_section("backrest"):
-                raise ValueError("no [backrest] section")
-            return parser, candidate
+            if encrypted:
+                if passphrase is None:
+                    raise missing_passphrase(f"{source.describe()}/{candidate}")
+                data = decrypt(data, passphrase.get_secret_value())
+            return parse_info(data.decode("utf-8"), candidate), candidate
+        except UndecryptableError as exc:
+            errors.append(f"{candidate}: does not decrypt ({exc})")
         except (UnicodeDecodeError, configparser.Error, ValueError) as exc:
-            errors.append(f"{candidate}: {exc}")
+            # A decrypted file's own words stay out of the message: its lines hold a sub-passphrase.
+            said = f"decrypted, but not an info file ({type(exc).__name__})" if encrypted else str(exc)
+            errors.append(f"{candidate}: {said}")
     raise RepositoryFileError(path, f"no usable pgBackRest info file at {source.describe()}/{path}: "
                               + "; ".join(errors))
+
+
+def parse_info(text: str, name: str) -> configparser.ConfigParser:
+    # pgBackRest writes [backrest] twice: its checksum goes in a second one at the end.
+    parser = configparser.ConfigParser(interpolation=None, delimiters=("=",), strict=False)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]  # labels are case-sensitive
+    parser.read_string(text, source=name)
+    if not parser.has_section("backrest"):
+        raise ValueError("no [backrest] section")
+    return parser
+
+
+def sub_passphrase(parser: configparser.ConfigParser, used: str) -> SecretStr:
+    """The passphrase an encrypted info file keeps for the files below it ([cipher] cipher-pass)."""
+    try:
+        value = json.loads(parser.get("cipher", "cipher-pass"))
+    except (configparser.Error, json.JSONDecodeError):
+        value = None
+    if not isinstance(value, str) or not value:
+        raise RepositoryFileError(used, f"{used} is encrypted but keeps no [cipher] cipher-pass for the files below it")
+    return SecretStr(value)
+
+
+def info_files(stanza: str) -> list[str]:
+    """The stanza's info files and their copies, each encrypted with the repository's passphrase when any is."""
+    return [f"{folder}/{stanza}/{folder}.info{copy}" for folder in ("backup", "archive") for copy in ("", ".copy")]
+
+
+def stanza_cipher(source: Source, stanza: str, passphrase: SecretStr | None) -> str | None:
+    """The cipher of the stanza's info files, told from their content ("Salted__"), not from the
+    configuration: None when they are plain. When encrypted, the passphrase is proven first: it
+    decrypts one of them into an info file. Neither given nor proven, it is a ConfigError naming the
+    file (PassphraseMissingError, WrongPassphraseError): the run stops before any target starts. Two
+    info files and their copies must all be damaged for a right passphrase to be taken for a wrong one."""
+    present = {path: source.read_bytes(path) for path in info_files(stanza) if source.exists(path)}
+    encrypted = {path: data for path, data in present.items() if is_encrypted(data)}
+    if not encrypted:
+        return None
+    if passphrase is None:
+        raise missing_passphrase(f"stanza {stanza}: {source.describe()}/{next(iter(encrypted))}")
+    for path, data in encrypted.items():
+        try:
+            parse_info(decrypt(data, passphrase.get_secret_value()).decode("utf-8"), path)
+            return CIPHER
+        except (UndecryptableError, UnicodeDecodeError, configparser.Error, ValueError):
+            continue
+    raise wrong_passphrase(list(encrypted), source.describe())
 
 
 def _json_value(raw: str, where: str, path: str) -> Any:
@@ -137,7 +207,7 @@ def _timestamp(value: Any) -> datetime:
     return datetime.fromtimestamp(int(value), tz=UTC)
 
 
-def _backup_from_info(stanza: str, label: str, data: dict[str, Any]) -> BackupSet:
+def _backup_from_info(stanza: str, label: str, data: dict[str, Any], cipher: str | None, info_file: str) -> BackupSet:
     try:
         kind = BackupType(data["backup-type"])
     except (KeyError, ValueError) as exc:
@@ -160,6 +230,7 @@ def _backup_from_info(stanza: str, label: str, data: dict[str, Any]) -> BackupSe
         path=f"backup/{stanza}/{label}",
         error=bool(data.get("backup-error", False)),
         db_id=int(data["db-id"]) if data.get("db-id") is not None else None,
+        encryption=backup_encryption(cipher, info_file, manifest_read=False),
         extra={  # pgBackRest's own words, shown, never decided on
             "prior": data.get("backup-prior"),
             "delta_bytes": data.get("backup-info-size-delta"),
@@ -171,22 +242,29 @@ def _backup_from_info(stanza: str, label: str, data: dict[str, Any]) -> BackupSe
     )
 
 
-def read_stanza(source: Source, stanza: str, segment_size: int) -> Stanza:
-    parser, used = read_info_file(source, f"backup/{stanza}/backup.info")
+def read_stanza(source: Source, stanza: str, segment_size: int, passphrase: SecretStr | None = None) -> Stanza:
+    """The stanza's backups and WAL archive; an encrypted stanza's files are decrypted with
+    `passphrase` (the repository's) and the sub-passphrases its info files keep."""
+    cipher = stanza_cipher(source, stanza, passphrase)
+    parser, used = read_info_file(source, f"backup/{stanza}/backup.info", passphrase if cipher else None)
     backups = [
-        _backup_from_info(stanza, label, _json_value(raw, f"{used} [backup:current] {label}", used))
+        _backup_from_info(stanza, label, _json_value(raw, f"{used} [backup:current] {label}", used), cipher, used)
         for label, raw in (parser.items("backup:current") if parser.has_section("backup:current") else [])
     ]
     backups.sort(key=lambda b: (b.finish, b.label))
     if not parser.has_section("db"):
         raise RepositoryFileError(used, f"{used}: no [db] section")
     db = dict(parser.items("db"))
+    manifest_key = sub_passphrase(parser, used) if cipher else None
     history = {
         key: _json_value(raw, f"{used} [db:history] {key}", used)
         for key, raw in (parser.items("db:history") if parser.has_section("db:history") else [])
     }
+    # The WAL archive's files are encrypted with archive.info's sub-passphrase: read only if a file needs it.
+    archive_key = functools.cache(lambda: sub_passphrase(*read_info_file(source, f"archive/{stanza}/archive.info",
+                                                                         passphrase))) if cipher else None
     archives = {
-        archive_id: read_archive(source, stanza, archive_id, segment_size)
+        archive_id: read_archive(source, stanza, archive_id, segment_size, archive_key)
         for archive_id in _archive_ids(source, stanza, history)
     }
     return Stanza(
@@ -197,6 +275,8 @@ def read_stanza(source: Source, stanza: str, segment_size: int) -> Stanza:
         archives=archives,
         info_file=used,
         db_versions={int(db_id): str(entry.get("db-version")) for db_id, entry in history.items()},
+        cipher=cipher,
+        manifest_key=manifest_key,
     )
 
 
@@ -214,7 +294,10 @@ def archive_id_for(stanza: Stanza, backup: BackupSet) -> str:
     return f"{stanza.db_versions.get(backup.db_id, stanza.db_version)}-{backup.db_id}"
 
 
-def read_archive(source: Source, stanza: str, archive_id: str, segment_size: int) -> WalArchive:
+def read_archive(source: Source, stanza: str, archive_id: str, segment_size: int,
+                 archive_key: Callable[[], SecretStr] | None = None) -> WalArchive:
+    """The archive id's segments (by name) and timeline history files (read: decrypted with
+    `archive_key()`, archive.info's sub-passphrase, when the repository is encrypted)."""
     archive = WalArchive(archive_id=archive_id, segment_size=segment_size)
     base = f"archive/{stanza}/{archive_id}"
     for entry in source.list_dir(base):
@@ -222,10 +305,7 @@ def read_archive(source: Source, stanza: str, archive_id: str, segment_size: int
             timeline = int(history["tli"], 16)
             path = f"{base}/{entry}"
             archive.history_files[timeline] = path
-            try:
-                text = source.read_bytes(path).decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise RepositoryFileError(path, f"timeline history file {path} is not text ({exc})") from exc
+            text = _history_text(source, path, archive_key)
             archive.histories[timeline] = parse_history(text, path)
             continue
         if not (len(entry) == 16 and re.fullmatch(r"[0-9A-F]{16}", entry) and source.is_dir(f"{base}/{entry}")):
@@ -242,6 +322,21 @@ def read_archive(source: Source, stanza: str, archive_id: str, segment_size: int
     return archive
 
 
+def _history_text(source: Source, path: str, archive_key: Callable[[], SecretStr] | None) -> str:
+    data = source.read_bytes(path)
+    if archive_key is not None:
+        try:
+            # The key is archive.info's, proven by archive.info itself: a file it does not open is damaged.
+            data = decrypt(data, archive_key().get_secret_value())
+        except UndecryptableError as exc:
+            raise RepositoryFileError(path, f"timeline history file {path} does not decrypt with the key archive.info "
+                                            f"keeps for the archive: damaged or not pgBackRest's ({exc})") from exc
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RepositoryFileError(path, f"timeline history file {path} is not text ({exc})") from exc
+
+
 def parse_history(text: str, name: str) -> list[TimelineSwitch]:
     """'1\t0/E000000\tno recovery target specified' lines -> switches, oldest first."""
     switches = []
@@ -255,11 +350,6 @@ def parse_history(text: str, name: str) -> list[TimelineSwitch]:
         except (IndexError, ValueError) as exc:
             raise RepositoryFileError(name, f"timeline history file {name}: cannot read line {line!r}") from exc
     return switches
-
-
-def manifest_present(source: Source, stanza: str, label: str) -> bool:
-    folder = f"backup/{stanza}/{label}"
-    return source.exists(f"{folder}/backup.manifest") or source.exists(f"{folder}/backup.manifest.copy")
 
 
 def stanza_names(source: Source) -> list[str]:
@@ -284,5 +374,5 @@ def unrecognised_files(source: Source, stanza: Stanza) -> list[tuple[str, str]]:
     return found
 
 
-def discover(source: Source, segment_size: int) -> list[Stanza]:
-    return [read_stanza(source, name, segment_size) for name in find_stanzas(source)]
+def discover(source: Source, segment_size: int, passphrase: SecretStr | None = None) -> list[Stanza]:
+    return [read_stanza(source, name, segment_size, passphrase) for name in find_stanzas(source)]

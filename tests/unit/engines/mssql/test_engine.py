@@ -4,21 +4,26 @@ the phases, checks and verdicts that come out."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 
 from tests.conftest import MSSQL_CORPUS
 from tests.unit.engines.mssql.test_chain import _finish_two_minutes_later
 from tests.unit.engines.mssql.test_outputs import ERRORLOG_2013
+from tests.unit.engines.mssql.test_secret_files import as_sql_server_runs_it
 from tests.unit.sources.conftest import s3, s3_endpoint
-from verification.config import load_settings
+from verification.config import Settings, load_settings
 from verification.engines.base import Evidence, RestoreOutcome
+from verification.engines.mssql import secret_files
 from verification.engines.mssql.catalog import scan
 from verification.engines.mssql.chain import plan
 from verification.engines.mssql.engine import MssqlEngine
 from verification.engines.mssql.outputs import SEPARATOR
+from verification.engines.mssql.secret_files import KEYS_DIR
+from verification.engines.mssql.tsql import literal
 from verification.errors import TargetError
 from verification.model import CheckKind, CheckResult, CheckStatus, PhaseStatus, Verdict
 from verification.sources import LocalSource
@@ -55,15 +60,53 @@ def restore_history(last_lsn: str = "25000000022000001", stop_at: str = "NULL",
             f"5{S}25000000021000001{S}{last_lsn}{S}{stop_at}{S}{finish}{S}L\n")
 
 
+# RESTORE HEADERONLY's columns, SQL Server 2016 to 2019 (docs/sqlserver-reference.md, section 3), and a row
+# of the values a backup that is not encrypted has: its three encryption columns NULL.
+HEADERONLY_COLUMNS = (
+    "BackupName", "BackupDescription", "BackupType", "ExpirationDate", "Compressed", "Position", "DeviceType",
+    "UserName", "ServerName", "DatabaseName", "DatabaseVersion", "DatabaseCreationDate", "BackupSize", "FirstLSN",
+    "LastLSN", "CheckpointLSN", "DatabaseBackupLSN", "BackupStartDate", "BackupFinishDate", "SortOrder", "CodePage",
+    "UnicodeLocaleId", "UnicodeComparisonStyle", "CompatibilityLevel", "SoftwareVendorId", "SoftwareVersionMajor",
+    "SoftwareVersionMinor", "SoftwareVersionBuild", "MachineName", "Flags", "BindingID", "RecoveryForkID",
+    "Collation", "FamilyGUID", "HasBulkLoggedData", "IsSnapshot", "IsReadOnly", "IsSingleUser", "HasBackupChecksums",
+    "IsDamaged", "BeginsLogChain", "HasIncompleteMetaData", "IsForceOffline", "IsCopyOnly", "FirstRecoveryForkID",
+    "ForkPointLSN", "RecoveryModel", "DifferentialBaseLSN", "DifferentialBaseGUID", "BackupTypeDescription",
+    "BackupSetGUID", "CompressedBackupSize", "containment", "KeyAlgorithm", "EncryptorThumbprint", "EncryptorType")
+
+
+def headeronly(encrypted: tuple[str, str, str] | None = None) -> str:
+    """One RESTORE HEADERONLY result set as sqlcmd -W prints it; `encrypted`: (KeyAlgorithm, EncryptorThumbprint,
+    EncryptorType) of a backup taken WITH ENCRYPTION."""
+    values = {name: "NULL" for name in HEADERONLY_COLUMNS}
+    values.update({"BackupType": "1", "Compressed": "0", "Position": "1", "DeviceType": "2", "ServerName":
+                   "WIN-JNMR8KM0U3B\\SQL2016", "DatabaseName": "RestoreTimeClean", "DatabaseVersion": "852",
+                   "SoftwareVersionMajor": "13", "SoftwareVersionMinor": "0", "SoftwareVersionBuild": "5081",
+                   "RecoveryModel": "FULL", "BackupTypeDescription": "Database", "containment": "0"})
+    if encrypted is not None:
+        values["KeyAlgorithm"], values["EncryptorThumbprint"], values["EncryptorType"] = encrypted
+    return (S.join(HEADERONLY_COLUMNS) + "\n" + S.join("-" * len(c) for c in HEADERONLY_COLUMNS) + "\n"
+            + S.join(values[c] for c in HEADERONLY_COLUMNS) + "\n\n(1 rows affected)\n")
+
+
 class StandInServer:
-    """Answers each statement by its first words, as SQL Server would; records what it was sent."""
+    """Answers each statement by its first words, as SQL Server would; records what it was sent.
+
+    RESTORE HEADERONLY (one statement per backup set, sent in one batch) answers a result set per
+    statement: not encrypted, or as `encrypted` says by the file's name. Files put into it (certificates,
+    secrets) are kept in `keys` (and `keys_removed` says whether they were taken out again); a batch reading
+    a secret from one of them is run as SQL Server runs it (`executed`, beside `sent`: what restoreproof
+    sent, what would stand on sqlcmd's command line) and answered by that."""
 
     provision_seconds = 12.5
 
     def __init__(self, answers: dict[str, tuple[int, str]], restored_last_good: str = "2017-06-01T12:50:00",
-                 checkdb_records: bool = True) -> None:
+                 checkdb_records: bool = True, encrypted: dict[str, tuple[str, str, str]] | None = None) -> None:
         self.restored_last_good = restored_last_good  # what the backup carried from the source
         self.checkdb_records = checkdb_records  # a real CHECKDB moves LastGoodCheckDbTime
+        self.encrypted = encrypted or {}
+        self.keys: dict[str, bytes] = {}
+        self.present: dict[str, bytes] = {}   # the files in the target now, by their path there
+        self.keys_removed = False
         self.answers = {
             "DBCC TRACEON": (0, "DBCC execution completed. If DBCC printed error messages, contact your system "
                                 "administrator.\n"),
@@ -80,17 +123,35 @@ class StandInServer:
             **answers,
         }
         self.sent: list[str] = []
+        self.executed: list[str] = []
 
     def sql(self, statement: str, timeout: float) -> ExecResult:
         self.sent.append(statement)
+        sent, statement = statement, as_sql_server_runs_it(statement, self.present)
+        self.executed.append(statement)
         if statement.startswith("SELECT CONVERT(varchar(19), SYSDATETIME()"):
             checked = self.checkdb_records and any(s.startswith("DBCC CHECKDB") for s in self.sent)
             last_good = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S") if checked else self.restored_last_good
             now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S")
             return ExecResult([], 0, f"server_time{S}last_good\n-----------{S}---------\n{now}{S}{last_good}\n", "", 0.0)
-        key = max((k for k in self.answers if statement.startswith(k)), key=len)
+        key = max((k for k in self.answers if statement.startswith(k)), key=len, default=None)
+        if key is None and statement.startswith("RESTORE HEADERONLY"):
+            files = re.findall(r"RESTORE HEADERONLY FROM (?:DISK|URL) = N'([^']*)'", statement)
+            text = "".join(headeronly(self.encrypted.get(PurePosixPath(f).name)) for f in files)
+            return ExecResult(["sqlcmd", "-Q", sent], 0, text, "", 0.01)
+        if key is None:
+            raise AssertionError(f"the stand-in has no answer for: {statement}")
         code, text = self.answers[key]
-        return ExecResult(["sqlcmd", "-Q", statement], 1 if code else 0, text, "", 0.01)
+        return ExecResult(["sqlcmd", "-Q", sent], 1 if code else 0, text, "", 0.01)
+
+    def install_keys(self, files: dict[str, bytes]) -> str:
+        self.keys.update(files)
+        self.present.update({f"{KEYS_DIR}/{name}": data for name, data in files.items()})
+        return KEYS_DIR
+
+    def remove_keys(self) -> None:
+        self.present.clear()
+        self.keys_removed = True
 
     def errorlog(self) -> str:
         # Raw, as the container prints it: the engine must redact it.
@@ -108,9 +169,10 @@ def restore_plan(mssql_corpus):  # type: ignore[no-untyped-def]
     return plan(db, "RestoreTimeClean", None)
 
 
-def verify(restore_plan, server: StandInServer, tmp_path: Path, corpus: Path | None = None):  # type: ignore[no-untyped-def]
+def verify(restore_plan, server: StandInServer, tmp_path: Path, corpus: Path | None = None,  # type: ignore[no-untyped-def]
+           settings: Settings | None = None):
     """The pipeline's order: the backup files' pages offline first, then the restore into the stand-in."""
-    engine = MssqlEngine(load_settings())
+    engine = MssqlEngine(settings or load_settings())
     evidence = Evidence(tmp_path / "RestoreTimeClean")
     source = LocalSource(corpus or MSSQL_CORPUS / "RestoreTimeClean")
     outcome = RestoreOutcome(checks=engine.check_backup_files(restore_plan, source, evidence))
@@ -512,10 +574,11 @@ def s3_location(region: str | None = "eu-west-1"):  # type: ignore[no-untyped-de
                       SecretStr(S3_SECRET), region=region)
 
 
-def verify_from_s3(plan_, server: StandInServer, tmp_path: Path, corpus: Path | None = None):  # type: ignore[no-untyped-def]
+def verify_from_s3(plan_, server: StandInServer, tmp_path: Path, corpus: Path | None = None,  # type: ignore[no-untyped-def]
+                   settings: Settings | None = None):
     from verification.engines.mssql.url_target import S3UrlTarget
 
-    engine = MssqlEngine(load_settings())
+    engine = MssqlEngine(settings or load_settings())
     evidence = Evidence(tmp_path / "RestoreTimeClean")
     source = LocalSource(corpus or MSSQL_CORPUS / "RestoreTimeClean")
     outcome = RestoreOutcome(checks=engine.check_backup_files(plan_, source, evidence))
@@ -547,8 +610,15 @@ def test_a_chain_restored_from_urls_to_the_planned_point_passes(pitr_plan, tmp_p
     outcome, (verdict, reasons) = verify_from_s3(pitr_plan, server, tmp_path)
     assert verdict is Verdict.PASSED, reasons
     # The credential first, in master, named by the source's folder; then the chain, every file by its URL.
-    assert server.sent[0] == ("USE master; CREATE CREDENTIAL [s3://s3.example.com:9000/backups/sql/RestoreTimeClean] "
-                              f"WITH IDENTITY = N'S3 Access Key', SECRET = N'{S3_KEY}:url/Secret+Key''0001xyz';")
+    # The keys reach SQL Server as a file it reads itself, put in for that statement only, never in a statement.
+    assert server.executed[0] == (
+        "USE master; CREATE CREDENTIAL [s3://s3.example.com:9000/backups/sql/RestoreTimeClean] "
+        f"WITH IDENTITY = N'S3 Access Key', SECRET = N'{S3_KEY}:url/Secret+Key''0001xyz';")
+    assert server.sent[0] == "USE master; " + secret_files.reading(
+        f"{KEYS_DIR}/s3-credential.secret", "CREATE CREDENTIAL [s3://s3.example.com:9000/backups/sql/RestoreTimeClean] "
+        "WITH IDENTITY = N'S3 Access Key', SECRET = N'", "';")
+    assert server.keys == {"s3-credential.secret": f"{S3_KEY}:{S3_SECRET}".encode("utf-16-le")}
+    assert server.keys_removed and server.present == {}
     assert server.sent[1] == "DBCC TRACEON (3004, 3605, -1);"
     assert server.sent[2] == f"RESTORE FILELISTONLY FROM URL = N'{BASE}RestoreTimeClean.bak' WITH RESTORE_OPTIONS = {REGION};"
     assert server.sent[3] == (
@@ -567,7 +637,7 @@ def test_a_chain_restored_from_urls_to_the_planned_point_passes(pitr_plan, tmp_p
     assert not any("DISK =" in s for s in server.sent)
     assert outcome.achieved == datetime(2017, 6, 1, 13, 22, 0, tzinfo=UTC)
     transcript = (tmp_path / "RestoreTimeClean" / "sqlcmd-transcript.txt").read_text()
-    assert "SECRET = N'********:********'" in transcript and f"URL = N'{BASE}RestoreTimeClean2_2.trn'" in transcript
+    assert transcript.startswith(f"> {server.sent[0]}\n") and f"URL = N'{BASE}RestoreTimeClean2_2.trn'" in transcript
 
 
 def test_a_striped_set_is_restored_from_one_url_per_stripe(mssql_corpus, tmp_path):
@@ -678,13 +748,64 @@ def test_the_s3_keys_are_in_no_output_of_a_run(pitr_plan, tmp_path, caplog, caps
                                      + f"{S3_SECRET}\n")})
     outcome, (verdict, reasons) = verify_from_s3(pitr_plan, server, tmp_path)
     assert verdict is Verdict.ERROR
-    assert any(S3_SECRET.replace("'", "''") in s for s in server.sent)   # the server was given the keys ...
+    assert any(S3_SECRET.replace("'", "''") in s for s in server.executed)   # the server was given the keys ...
     evidence = tmp_path / "RestoreTimeClean"
     everything = ["".join(p.read_text() for p in evidence.iterdir()), " ".join(reasons), repr(outcome), caplog.text,
                   *capsys.readouterr()]
     assert "********:********" in (evidence / "errorlog.txt").read_text()
     for output in everything:   # ... and nothing restoreproof wrote or said has them
         assert S3_SECRET not in output and S3_KEY not in output and "url/Secret+Key" not in output
+
+
+def test_no_statement_sent_to_sql_server_holds_a_secret(plan_2016, certificate, tmp_path):
+    """Every statement stands on sqlcmd's command line in the target (-Q), which any process there can read:
+    the S3 keys, a certificate's private-key password and the login's password are in none of them, as they
+    are and as a T-SQL literal writes them. SQL Server reads the first two from files put in for the purpose."""
+    from tests.unit.engines.mssql.test_certificates import PASSWORD as KEY_PASSWORD
+
+    settings, thumbprint, _ = certificate
+    server = server_2016(plan_2016, {HELD: held(thumbprint)},
+                         encrypted={"RestoreTimeClean.bak": ("aes_256", thumbprint, "CERTIFICATE")})
+    _, (verdict, reasons) = verify_from_s3(plan_2016, server, tmp_path, MSSQL_CORPUS / "restoretimeclean2016",
+                                           settings)
+    assert verdict is Verdict.PASSED, reasons
+    # The whole flow ran, and SQL Server was given both secrets it needs, in what it ran from the files ...
+    assert server.executed[0] == ("USE master; CREATE CREDENTIAL [s3://s3.example.com:9000/backups/sql/RestoreTimeClean] "
+                                  f"WITH IDENTITY = N'S3 Access Key', SECRET = {literal(f'{S3_KEY}:{S3_SECRET}')};")
+    assert any(s.startswith("USE master; CREATE CERTIFICATE") and s.endswith(f"DECRYPTION BY PASSWORD = "
+                                                                             f"{literal(KEY_PASSWORD)});")
+               for s in server.executed)
+    assert any(s.startswith("RESTORE DATABASE [RestoreTimeClean] FROM URL") for s in server.sent)
+    assert any(s.startswith("DBCC CHECKDB") for s in server.sent)
+    # ... and nothing restoreproof sent holds any of them: SQL Server's command line never does.
+    secrets = {name: value for key, value in (("S3 access key", S3_KEY), ("S3 secret key", S3_SECRET),
+                                              ("private-key password", KEY_PASSWORD), ("login password", PASSWORD))
+               for name, value in ((key, value), (f"{key} as a literal", value.replace("'", "''")))}
+    leaks = [(name, statement[:80]) for statement in server.sent for name, value in secrets.items() if value in statement]
+    assert leaks == []
+    # The files SQL Server read them from were in the target only while it did.
+    assert server.present == {} and set(server.keys) == {"s3-credential.secret", "0.cer", "0.pvk", "0.pwd"}
+
+
+def test_a_statement_holding_a_secret_is_never_sent(pitr_plan, tmp_path, monkeypatch):
+    """The second line behind the files: a statement made with a key in it (here the credential as it was
+    once made, SECRET = N'<key>:<secret>') is refused before it reaches sqlcmd, the key masked in the error."""
+    from verification.engines.mssql import s3_url
+
+    def inline(location, folder):  # type: ignore[no-untyped-def]
+        secret = f"{location.access_key_id.get_secret_value()}:{location.secret_access_key.get_secret_value()}"
+        return f"USE master; CREATE CREDENTIAL [{location.credential_name}] WITH IDENTITY = N'S3 Access Key', " \
+               f"SECRET = {literal(secret)};"
+
+    monkeypatch.setattr(s3_url, "create_credential", inline)
+    server = pitr_server()
+    with pytest.raises(TargetError) as refused:
+        verify_from_s3(pitr_plan, server, tmp_path)
+    assert server.sent == [] and server.keys_removed
+    assert str(refused.value).startswith("not sent to SQL Server: a statement restoreproof made holds a secret (an S3 "
+                                         "key, a certificate's password or the login's), which would stand on sqlcmd's "
+                                         "command line: USE master; CREATE CREDENTIAL [s3://s3.example.com:9000/")
+    assert "SECRET = N'********:********';" in str(refused.value) and S3_KEY not in str(refused.value)
 
 
 # ---- direct from S3, from a real endpoint: the objects held to the listing before and after the restore -----
@@ -729,14 +850,15 @@ def test_from_a_real_bucket_the_restore_reads_each_planned_object_by_its_url(s3,
                              source=source, watch=source.check_unchanged)
     assert result.verdict is Verdict.PASSED, result.reasons
     base = f"s3://127.0.0.1:{s3.endpoint.port}/{s3.name}/sql/RestoreTimeClean/"
-    assert provider.server.sent[0].startswith(f"USE master; CREATE CREDENTIAL [{base.rstrip('/')}] WITH IDENTITY")
+    assert provider.server.executed[0].startswith(f"USE master; CREATE CREDENTIAL [{base.rstrip('/')}] WITH IDENTITY")
     assert [s.split(" WITH ")[0].split(" FROM ")[1] for s in provider.server.sent if s.startswith("RESTORE LOG")] == [
         f"URL = N'{base}RestoreTimeClean2_1.trn'", f"URL = N'{base}RestoreTimeClean2_2.trn'"]
     assert result.target == {"repository": base.rstrip("/")}
     # The keys the source signs with (here the AWS chain's), given to SQL Server and shown nowhere.
     from verification.demo.s3_endpoint import DEMO_ACCESS_KEY, DEMO_SECRET_KEY
 
-    assert provider.server.sent[0].endswith(f"SECRET = N'{DEMO_ACCESS_KEY}:{DEMO_SECRET_KEY}';")
+    assert provider.server.executed[0].endswith(f"SECRET = N'{DEMO_ACCESS_KEY}:{DEMO_SECRET_KEY}';")
+    assert not any(DEMO_SECRET_KEY in s or DEMO_ACCESS_KEY in s for s in provider.server.sent)
     written = "".join(p.read_text() for p in (tmp_path / "ev").rglob("*") if p.is_file())
     assert "sqlcmd-transcript.txt" in result.evidence and "backup-files.sha256" in result.evidence
     for output in (written, " ".join(result.reasons), repr(result)):
@@ -806,3 +928,255 @@ def test_direct_mode_gives_a_2022_target_reading_the_sources_location(from_s3, m
     provider = engine.target_provider("docker", [planned], source)
     assert provider.image == "mssql:2022"  # type: ignore[attr-defined]   # ... but only 2022 reads S3
     assert provider.s3 == where and provider.state_dir == tmp_path / "state"  # type: ignore[attr-defined]
+
+
+# -- encrypted backups and TDE: the certificate from the configuration, created in the target's master ------
+
+# Message 33111 as SQL Server prints it (a real capture, with 3013 after it, as FILELISTONLY ends).
+TDE_THUMB = "0x192834B1A8B932393B9101D24B8F759A49BB1397"
+ERROR_33111 = (f"Msg 33111, Level 16, State 3, Server restoreproof, Line 1\nCannot find server certificate with "
+               f"thumbprint '{TDE_THUMB}'.\nMsg 3013, Level 16, State 1, Server restoreproof, Line 1\n"
+               "RESTORE FILELIST is terminating abnormally.\n")
+MASTER_KEY, CREATE_CERTIFICATE = "USE master; IF NOT EXISTS", "USE master; CREATE CERTIFICATE"
+HELD = "SET NOCOUNT ON; SELECT name, CONVERT(varchar(130), thumbprint, 1)"
+
+
+def held(thumbprint: str, private_key: str = "MK") -> tuple[int, str]:
+    """master.sys.certificates as sqlcmd prints the certificate made (MK: its private key, under the master key)."""
+    return 0, (f"name{S}thumbprint{S}pvt_key_encryption_type\n----{S}----------{S}-----------------------\n"
+               f"BackupCert{S}{thumbprint}{S}{private_key}\n\n(1 rows affected)\n")
+
+
+@pytest.fixture
+def plan_2016(mssql_corpus):  # type: ignore[no-untyped-def]
+    """A chain SQL Server 2016 wrote: full, differential, three logs (backup encryption exists since 2014)."""
+    (db,) = scan(LocalSource(mssql_corpus / "restoretimeclean2016")).databases
+    return plan(db, "RestoreTimeClean", None)
+
+
+@pytest.fixture
+def certificate(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    """A configured certificate: (settings, its thumbprint, its file)."""
+    from tests.unit.engines.mssql.test_certificates import make_certificate, settings_with
+
+    cer, pvk, thumbprint = make_certificate(tmp_path / "keys")
+    return settings_with(monkeypatch, BackupCert=(cer, pvk)), thumbprint, cer
+
+
+def server_2016(plan_, answers: dict[str, tuple[int, str]] | None = None, **kwargs) -> StandInServer:  # type: ignore[no-untyped-def]
+    last = plan_.chain.backups[-1]
+    return StandInServer({"SET NOCOUNT ON; SELECT TOP (1) rh.restore_history_id": (
+        0, restore_history(last_lsn=last.last_lsn, finish=last.finish.strftime("%Y-%m-%dT%H:%M:%S"))),
+        MASTER_KEY: (0, ""), CREATE_CERTIFICATE: (0, ""), **(answers or {})}, **kwargs)
+
+
+def everything_written(tmp_path: Path, outcome, reasons, server) -> str:  # type: ignore[no-untyped-def]
+    evidence = tmp_path / "RestoreTimeClean"
+    return ("".join(p.read_text() for p in evidence.rglob("*") if p.is_file()) + " ".join(reasons) + repr(outcome)
+            + " ".join(server.sent))
+
+
+def test_an_encrypted_backup_restores_with_the_configured_certificate_made_in_master(plan_2016, certificate,
+                                                                                     tmp_path):
+    from tests.unit.engines.mssql.test_certificates import PASSWORD
+    from verification.reports.json_report import chain_entry
+
+    settings, thumbprint, cer = certificate
+    server = server_2016(plan_2016, {HELD: held(thumbprint)},
+                         encrypted={"RestoreTimeClean.bak": ("aes_256", thumbprint.lower(), "CERTIFICATE")})
+    outcome, (verdict, reasons) = verify(plan_2016, server, tmp_path, MSSQL_CORPUS / "restoretimeclean2016", settings)
+    assert verdict is Verdict.PASSED, reasons
+    # Every set asked for its encryption in one batch, before anything else; then the certificate, then the chain.
+    assert server.sent[1] == " ".join(f"RESTORE HEADERONLY FROM DISK = N'/backups/{b.path}';"
+                                      for b in plan_2016.chain.backups)
+    assert server.sent[2].startswith("USE master; IF NOT EXISTS (SELECT 1 FROM sys.symmetric_keys WHERE name = "
+                                     "N'##MS_DatabaseMasterKey##') BEGIN")
+    assert server.sent[3] == (
+        "USE master; DECLARE @secret nvarchar(max) = (SELECT CONVERT(nvarchar(max), BulkColumn) FROM OPENROWSET(BULK "
+        "N'/var/opt/mssql/restoreproof-keys/0.pwd', SINGLE_BLOB) AS secret); DECLARE @statement nvarchar(max) = "
+        "N'CREATE CERTIFICATE [BackupCert] FROM FILE = N''/var/opt/mssql/restoreproof-keys/0.cer'' WITH PRIVATE KEY "
+        "(FILE = N''/var/opt/mssql/restoreproof-keys/0.pvk'', DECRYPTION BY PASSWORD = N''' + REPLACE(@secret, "
+        "N'''', N'''''') + N''');'; SET @secret = NULL; EXEC (@statement);")
+    # What SQL Server runs from it: the password read from its file, quoted as a literal.
+    assert server.executed[3] == (
+        "USE master; CREATE CERTIFICATE [BackupCert] FROM FILE = N'/var/opt/mssql/restoreproof-keys/0.cer' WITH "
+        "PRIVATE KEY (FILE = N'/var/opt/mssql/restoreproof-keys/0.pvk', DECRYPTION BY PASSWORD = "
+        f"{literal(PASSWORD)});")
+    assert server.sent[4].startswith(HELD) and server.sent[5].startswith("RESTORE FILELISTONLY")
+    assert server.sent[6].startswith("RESTORE DATABASE [RestoreTimeClean] FROM DISK = N'/backups/RestoreTimeClean.bak'")
+    # The files went in through the target's upload, the password as SQL Server reads it back; then out again.
+    assert server.keys == {"0.cer": cer.read_bytes(), "0.pvk": cer.with_suffix(".pvk").read_bytes(),
+                           "0.pwd": PASSWORD.encode("utf-16-le")} and server.keys_removed
+    assert PASSWORD not in everything_written(tmp_path, outcome, reasons, server)
+    # What the target said replaces the plan's "unknown" in the report's chain.
+    entries = chain_entry(plan_2016.chain).model_dump(mode="json")["backups"]
+    assert entries[0]["encryption"] == {
+        "state": "encrypted", "algorithm": "aes_256", "encryptor_type": "CERTIFICATE",
+        "encryptor_thumbprint": thumbprint, "tde_thumbprint": None,
+        "basis": (f"RESTORE HEADERONLY of RestoreTimeClean.bak: KeyAlgorithm aes_256, EncryptorType CERTIFICATE, "
+                  f"EncryptorThumbprint {thumbprint}; RESTORE FILELISTONLY of RestoreTimeClean.bak has no "
+                  "TDEThumbprint column")}
+    assert entries[2]["encryption"]["state"] == "unknown"   # a log: HEADERONLY names no encryptor, TDE still open
+    assert entries[2]["encryption"]["basis"].endswith("KeyAlgorithm NULL, no encryptor; still unknown: TDE")
+    # The full's pages, read offline as plain, are no verification of an encrypted backup: taken back, said.
+    pages = next(c for c in outcome.checks if c.name == "page_verification")
+    assert pages.status is CheckStatus.PASSED and list(pages.details["per_file"]) == ["RestoreTimeClean2.bak"]
+    assert pages.details["not_verifiable_offline"][0].startswith(
+        "RestoreTimeClean.bak: not verifiable offline: encrypted (RESTORE HEADERONLY of RestoreTimeClean.bak: ")
+    assert "not verifiable offline: encrypted" in (tmp_path / "RestoreTimeClean" / "page-verification.txt").read_text()
+
+
+def test_a_missing_certificate_is_an_error_naming_the_thumbprint_before_any_restore(plan_2016, tmp_path):
+    needed = "0xA70B9D1DC7B5ECFF4B84205340987FA692EA2889"
+    server = server_2016(plan_2016, encrypted={"RestoreTimeClean.bak": ("aes_256", needed, "CERTIFICATE")})
+    outcome, (verdict, reasons) = verify(plan_2016, server, tmp_path, MSSQL_CORPUS / "restoretimeclean2016")
+    assert verdict is Verdict.ERROR and outcome.failures == []   # a certificate not given says nothing of the backup
+    assert reasons[0] == (
+        f"not restored: RestoreTimeClean.bak (aes_256 backup) needs the certificate with thumbprint {needed}: no "
+        f"certificate with thumbprint {needed} is configured (mssql.certificates; configured: none): give the "
+        "certificate and its private key that the source server used (BACKUP CERTIFICATE ... WITH PRIVATE KEY)")
+    assert [s.split(" ")[0:2] for s in server.sent] == [["DBCC", "TRACEON"], ["RESTORE", "HEADERONLY"]]
+
+
+def test_a_certificate_other_than_the_one_needed_is_named_beside_the_one_needed(plan_2016, certificate, tmp_path):
+    settings, thumbprint, _ = certificate
+    needed = "0xA70B9D1DC7B5ECFF4B84205340987FA692EA2889"
+    server = server_2016(plan_2016, {HELD: held(thumbprint)},
+                         encrypted={"RestoreTimeClean2_2.trn": ("aes_128", needed, "CERTIFICATE")})
+    _, (verdict, reasons) = verify(plan_2016, server, tmp_path, MSSQL_CORPUS / "restoretimeclean2016", settings)
+    assert verdict is Verdict.ERROR
+    assert reasons[0].startswith(f"not restored: RestoreTimeClean2_2.trn (aes_128 backup) needs the certificate with "
+                                 f"thumbprint {needed}: no certificate with thumbprint {needed} is configured "
+                                 f"(mssql.certificates; configured: {thumbprint} (BackupCert))")
+    assert not any(s.startswith(("RESTORE DATABASE", "RESTORE LOG", "RESTORE FILELISTONLY")) for s in server.sent)
+
+
+@pytest.mark.parametrize(("number", "text", "meaning"), [
+    (15465, "The private key password is invalid.", "the certificate's private key password is wrong"),
+    (15466, "An error occurred during decryption.", "the certificate's private key could not be decrypted: the "
+                                                    "password given for it is wrong"),
+    (15474, "Invalid private key. The private key does not match the public key of the certificate.",
+     "the private key file does not belong to the certificate"),
+])
+def test_a_wrong_private_key_password_is_an_error_naming_the_certificate(plan_2016, certificate, tmp_path, number,
+                                                                         text, meaning):
+    from tests.unit.engines.mssql.test_certificates import PASSWORD
+
+    settings, thumbprint, cer = certificate
+    server = server_2016(plan_2016, {CREATE_CERTIFICATE: (1, f"Msg {number}, Level 16, State 1, Server restoreproof, "
+                                                             f"Line 1\n{text}\n")})
+    outcome, (verdict, reasons) = verify(plan_2016, server, tmp_path, MSSQL_CORPUS / "restoretimeclean2016", settings)
+    assert verdict is Verdict.ERROR and outcome.failures == []
+    assert reasons[0].startswith(f"certificate BackupCert (thumbprint {thumbprint}, {cer}) could not be created in the "
+                                 f"target (exit 1): {meaning}")
+    assert reasons[0].endswith(f"(SQL Server error {number}: {text})")
+    assert server.keys_removed and not any(s.startswith("RESTORE DATABASE") for s in server.sent)
+    assert PASSWORD not in everything_written(tmp_path, outcome, reasons, server)
+
+
+def test_a_certificate_made_without_its_private_key_is_no_certificate_for_a_restore(plan_2016, certificate, tmp_path):
+    settings, thumbprint, _ = certificate
+    server = server_2016(plan_2016, {HELD: held(thumbprint, private_key="NA")})
+    _, (verdict, reasons) = verify(plan_2016, server, tmp_path, MSSQL_CORPUS / "restoretimeclean2016", settings)
+    assert verdict is Verdict.ERROR
+    assert reasons[0] == (f"certificate BackupCert (thumbprint {thumbprint}) is in the target without its private key: "
+                          "it cannot decrypt a backup")
+
+
+def test_a_tde_database_without_its_certificate_is_an_error_naming_the_thumbprint(restore_plan, tmp_path):
+    server = StandInServer({"RESTORE FILELISTONLY": (1, ERROR_33111)})
+    outcome, (verdict, reasons) = verify(restore_plan, server, tmp_path)
+    assert verdict is Verdict.ERROR and outcome.failures == []
+    assert reasons[0] == (
+        f"the backup is encrypted (BACKUP ... WITH ENCRYPTION or TDE) and the target holds no certificate with "
+        f"thumbprint {TDE_THUMB}: configure that certificate and its private key in mssql.certificates (SQL Server "
+        f"error 33111: Cannot find server certificate with thumbprint '{TDE_THUMB}'.)")
+    # A 2008 R2 backup cannot be encrypted WITH ENCRYPTION: no HEADERONLY, and the thumbprint is its TDE's.
+    assert not any(s.startswith("RESTORE HEADERONLY") for s in server.sent)
+    full = restore_plan.chain.backups[0].encryption
+    assert (full.state, full.tde_thumbprint, full.encryptor_thumbprint) == ("encrypted", TDE_THUMB, None)
+    assert full.basis.endswith(f"SQL Server's message 33111 names certificate {TDE_THUMB}")
+
+
+def test_a_tde_database_restores_with_its_certificate_and_its_pages_are_not_judged_offline(mssql_copy, certificate,
+                                                                                           tmp_path):
+    """TDE leaves a page's header plain and encrypts the rest: such pages, with a checksum over what is stored,
+    are made here from a copy of the real full backup; the offline reading of them is taken back once the
+    target's FILELISTONLY names the database's TDE certificate."""
+    import os
+
+    from verification.engines.mssql.pages import CHECKSUM_AT, PAGE, PAGE_HEADER, locate_data_streams, page_checksum
+    from verification.sources.base import SourceFile
+
+    settings, thumbprint, _ = certificate
+    root = mssql_copy("RestoreTimeClean")
+    full = root / "RestoreTimeClean" / "RestoreTimeClean.bak"
+    data = bytearray(full.read_bytes())
+    for stream in locate_data_streams(SourceFile(LocalSource(full.parent), full.name)):
+        for at in range(stream.offset, stream.offset + stream.pages * PAGE, PAGE):
+            if data[at] == 1:   # a formatted page: its body as ciphertext, its checksum over that
+                data[at + PAGE_HEADER:at + PAGE] = os.urandom(PAGE - PAGE_HEADER)
+                data[at + CHECKSUM_AT:at + CHECKSUM_AT + 4] = page_checksum(bytes(data[at:at + PAGE])).to_bytes(4, "little")
+    full.write_bytes(data)
+    (db,) = scan(LocalSource(root / "RestoreTimeClean")).databases
+    planned = plan(db, "RestoreTimeClean", None)
+    # Offline, nothing tells these pages from plain ones: their checksums verify (what a server would check).
+    (offline,) = MssqlEngine(settings).check_backup_files(planned, LocalSource(root / "RestoreTimeClean"),
+                                                         Evidence(tmp_path / "offline"))
+    assert offline.details["per_file"]["RestoreTimeClean.bak"]["checksums_verified"] > 0
+    tde_filelist = (FILELIST.replace("Size\n", f"Size{S}TDEThumbprint\n").replace("----\n", f"----{S}-------------\n")
+                    .replace("2359296\n", f"2359296{S}{thumbprint}\n").replace("589824\n", f"589824{S}{thumbprint}\n"))
+    server = StandInServer({"RESTORE FILELISTONLY": (0, tde_filelist), MASTER_KEY: (0, ""), CREATE_CERTIFICATE: (0, ""),
+                            HELD: held(thumbprint)})
+    outcome, (verdict, reasons) = verify(planned, server, tmp_path, root / "RestoreTimeClean", settings)
+    assert verdict is Verdict.PASSED, reasons
+    encryption = planned.chain.backups[0].encryption
+    assert (encryption.state, encryption.tde_thumbprint) == ("encrypted", thumbprint)
+    assert encryption.basis == ("written by SQL Server 10.50, before backup encryption (SQL Server 2014, 12.0); "
+                                f"RESTORE FILELISTONLY of RestoreTimeClean.bak: TDEThumbprint {thumbprint}")
+    pages = next(c for c in outcome.checks if c.name == "page_verification")
+    assert pages.status is CheckStatus.PASSED and list(pages.details["per_file"]) == ["RestoreTimeClean2.bak"]
+    (taken,) = pages.details["not_verifiable_offline"]
+    assert taken.startswith("RestoreTimeClean.bak: not verifiable offline: encrypted (written by SQL Server 10.50")
+    assert taken.endswith("finding(s)) is withdrawn")
+    assert pages.details["checksums_verified"] == pages.details["per_file"]["RestoreTimeClean2.bak"][
+        "checksums_verified"]   # no checksum over encrypted bytes is counted as verified
+
+
+def test_a_run_whose_plan_needs_a_certificate_not_configured_stops_before_any_target(mssql_corpus, certificate,
+                                                                                     monkeypatch):
+    """Where the plan knows offline what a backup needs (the offline reader does not, yet: its `offline` is
+    replaced here), a run that would restore refuses to start (exit 2), naming the thumbprint; a plan alone,
+    or an offline run, still lists it."""
+    from verification.engines.mssql import mtf
+    from verification.errors import ConfigError
+    from verification.model import BackupEncryption, EncryptionState
+
+    settings, thumbprint, _ = certificate
+    needed = "0xA70B9D1DC7B5ECFF4B84205340987FA692EA2889"
+    monkeypatch.setattr(mtf, "offline", lambda version: BackupEncryption(
+        EncryptionState.ENCRYPTED, "said by the header", "aes_256", "CERTIFICATE", needed))
+    settings = settings.model_copy(update={"mssql": settings.mssql.model_copy(update={"header_cache": "off"})})
+    source = LocalSource(mssql_corpus / "restoretimeclean2016")
+    MssqlEngine(settings).plan(source, None)  # planning alone restores nothing: listed, not refused
+    offline = MssqlEngine(settings)
+    offline.check_settings(source, "offline")
+    offline.plan(source, None)
+    engine = MssqlEngine(settings)
+    engine.check_settings(source, "docker")
+    with pytest.raises(ConfigError) as refused:
+        engine.plan(source, None)
+    assert str(refused.value).startswith(f"encrypted SQL Server backups: no certificate with thumbprint {needed} is "
+                                         f"configured (mssql.certificates; configured: {thumbprint} (BackupCert))")
+    assert str(refused.value).endswith("needed by RestoreTimeClean: RestoreTimeClean.bak, RestoreTimeClean2.bak, "
+                                       "RestoreTimeClean2_1.trn, RestoreTimeClean2_2.trn, RestoreTimeClean2_3.trn")
+
+
+def test_a_certificate_file_that_is_not_there_is_refused_before_a_run_is_recorded(mssql_corpus, certificate):
+    from verification.errors import ConfigError
+
+    settings, _, cer = certificate
+    cer.unlink()
+    with pytest.raises(ConfigError, match=f"mssql.certificates.BackupCert.certificate: {cer} does not exist"):
+        MssqlEngine(settings).check_settings(LocalSource(mssql_corpus / "RestoreTimeClean"), "docker")
+    MssqlEngine(settings).check_settings(LocalSource(mssql_corpus / "RestoreTimeClean"), "offline")  # reads none

@@ -243,7 +243,7 @@ def test_the_details_name_every_count_and_every_file_not_read():
         "bytes_read": 99,
         "per_file": {"a.bak": {"pages": 16, "checksums_verified": 12, "without_checksum": 2, "findings": 1}},
         "natively_compressed": ["c.bak", "e.bak"], "unreadable": ["u.bak: y"], "damaged": ["d.bak: x"],
-        "boot_page": None, "source_last_clean_checkdb": "not found (no data backup of the chain carries the boot page)",
+        "not_verifiable_offline": [], "boot_page": None, "source_last_clean_checkdb": "not found (no data backup of the chain carries the boot page)",
         "backups_read": None, "outside_chain": []}
     clean = judge(PageVerification([scan_of()], compressed=["c.bak", "e.bak"]))
     assert clean.summary.endswith("2 natively compressed file(s) have no pages to read offline (the restore "
@@ -586,3 +586,54 @@ def test_the_evidence_says_whose_pages_were_read_first():
                            "backups read: the chain and b.bak\n\na.bak: 16 pages,")
     assert "\nb.bak (outside the planned chain): 16 pages, 12 checksums verified" in text
     assert "\n1 finding(s):\nb.bak (outside the planned chain): offset 0x4000, page 1:9 " in text
+
+
+# -- encrypted backups: never verified offline, never silent -------------------------------------------
+
+
+def noise_for_pages(path: Path) -> None:
+    """Every page of a copy's data stream overwritten with random bytes, as BACKUP ... WITH ENCRYPTION leaves
+    them to a reader without the certificate (the MTF structure around them stays plain)."""
+    import os
+
+    from verification.engines.mssql.pages import PAGE, locate_data_streams
+    from verification.sources.base import SourceFile
+
+    data = bytearray(path.read_bytes())
+    for stream in locate_data_streams(SourceFile(LocalSource(path.parent), path.name)):
+        for at in range(stream.offset, stream.offset + stream.pages * PAGE, PAGE):
+            data[at:at + PAGE] = os.urandom(PAGE)
+    path.write_bytes(data)
+
+
+def test_a_backup_none_of_whose_pages_reads_as_a_page_is_not_verifiable_offline_never_passed(mssql_copy):
+    root = mssql_copy(RTC)
+    noise_for_pages(root / RTC / f"{RTC}.bak")
+    # Alone: the check did not run (before, this read as "no damaged page" with 0 checksums verified).
+    alone = judge(read_pages(LocalSource(root / RTC), [f"{RTC}.bak"]))
+    assert (alone.status, alone.required) == (CheckStatus.SKIPPED, False)
+    assert alone.summary.startswith("not run: no data backup of the chain is verifiable offline; 1 file(s) not "
+                                    f"verifiable offline (the restore verifies them): {RTC}.bak: not verifiable "
+                                    "offline: none of its 168 pages reads as a SQL Server page: an encrypted backup "
+                                    "(BACKUP ... WITH ENCRYPTION), or pages overwritten")
+    assert alone.details["pages"] == 0 and alone.details["checksums_verified"] == 0
+    # In its chain: the differential is verified; the full is named, never counted.
+    (db,) = scan(LocalSource(root / RTC)).databases
+    check = verify_pages(plan(db, RTC, None), LocalSource(root / RTC), Evidence(Path(root / "evidence")))
+    assert check.status is CheckStatus.PASSED and list(check.details["per_file"]) == [f"{RTC}2.bak"]
+    assert check.findings == [check.details["not_verifiable_offline"][0]]
+    assert "none of its 168 pages reads as a SQL Server page" in (root / "evidence" / EVIDENCE).read_text()
+
+
+def test_a_backup_the_plan_knows_to_be_encrypted_is_not_read(mssql_corpus, tmp_path):
+    from verification.model import BackupEncryption, EncryptionState
+
+    (db,) = scan(LocalSource(mssql_corpus / RTC)).databases
+    planned = plan(db, RTC, None)
+    known = BackupEncryption(EncryptionState.ENCRYPTED, "as the header says", "aes_256", "CERTIFICATE", "0xAB")
+    planned.chain.backups[1] = replace(planned.chain.backups[1], encryption=known)
+    check = verify_pages(planned, LocalSource(mssql_corpus / RTC), Evidence(tmp_path))
+    assert list(check.details["per_file"]) == [f"{RTC}.bak"]
+    assert check.details["not_verifiable_offline"] == [f"{RTC}2.bak: not verifiable offline: encrypted (as the "
+                                                       "header says)"]
+    assert check.details["bytes_read"] < (mssql_corpus / RTC / f"{RTC}.bak").stat().st_size + 4096

@@ -12,6 +12,7 @@ import pytest
 from pydantic import SecretStr
 
 from tests.unit.engines.mssql.test_chain import plans
+from tests.unit.engines.mssql.test_secret_files import as_sql_server_runs_it
 from tests.unit.sources.conftest import Bucket, s3, s3_endpoint
 from verification.config import MSSQL_2019, MSSQL_2022, S3Settings, Settings, load_settings
 from verification.engines.mssql import tsql
@@ -21,6 +22,7 @@ from verification.engines.mssql.s3_url import (
     S3Location,
     Urls,
     create_credential,
+    credential_files,
     location_for,
     options_refused,
     refuse,
@@ -62,15 +64,24 @@ def test_virtual_host_style_urls_resolve_the_buckets_name_to_the_way_out_too() -
     assert where.endpoint.host_names == ("s3.eu-west-1.amazonaws.com", "backups.s3.eu-west-1.amazonaws.com")
 
 
-def test_the_credential_statement_quotes_its_name_and_secret() -> None:
+def test_the_credential_statement_quotes_its_name_and_reads_its_secret_from_a_file() -> None:
     where = location(prefix="odd]name/")
-    assert create_credential(where) == (
+    made = create_credential(where, "/var/opt/mssql/restoreproof-keys")
+    # The statement holds the file's path, never the keys: it stands on sqlcmd's command line in the target.
+    assert KEY not in made and SECRET not in made and SECRET.replace("'", "''") not in made
+    assert where.mask(made) == made
+    assert credential_files(where) == {"s3-credential.secret": f"{KEY}:{SECRET}".encode("utf-16-le")}
+    # What SQL Server runs from it: the name quoted as an identifier, the secret as a literal (its ' doubled).
+    assert as_sql_server_runs_it(made, {f"/var/opt/mssql/restoreproof-keys/{name}": data
+                                        for name, data in credential_files(where).items()}) == (
         "USE master; CREATE CREDENTIAL [s3://s3.example.com:9000/backups/odd]]name] WITH IDENTITY = "
         f"N'S3 Access Key', SECRET = N'{KEY}:wJalrXUtnFEMI/K7MDENG+bPxRfiCY''EXAMPLE';")
-    # Masked as it is and as the literal writes it (the ' doubled): nothing of the secret shows.
-    assert where.mask(create_credential(where)) == (
-        f"USE master; CREATE CREDENTIAL [s3://s3.example.com:9000/backups/odd]]name] WITH IDENTITY = "
-        f"N'S3 Access Key', SECRET = N'{MASK}:{MASK}';")
+
+
+def test_the_keys_are_masked_as_they_are_and_as_a_literal_writes_them() -> None:
+    where = location()
+    echoed = f"SECRET = N'{KEY}:{SECRET.replace(chr(39), chr(39) * 2)}' near '{SECRET}'"
+    assert where.mask(echoed) == f"SECRET = N'{MASK}:{MASK}' near '{MASK}'"
 
 
 def test_a_key_shorter_than_the_runs_minimum_is_not_masked_in_every_word() -> None:

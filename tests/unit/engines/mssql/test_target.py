@@ -80,3 +80,40 @@ def test_the_data_url_reaches_the_relay_and_never_prints_the_password() -> None:
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", url.port), timeout=5)
     assert [t.name for t in threading.enumerate() if t.name.startswith("restoreproof-relay")] == []
+
+
+class _Archives(_Container):
+    """Takes archives as Docker's put_archive does, keeping what was put where."""
+
+    def __init__(self, placed: bool = True) -> None:
+        super().__init__()
+        self.placed, self.archives = placed, []  # type: ignore[var-annotated]
+
+    def put_archive(self, path: str, data: bytes) -> bool:
+        self.archives.append((path, data))
+        return self.placed
+
+
+def test_certificate_files_go_in_as_an_archive_readable_by_sql_servers_user_only() -> None:
+    import io
+    import tarfile
+
+    container = _Archives()
+    target = MssqlTarget(SimpleNamespace(api=_NoEngine()), container, None, "mssql:test", random_password())
+    password = "Pvk'Pa55-word-Ø".encode("utf-16-le")
+    assert target.install_keys({"0.cer": b"\x30\x82der", "0.pvk": b"pvk", "0.pwd": password}) == (
+        "/var/opt/mssql/restoreproof-keys")
+    ((path, data),) = container.archives
+    assert path == "/var/opt/mssql"   # the data volume: gone with the target
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        members = {m.name: m for m in tar.getmembers()}
+        assert list(members) == ["restoreproof-keys", "restoreproof-keys/0.cer", "restoreproof-keys/0.pvk",
+                                 "restoreproof-keys/0.pwd"]
+        assert members["restoreproof-keys"].isdir() and members["restoreproof-keys"].mode == 0o750
+        assert all((m.uid, m.gid) == (10001, 0) for m in members.values())   # mssql, group 0 (2019+ images)
+        assert all(m.mode == 0o440 for name, m in members.items() if name != "restoreproof-keys")
+        extracted = tar.extractfile("restoreproof-keys/0.pwd")
+        assert extracted is not None and extracted.read() == password
+    refused = MssqlTarget(SimpleNamespace(api=_NoEngine()), _Archives(placed=False), None, "mssql:test", "x")
+    with pytest.raises(TargetError, match=r"could not put the key files \(0.cer\) into"):
+        refused.install_keys({"0.cer": b"x"})

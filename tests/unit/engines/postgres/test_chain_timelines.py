@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, write_manifest
 from verification.engines.postgres.chain import plan
 from verification.engines.postgres.repository import discover
 from verification.model import ChainStatus
@@ -24,7 +24,7 @@ def timeline_repo(tmp_path: Path) -> Path:
     shutil.copy(TIMELINE / "backup.info", backup / "backup.info")
     for label in ("20261122-200156F", "20261122-200156F_20261122-200203D", "20261122-200156F_20261122-200211I"):
         (backup / label).mkdir()
-        (backup / label / "backup.manifest").write_text("[backrest]\n")
+        write_manifest(backup / label, label)
     archive = repo / "archive" / "demo1" / "15-1"
     archive.mkdir(parents=True)
     shutil.copy(TIMELINE / "00000002.history", archive / "00000002.history")

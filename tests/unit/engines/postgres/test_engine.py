@@ -10,6 +10,7 @@ of the point reached, the checks and the verdict; then the same outputs with one
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -17,15 +18,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import SecretStr
 
-from tests.conftest import TESTS, fixture_text
+from tests.conftest import TESTS, fixture_text, write_manifest
+from tests.unit.engines.postgres.conftest import EncryptedRepo
 from verification.config import Settings
 from verification.engines.base import DataAccess, Evidence, RestoreOutcome
 from verification.engines.postgres.chain import plan
+from verification.engines.postgres.cipher import PassphraseMissingError, WrongPassphraseError
 from verification.engines.postgres.engine import PostgresEngine
 from verification.engines.postgres.repository import discover
 from verification.errors import TargetError
-from verification.model import CheckKind, CheckResult, CheckStatus, PhaseStatus, RestorePlan, Verdict
+from verification.model import ChainStatus, CheckKind, CheckResult, CheckStatus, PhaseStatus, RestorePlan, Verdict
 from verification.sources import LocalSource
 from verification.targets.base import ExecResult
 from verification.verdict import decide
@@ -59,7 +63,7 @@ def demo_plan(tmp_path: Path) -> RestorePlan:
     for label in recorded("backup-folders.txt").split():
         if label.startswith("2026"):
             (backup / label).mkdir()
-            (backup / label / "backup.manifest").write_text("[backrest]\n")
+            write_manifest(backup / label, label)
     archive.mkdir(parents=True)
     (archive / "archive.info").write_text(recorded("archive.info"))
     for name in recorded("archive-files.txt").split():
@@ -150,6 +154,65 @@ def test_a_verify_of_a_staged_copy_is_said_to_cover_the_planned_chain_only(demo_
     # Read in place (a folder, or S3 read by the target itself): the whole repository, said as before.
     outcome, (_, reasons) = verify(demo_plan, tmp_path, RecordedTarget())
     assert reasons[-1] == "pgbackrest_verify: 3 backups and 1 WAL archive(s) valid"
+
+
+CIPHER_PASS = "Engine-Cipher-Pass-0c1d"
+
+
+def with_passphrase(settings: Settings) -> None:
+    settings.postgres.repo_cipher_pass = SecretStr(CIPHER_PASS)
+
+
+def test_an_encrypted_plan_gives_the_key_to_pgbackrest_and_the_server_only(demo_plan: RestorePlan,
+                                                                          tmp_path: Path) -> None:
+    demo_plan.encryption = "aes-256-cbc"
+    target = RecordedTarget()
+    _, (verdict, _) = verify(demo_plan, tmp_path, target, with_passphrase)
+    assert verdict is Verdict.PASSED
+    keyed = sorted(target._key(argv) for argv, env in zip(target.sent, target.env, strict=True)
+                   if env.get("PGBACKREST_REPO1_CIPHER_PASS") == CIPHER_PASS
+                   and env.get("PGBACKREST_REPO1_CIPHER_TYPE") == "aes-256-cbc")
+    # The server too: its restore_command (pgbackrest archive-get) reads the encrypted archive.
+    assert keyed == ["pg_ctl start", "pgbackrest restore", "pgbackrest verify"]
+    assert not any("PGBACKREST_REPO1_CIPHER_PASS" in env for argv, env in zip(target.sent, target.env, strict=True)
+                   if target._key(argv) not in keyed)
+    assert not any(CIPHER_PASS in arg for argv in target.sent for arg in argv)  # never on a command line
+
+
+def test_a_plain_plan_gets_no_cipher_even_with_a_passphrase_set(demo_plan: RestorePlan, tmp_path: Path) -> None:
+    target = RecordedTarget()
+    _, (verdict, _) = verify(demo_plan, tmp_path, target, with_passphrase)
+    assert verdict is Verdict.PASSED  # pgBackRest told of a cipher would not open the plain repository
+    assert not any(key.startswith("PGBACKREST_REPO1_CIPHER") for env in target.env for key in env)
+
+
+def test_an_encrypted_plan_restored_without_the_passphrase_is_refused_before_any_command(demo_plan: RestorePlan,
+                                                                                       tmp_path: Path) -> None:
+    demo_plan.encryption = "aes-256-cbc"
+    target = RecordedTarget()
+    with pytest.raises(PassphraseMissingError, match=r"^encrypted repository \(aes-256-cbc\): set "
+                                                     r"postgres.repo_cipher_pass \(stanza demo1 is encrypted\)$"):
+        verify(demo_plan, tmp_path, target)
+    assert target.sent == []
+
+
+def test_planning_tells_encryption_from_the_files(encrypted_repo: EncryptedRepo, captured_repo: Path) -> None:
+    settings = Settings()
+    with_passphrase(settings)
+    plain = PostgresEngine(settings).plan(LocalSource(captured_repo), None)
+    assert [p.encryption for p in plain.plans] == [None]
+    assert plain.warnings == [f"postgres.repo_cipher_pass is set, but the repository {captured_repo} is not encrypted "
+                              "(its info files are plain text): the passphrase is not used"]
+    assert PostgresEngine(Settings()).plan(LocalSource(captured_repo), None).warnings == []
+    settings.postgres.repo_cipher_pass = SecretStr(encrypted_repo.passphrase)
+    encrypted = PostgresEngine(settings).plan(LocalSource(encrypted_repo.path), None)
+    assert [p.encryption for p in encrypted.plans] == ["aes-256-cbc"] and encrypted.warnings == []
+    assert [b.label for b in encrypted.plans[0].chain.backups] == encrypted_repo.backup_labels()
+    with pytest.raises(PassphraseMissingError):  # not a stanza reported unreadable: the run stops
+        PostgresEngine(Settings()).plan(LocalSource(encrypted_repo.path), None)
+    settings.postgres.repo_cipher_pass = SecretStr("Wrong-Pass-For-This-Repo")
+    with pytest.raises(WrongPassphraseError):
+        PostgresEngine(settings).plan(LocalSource(encrypted_repo.path), None)
 
 
 def test_the_recorded_run_passes_for_the_reasons_it_passed(demo_plan: RestorePlan, tmp_path: Path) -> None:
@@ -518,3 +581,39 @@ def test_the_wait_for_the_end_of_recovery_asks_the_server_only_once_its_log_says
         assert waiting.wait(5) == 3  # the server is gone: no waiting for the timeout
     finally:
         server.kill()
+
+
+def _damage_block_before_last(path: Path) -> None:
+    """Its last plaintext byte (the padding's length) made invalid: CBC XORs the block before into it."""
+    data = bytearray(path.read_bytes())
+    data[-17] ^= 0xFF
+    path.write_bytes(data)
+
+
+def test_a_stanza_the_proven_passphrase_does_not_open_is_damage_not_a_wrong_passphrase(
+        encrypted_copy: EncryptedRepo) -> None:
+    # A second stanza, every info file of it damaged: the first stanza's open with the same passphrase.
+    repo, stanza = encrypted_copy.path, encrypted_copy.stanza
+    for kind in ("backup", "archive"):
+        shutil.copytree(repo / kind / stanza, repo / kind / "zdamaged", symlinks=True)
+        for info in (repo / kind / "zdamaged").glob(f"{kind}.info*"):
+            _damage_block_before_last(info)
+    settings = Settings()
+    settings.postgres.repo_cipher_pass = SecretStr(encrypted_copy.passphrase)
+    planned = PostgresEngine(settings).plan(LocalSource(repo), None)
+    by_name = {p.database: p for p in planned.plans}
+    assert by_name[stanza].chain.status is ChainStatus.COMPLETE  # the good stanza is still planned
+    damaged = by_name["zdamaged"].chain
+    assert damaged.status is ChainStatus.BROKEN
+    assert damaged.problems[0].message.startswith(
+        "stanza zdamaged cannot be planned: no info file of stanza zdamaged decrypts with the passphrase that opens "
+        "the repository's other stanzas (backup/zdamaged/backup.info, backup/zdamaged/backup.info.copy, "
+        "archive/zdamaged/archive.info, archive/zdamaged/archive.info.copy): damaged")
+    assert sorted(u.path for u in planned.unreadable if u.database == "zdamaged") == sorted(
+        f"{kind}/zdamaged/{kind}.info{copy}" for kind in ("backup", "archive") for copy in ("", ".copy"))
+    assert encrypted_copy.passphrase not in repr(planned)
+    # With only the damaged stanza there, nothing proves the passphrase: it is said wrong, as before.
+    for kind in ("backup", "archive"):
+        shutil.rmtree(repo / kind / stanza)
+    with pytest.raises(WrongPassphraseError):
+        PostgresEngine(settings).plan(LocalSource(repo), None)

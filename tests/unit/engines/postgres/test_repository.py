@@ -5,11 +5,13 @@ import json
 from datetime import UTC, datetime
 
 import pytest
+from pydantic import SecretStr
 
 from tests.conftest import FIXTURES, LABELS
+from verification.engines.postgres.cipher import PassphraseMissingError, WrongPassphraseError
 from verification.engines.postgres.repository import discover, find_stanzas
 from verification.engines.postgres.wal import parse_segment
-from verification.errors import SourceError
+from verification.errors import ConfigError, SourceError
 from verification.model import BackupType
 from verification.sources import LocalSource
 
@@ -71,3 +73,75 @@ def test_a_folder_that_is_not_a_repository_says_so(tmp_path):
 def test_missing_source_folder_is_named(tmp_path):
     with pytest.raises(SourceError, match=f"{tmp_path}/nope does not exist"):
         LocalSource(tmp_path / "nope")
+
+
+# -- encrypted repositories (conftest.encrypted_repo: made by the real pgBackRest 2.45 at test time) ------------
+
+
+def damage_padding(path) -> None:  # type: ignore[no-untyped-def]
+    """Flip the byte of the last-but-one block that sets the padding's length: never decrypts (test_cipher)."""
+    data = bytearray(path.read_bytes())
+    data[-17] ^= 0xF0
+    path.write_bytes(bytes(data))
+
+
+def test_an_encrypted_stanza_is_read_with_its_passphrase(encrypted_repo):
+    (stanza,) = discover(LocalSource(encrypted_repo.path), MB16, SecretStr(encrypted_repo.passphrase))
+    assert stanza.cipher == "aes-256-cbc"
+    assert [b.label for b in stanza.backups] == encrypted_repo.backup_labels()
+    assert [str(b.type) for b in stanza.backups] == ["full", "incr"]
+    archive = stanza.archives["15-1"]
+    # The timeline history file pgBackRest pushed, decrypted with archive.info's own key.
+    assert [(s.parent, s.switch_lsn) for s in archive.histories[2]] == [(1, 0x9000000)]
+    assert archive.unrecognised == []
+
+
+def test_a_plain_repository_is_read_as_plain_whatever_passphrase_is_given(captured_repo):
+    (stanza,) = discover(LocalSource(captured_repo), MB16, SecretStr("Not-Used-Pass-123"))
+    assert stanza.cipher is None and len(stanza.backups) == 3
+
+
+def test_no_passphrase_for_an_encrypted_repository_names_the_setting_and_the_file(encrypted_repo):
+    with pytest.raises(PassphraseMissingError) as raised:
+        discover(LocalSource(encrypted_repo.path), MB16)
+    message = str(raised.value)
+    assert message.startswith("encrypted repository (aes-256-cbc): set postgres.repo_cipher_pass (")
+    assert f"stanza crypt1: {encrypted_repo.path}/backup/crypt1/backup.info is encrypted" in message
+    assert isinstance(raised.value, ConfigError)  # exit 2, before anything starts
+
+
+def test_a_wrong_passphrase_is_said_naming_the_file_it_failed_on(encrypted_repo):
+    with pytest.raises(WrongPassphraseError) as raised:
+        discover(LocalSource(encrypted_repo.path), MB16, SecretStr(encrypted_repo.passphrase + "-wrong"))
+    message = str(raised.value)
+    assert message.startswith("wrong passphrase: postgres.repo_cipher_pass does not decrypt backup/crypt1/backup.info "
+                              f"of the encrypted repository (aes-256-cbc) at {encrypted_repo.path}, nor "
+                              "backup/crypt1/backup.info.copy, archive/crypt1/archive.info, "
+                              "archive/crypt1/archive.info.copy")
+    assert encrypted_repo.passphrase not in message
+
+
+def test_damaged_backup_info_and_copy_are_damage_not_a_wrong_passphrase(encrypted_copy):
+    # archive.info still opens with the passphrase: it is right, and backup.info is what is wrong.
+    for name in ("backup.info", "backup.info.copy"):
+        damage_padding(encrypted_copy.path / "backup/crypt1" / name)
+    with pytest.raises(SourceError) as raised:
+        discover(LocalSource(encrypted_copy.path), MB16, SecretStr(encrypted_copy.passphrase))
+    assert not isinstance(raised.value, ConfigError)
+    assert "no usable pgBackRest info file at" in str(raised.value)
+    assert "backup/crypt1/backup.info: does not decrypt (the padding is not valid)" in str(raised.value)
+    assert "backup/crypt1/backup.info.copy: does not decrypt" in str(raised.value)
+
+
+def test_a_damaged_backup_info_falls_back_to_its_decrypted_copy(encrypted_copy):
+    damage_padding(encrypted_copy.path / "backup/crypt1/backup.info")
+    (stanza,) = discover(LocalSource(encrypted_copy.path), MB16, SecretStr(encrypted_copy.passphrase))
+    assert stanza.info_file == "backup/crypt1/backup.info.copy" and len(stanza.backups) == 2
+
+
+def test_a_damaged_encrypted_history_file_is_named(encrypted_copy):
+    history = encrypted_copy.path / "archive/crypt1/15-1/00000002.history"
+    damage_padding(history)
+    with pytest.raises(SourceError, match=r"timeline history file archive/crypt1/15-1/00000002.history does not "
+                                          r"decrypt with the key archive.info keeps"):
+        discover(LocalSource(encrypted_copy.path), MB16, SecretStr(encrypted_copy.passphrase))

@@ -1,0 +1,54 @@
+"""The wait for a restored server to come online, run for real in a container of our image whose PID 1
+reaps nothing (as the image's own `sleep` did before targets got an init): a server that died there is a
+zombie, which `kill -0` still finds, and the wait must not take it for a server still recovering."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from docker.models.containers import Container
+
+import docker
+from tests.integration.containers import sleeping_container
+from verification.engines.postgres.engine import WAIT_ONLINE
+from verification.targets.docker import run_in_container
+
+IMAGE = "restoreproof/postgres:15"
+# A "postmaster" that died at once, its pid in postmaster.pid, left unreaped by its parent (a `sleep`).
+ZOMBIE = "mkdir -p /tmp/d; (sh -c 'exit 0' & echo $! > /tmp/d/postmaster.pid; exec sleep 600) & sleep 1"
+# A live one: a process that runs.
+LIVE = "mkdir -p /tmp/l; (sleep 600 & echo $! > /tmp/l/postmaster.pid) & sleep 1"
+
+
+@pytest.fixture(scope="module")
+def box(engine: docker.DockerClient) -> Iterator[Container]:
+    container = sleeping_container(engine, IMAGE, "wait-online-test")
+    try:
+        yield container
+    finally:
+        container.remove(force=True)
+
+
+def wait(engine: docker.DockerClient, box: Container, data: str, timeout: float) -> tuple[int, float]:
+    result = run_in_container(engine, box, ["bash", "-c", WAIT_ONLINE, "wait", "/tmp", "5432", "postgres", data,
+                                            "/tmp/no-server.log"], timeout=timeout, user="postgres")
+    return result.exit_code, result.seconds
+
+
+def test_a_server_that_died_unreaped_ends_the_wait_as_dead(engine: docker.DockerClient, box: Container) -> None:
+    made = run_in_container(engine, box, ["bash", "-c", ZOMBIE], timeout=30, user="postgres")
+    assert made.ok, made.output
+    state = run_in_container(engine, box, ["bash", "-c", 'grep ^State: "/proc/$(cat /tmp/d/postmaster.pid)/status"'],
+                             timeout=30)
+    assert "zombie" in state.stdout, state.output
+    code, seconds = wait(engine, box, "/tmp/d", timeout=60)
+    assert code == 3 and seconds < 15, (code, seconds)
+
+
+def test_a_server_still_running_is_waited_for(engine: docker.DockerClient, box: Container) -> None:
+    made = run_in_container(engine, box, ["bash", "-c", LIVE], timeout=30, user="postgres")
+    assert made.ok, made.output
+    # It never answers psql: the wait lasts until its budget (timeout's 124), not "dead" (3).
+    code, seconds = wait(engine, box, "/tmp/l", timeout=3)
+    assert code == 124 and seconds >= 3, (code, seconds)
