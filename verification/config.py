@@ -157,6 +157,9 @@ class MssqlCertificate(_Section):
 
 
 class MssqlSettings(_ContainerLimits):
+    # Not watched by default: SQL Server fills its buffer pool to most of the limit by design and maps
+    # large files of its own; how it faults when healthy has not been measured (no SQL Server here).
+    starved_after: float = Field(0.0, ge=0)
     # DatabaseVersion -> image; the first image at least as new as the backup is used.
     images: dict[int, str] = Field(default_factory=lambda: {
         MSSQL_2022: "mcr.microsoft.com/mssql/server:2022-latest"})

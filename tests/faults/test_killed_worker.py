@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -84,6 +85,18 @@ def recorded(store_url: str, run_id: str) -> tuple[Any, list[Any], Any]:
     return run, entries, lease
 
 
+def said_restoring(store_url: str, run_id: str, timeout: float = 60) -> None:
+    """Wait until the run's task lease says it restores demo2."""
+    deadline = time.monotonic() + timeout
+    phase = None
+    while time.monotonic() < deadline:
+        phase = recorded(store_url, run_id)[2].phase
+        if phase is not None and phase.startswith("demo2: restoring"):
+            return
+        time.sleep(0.1)
+    pytest.fail(f"the lease never said demo2 was restoring; last: {phase}")
+
+
 def test_a_worker_killed_mid_restore_is_reaped_by_the_next_run_its_database_error_and_first(
         pg_repo, isolated, restoreproof, workers):
     reports = isolated / "reports"
@@ -91,12 +104,15 @@ def test_a_worker_killed_mid_restore_is_reaped_by_the_next_run_its_database_erro
     workers.append(worker)
     # demo1 is verified first (never verified, by name); demo2's restore is where the worker dies.
     run_id, container = worker.restoring("demo2")
+    settings = load_settings(report_dir=reports)
+    # The lease says what its holder does at its next heartbeat, a moment after the holder said it: on a
+    # busy machine pgBackRest can be seen restoring first. The kill comes once the lease says so.
+    said_restoring(settings.results_database_url, run_id)
     worker.kill()
     assert worker.process.returncode == -signal.SIGKILL
     left = leftovers(run_id)
     assert sorted(left) == sorted([container, f"{container}-data"]), \
         f"a SIGKILLed worker cannot remove its target: it should be left: {left}"
-    settings = load_settings(report_dir=reports)
     run, entries, lease = recorded(settings.results_database_url, run_id)
     assert run.finished_at is None and [(e.database, str(e.verdict)) for e in entries] == [("demo1", "passed")]
     assert lease.released_at is None and lease.database == "demo2"

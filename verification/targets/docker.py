@@ -161,7 +161,8 @@ def run_in_container(client: docker.DockerClient, container: Container, argv: li
 
         def hang_up() -> None:
             hung_up.set()
-            with contextlib.suppress(docker.errors.DockerException):  # over SSH a stream cannot be cut
+            # Over SSH a stream cannot be cut; a socket the engine already reset cannot be shut down.
+            with contextlib.suppress(docker.errors.DockerException, OSError):
                 stream.close()
 
         watchdog = threading.Timer(max(0.0, deadline), hang_up)
@@ -171,7 +172,7 @@ def run_in_container(client: docker.DockerClient, container: Container, argv: li
             out, err = _drain(stream)
         finally:
             watchdog.cancel()
-            with contextlib.suppress(docker.errors.DockerException):
+            with contextlib.suppress(docker.errors.DockerException, OSError):
                 stream.close()
         code = api.exec_inspect(exec_id)["ExitCode"]
     except docker.errors.APIError as exc:
@@ -180,12 +181,18 @@ def run_in_container(client: docker.DockerClient, container: Container, argv: li
         # The engine itself went away (restarted, socket gone): restoreproof's infrastructure, not the backup.
         raise EngineUnavailableError(f"the Docker engine became unreachable while running {argv[0]} in container "
                                      f"{container.name}: {exc}") from exc
+    except OSError as exc:  # after APIError, which is one: the connection reset under the stream (TCP)
+        raise EngineUnavailableError(f"the Docker engine's connection broke while running {argv[0]} in container "
+                                     f"{container.name}: {exc}") from exc
     seconds = time.monotonic() - started
     stdout, stderr = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
-    if code is None and hung_up.is_set():
+    if hung_up.is_set():
+        # Even if the command ended as the stream was cut, its output may be cut too: never a result
+        # as if whole.
+        ended = f" (it ended meanwhile, exit {code})" if code is not None else ""
         said = (f"restoreproof stopped waiting for {argv[0]} in container {container.name} {seconds:.0f} s after it "
                 f"started: its budget was {timeout:.0f} s, and the `timeout` bounding it in the container did not end "
-                f"it (it was killed, or the container is starved)")
+                f"it (it was killed, or the container is starved){ended}")
         return ExecResult(argv, 137, stdout, stderr + ("\n" if stderr and not stderr.endswith("\n") else "") + said,
                           seconds, budget=timeout)
     if code is None:
@@ -304,6 +311,7 @@ class DockerTarget:
         self.words = ResourceWords()
         # Why the memory watch stopped the container (see watch_memory), once it has.
         self.starved: str | None = None
+        self.memory_watch: Starvation | None = None
         self._closing = threading.Event()
         self._watcher: threading.Thread | None = None
 
@@ -323,21 +331,41 @@ class DockerTarget:
         if after <= 0:
             return
 
+        api = self._client.api
+        # one_shot (no second sample a second later) needs API 1.41 (Docker 20.10).
+        one_shot = True if docker.utils.version_gte(api.api_version, "1.41") else None
+        self.memory_watch = Starvation(after)
+
         def watch() -> None:
-            starvation = Starvation(after)
-            while not self._closing.wait(every):
+            starvation = self.memory_watch
+            complained = False
+            while starvation is not None and not self._closing.wait(every):
                 try:
-                    stats = self._client.api.stats(self.container.id, stream=False, one_shot=True)
-                except (docker.errors.DockerException, requests.exceptions.RequestException):
-                    return  # the container or the engine gone: what stopped the run says so
+                    stats = api.stats(self.container.id, stream=False, one_shot=one_shot)
+                except docker.errors.NotFound:
+                    return  # the container gone: nothing left to watch
+                except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as exc:
+                    # An engine slow to answer (under the very load watched for) or restarting: asked again.
+                    if not complained:
+                        log.warning("cannot read container %s's memory use (%s); trying again", self.name, exc)
+                        complained = True
+                    continue
                 sample = MemorySample.from_stats(time.monotonic(), stats)
                 said = starvation.feed(sample) if sample is not None else None
-                if said is not None:
-                    self.starved = said
-                    log.warning("container %s starved for memory: %s; stopping it", self.name, said)
-                    with contextlib.suppress(docker.errors.DockerException, requests.exceptions.RequestException):
-                        self.container.kill()
+                if said is None:
+                    continue
+                log.warning("container %s starved for memory: %s; stopping it", self.name, said)
+                # Said before the kill: its commands end as it dies, and whoever asks next must find why.
+                self.starved = said
+                try:
+                    self.container.kill()
+                except docker.errors.NotFound:
                     return
+                except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as exc:
+                    self.starved = None  # not stopped after all: not said so
+                    log.warning("cannot stop container %s (%s); trying again", self.name, exc)
+                    continue
+                return
 
         self._watcher = threading.Thread(target=watch, name=f"restoreproof-memory-{self.name}", daemon=True)
         self._watcher.start()
@@ -380,6 +408,8 @@ class DockerTarget:
         """The data folder's use when it has (next to) nothing left, as df says; None otherwise or if the
         target no longer answers. Not every tool says ENOSPC: pgBackRest's workers report only "unable
         to write", with the cause left in the worker."""
+        if self.starved is not None:
+            return None  # stopped: nothing answers
         try:
             result = run_in_container(self._client, self.container, ["df", "-B1", "--output=size,used,avail",
                                                                      self.work_dir], timeout=30)

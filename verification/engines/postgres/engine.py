@@ -104,6 +104,7 @@ sock=$1; port=$2; user=$3; data=$4; log=$5; n=0
 alive() {
   local pid key value
   read -r pid 2>/dev/null < "$data/postmaster.pid" && kill -0 "$pid" 2>/dev/null || return 1
+  [ -r "/proc/$pid/status" ] || return 0
   while read -r key value; do
     [ "$key" = State: ] && { [ "${value:0:1}" != Z ]; return; }
   done 2>/dev/null < "/proc/$pid/status"
