@@ -7,7 +7,7 @@ import contextlib
 import secrets
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 
 import docker.errors
 import pytest
@@ -37,6 +37,16 @@ def sleeping_container(client: docker.DockerClient, image: str, prefix: str, nam
         container.remove(force=True)
         raise
     return container
+
+
+@contextlib.contextmanager
+def sleeping(client: docker.DockerClient, image: str, prefix: str) -> Iterator[Container]:
+    """sleeping_container, removed on leaving."""
+    container = sleeping_container(client, image, prefix)
+    try:
+        yield container
+    finally:
+        container.remove(force=True)
 
 
 class ContainerEvents:

@@ -11,7 +11,7 @@ import pytest
 from docker.models.containers import Container
 
 import docker
-from tests.integration.containers import sleeping_container
+from tests.integration.containers import sleeping
 from verification.targets.base import KILL_AFTER
 from verification.targets.docker import run_in_container
 
@@ -23,11 +23,8 @@ UNBOUNDED = 'echo before; echo said >&2; kill -STOP "$PPID"; exec sleep 600'
 
 @pytest.fixture(scope="module")
 def box(engine: docker.DockerClient) -> Iterator[Container]:
-    container = sleeping_container(engine, IMAGE, "exec-test")
-    try:
+    with sleeping(engine, IMAGE, "exec-test") as container:
         yield container
-    finally:
-        container.remove(force=True)
 
 
 def test_a_command_that_ends_gives_its_exit_code_and_both_outputs(engine: docker.DockerClient,

@@ -26,6 +26,11 @@ THRASH = ("cp /usr/lib/postgresql/15/bin/postgres /tmp/pg; ((head -c 18m /dev/ze
 
 
 def start(client: docker.DockerClient, run_id: str, starved_after: float) -> DockerTarget:
+    """A 24 MiB target of our image, watched (skips the test when the image is not present)."""
+    try:
+        client.images.get(IMAGE)
+    except docker.errors.ImageNotFound:
+        pytest.skip(f"image {IMAGE} is not present (make images)")
     limits = DockerSettings(memory="24m", starved_after=starved_after)
     return start_disposable(client, IMAGE, f"restoreproof-{run_id}", labels(run_id, "test", "starving"),
                             limits=limits, repo=None, data_path="/var/lib/restoreproof",
@@ -34,10 +39,6 @@ def start(client: docker.DockerClient, run_id: str, starved_after: float) -> Doc
 
 
 def test_a_target_starving_for_memory_is_stopped_and_says_so(engine: docker.DockerClient) -> None:
-    try:
-        engine.images.get(IMAGE)
-    except docker.errors.ImageNotFound:
-        pytest.skip(f"image {IMAGE} is not present (make images)")
     run_id = f"starve-{secrets.token_hex(3)}"
     target = start(engine, run_id, starved_after=10)
     try:
@@ -64,10 +65,6 @@ def test_a_target_starving_for_memory_is_stopped_and_says_so(engine: docker.Dock
 
 def test_a_target_at_its_limit_that_is_not_thrashing_is_left_alone(engine: docker.DockerClient) -> None:
     # The page cache filled to the limit by reading a file, as a restore does: no major faults.
-    try:
-        engine.images.get(IMAGE)
-    except docker.errors.ImageNotFound:
-        pytest.skip(f"image {IMAGE} is not present (make images)")
     run_id = f"starve-{secrets.token_hex(3)}"
     target = start(engine, run_id, starved_after=5)
     try:

@@ -10,7 +10,7 @@ import pytest
 from docker.models.containers import Container
 
 import docker
-from tests.integration.containers import sleeping_container
+from tests.integration.containers import sleeping
 from verification.engines.postgres.engine import WAIT_ONLINE
 from verification.targets.docker import run_in_container
 
@@ -23,11 +23,8 @@ LIVE = "mkdir -p /tmp/l; (sleep 600 & echo $! > /tmp/l/postmaster.pid) & sleep 1
 
 @pytest.fixture(scope="module")
 def box(engine: docker.DockerClient) -> Iterator[Container]:
-    container = sleeping_container(engine, IMAGE, "wait-online-test")
-    try:
+    with sleeping(engine, IMAGE, "wait-online-test") as container:
         yield container
-    finally:
-        container.remove(force=True)
 
 
 def wait(engine: docker.DockerClient, box: Container, data: str, timeout: float) -> tuple[int, float]:
