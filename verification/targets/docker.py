@@ -334,12 +334,11 @@ class DockerTarget:
         api = self._client.api
         # one_shot (no second sample a second later) needs API 1.41 (Docker 20.10).
         one_shot = True if docker.utils.version_gte(api.api_version, "1.41") else None
-        self.memory_watch = Starvation(after)
+        starvation = self.memory_watch = Starvation(after)
 
         def watch() -> None:
-            starvation = self.memory_watch
             complained = False
-            while starvation is not None and not self._closing.wait(every):
+            while not self._closing.wait(every):
                 try:
                     stats = api.stats(self.container.id, stream=False, one_shot=one_shot)
                 except docker.errors.NotFound:
