@@ -76,6 +76,7 @@ from verification.results.store import (
 from verification.sources import LocalSource
 from verification.sources.base import Source
 from verification.sources.s3_url import is_s3_url
+from verification.targets.access import unreadable_by
 from verification.targets.base import ResourceLimited, Target, TargetProvider
 from verification.targets.labels import new_run_id, slug
 from verification.targets.lease import Killed, LeaseFacts, describe_phase, this_process, utc_text
@@ -417,6 +418,8 @@ def _verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider
             progress(f"{plan.database}: provisioning a {provider.kind} target")
             target = provider.provision(run_id, plan.database, repo_host_path)
             result.target = target.describe()
+            if (refused := unreadable_by(target, repo_host_path, plan.files)) is not None:
+                raise TargetError(refused)
             if context is not None:
                 progress(f"{plan.database}: predicting each phase")
                 result.prediction = predict_quietly(context, engine, plan, target, source, provider, run_id,

@@ -25,6 +25,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_de
 import docker
 from verification.config import DockerSettings, MssqlSettings
 from verification.errors import EngineUnavailableError, ImageMissingError, TargetError
+from verification.targets.access import Grant, Reader, grant_for
 from verification.targets.base import KILL_AFTER, NO_SPACE, ExecResult, timeout_argv
 from verification.targets.exchange import EXCHANGE_PATH, ExchangeFolder, make_exchange
 from verification.targets.labels import labels, slug
@@ -38,6 +39,12 @@ log = logging.getLogger(__name__)
 WORK_DIR = "/var/lib/restoreproof"
 REPO_PATH = "/repo"
 OS_USER = "postgres"
+# What the image's user owns, given to it again once it runs as another uid.
+OWNED_FOLDERS = (WORK_DIR, "/var/lib/postgresql", "/run/postgresql", "/var/log/pgbackrest", "/var/spool/pgbackrest",
+                 "/var/lib/pgbackrest", "/etc/postgresql", "/etc/pgbackrest.conf")
+# As root: the user $1 takes uid $2 (shared with nobody in the image: -o allows it), and what it owned.
+GIVE_UID = 'user=$1 uid=$2; shift 2; usermod -o -u "$uid" "$user" && for f in "$@"; do ' \
+           '[ -e "$f" ] && chown -R -h "$user" "$f"; done; true'
 # How many commands' words of a full disk a reason quotes.
 NO_SPACE_KEPT = 3
 # A data folder with less than this left is full: a write of the smallest PostgreSQL page or WAL
@@ -218,10 +225,11 @@ def start_disposable(client: docker.DockerClient, image: str, name: str, tags: d
                      limits: DockerSettings | MssqlSettings, repo: tuple[str, str] | None, data_path: str,
                      make_target: Callable[[Container, Volume], T], wait_ready: Callable[[T], None],
                      environment: dict[str, str] | None = None, exchange: ExchangeFolder | None = None,
-                     read_only: dict[str, str] | None = None) -> T:
+                     read_only: dict[str, str] | None = None, group_add: tuple[int, ...] = ()) -> T:
     """Create a labelled data volume and container (no network, limits, repository read-only unless
-    `repo` is None, and each folder of `read_only`, host path -> container path, read-only), start it
-    and wait until it is ready; on any failure or interrupt, remove both and re-raise."""
+    `repo` is None, and each folder of `read_only`, host path -> container path, read-only; its
+    processes also hold the groups of `group_add`), start it and wait until it is ready; on any
+    failure or interrupt, remove both and re-raise."""
     memory = limits.memory_bytes
     started, created = time.monotonic(), time.time()
     volume: Volume | None = None
@@ -241,6 +249,7 @@ def start_disposable(client: docker.DockerClient, image: str, name: str, tags: d
         container = client.containers.create(
             image, name=name, labels=tags, network_mode="none", environment=environment or {}, init=True,
             mem_limit=memory, memswap_limit=memory, nano_cpus=int(limits.cpus * 1e9), pids_limit=limits.pids_limit,
+            group_add=[str(gid) for gid in group_add] or None,
             volumes={**({repo[0]: {"bind": repo[1], "mode": "ro"}} if repo else {}),
                      volume.name: {"bind": data_path, "mode": "rw"},
                      **({str(exchange.shared): {"bind": EXCHANGE_PATH, "mode": "rw"}} if exchange else {}),
@@ -312,6 +321,9 @@ class DockerTarget:
         # Why the memory watch stopped the container (see watch_memory), once it has.
         self.starved: str | None = None
         self.memory_watch: Starvation | None = None
+        # Who its commands read the repository as (set once it is ready): what the check of the
+        # planned files before a restore asks about.
+        self.reader: Reader | None = None
         self._closing = threading.Event()
         self._watcher: threading.Thread | None = None
 
@@ -540,10 +552,12 @@ class DockerTargetProvider:
                 raise EngineUnavailableError(f"the Docker engine did not answer before starting {name}: {exc}") from exc
             raise TargetError(f"cannot look up the image {self.image}: {exc}") from exc
         exchange = make_exchange(self.state_dir, run_id, database) if self.state_dir and role == "target" else None
+        grant = grant_for(Path(repo_host_path)) if self.mount_repository else Grant()
         return start_disposable(
             self._client, self.image, name, labels(run_id, role, database), limits=self.settings,
             repo=(repo_host_path, REPO_PATH) if self.mount_repository else None,
-            data_path=WORK_DIR, wait_ready=self._wait_ready, exchange=exchange,
+            data_path=WORK_DIR, wait_ready=lambda target: self._ready(target, grant), exchange=exchange,
+            group_add=grant.groups,
             make_target=lambda container, volume: DockerTarget(self._client, container, volume, self.image, 0.0,
                                                                exchange))
 
@@ -560,6 +574,23 @@ class DockerTargetProvider:
             if engine_unavailable(exc):
                 raise EngineUnavailableError(f"the Docker engine does not answer: {exc}") from exc
             raise TargetError(f"cannot remove what a failed start of {name} left: {exc}") from exc
+
+    def _ready(self, target: DockerTarget, grant: Grant) -> None:
+        """Ready to run commands, as a reader of the repository: the image's user given the repository
+        owner's uid where only the owner may read it (its own folders follow), then its identity read."""
+        self._wait_ready(target)
+        if grant.uid is not None:
+            given = target.run_as("root", ["bash", "-c", GIVE_UID, "give", OS_USER, str(grant.uid), *OWNED_FOLDERS],
+                                  timeout=60)
+            if not given.ok:
+                raise TargetError(f"container {target.name}: cannot run as uid {grant.uid}, the owner of the "
+                                  f"repository (the only one its modes let read it): {given.output.strip()[-300:]}")
+        said = target.run(["bash", "-c", "id -u; id -G"], timeout=30)
+        lines = said.stdout.split("\n")
+        if not said.ok or len(lines) < 2 or not lines[0].strip().isdigit():
+            raise TargetError(f"container {target.name}: cannot tell which user its commands run as: "
+                              f"{said.output.strip()[-300:]}")
+        target.reader = Reader(int(lines[0]), frozenset(int(g) for g in lines[1].split()))
 
     def _wait_ready(self, target: DockerTarget) -> None:
         def ready() -> bool:

@@ -24,6 +24,7 @@ from typing import Any
 
 from verification.atomic import write_text_atomically
 from verification.errors import TargetError
+from verification.targets.access import Reader
 from verification.targets.base import ExecResult
 from verification.targets.labels import slug
 from verification.targets.lease import Holder, this_process
@@ -49,6 +50,7 @@ class LocalTarget:
         self._bin_dir = bin_dir
         self._state_file = state_file
         self.provision_seconds = provision_seconds
+        self.reader = os_reader()
 
     def _user_prefix(self) -> list[str]:
         return ["runuser", "-u", OS_USER, "--"] if os.geteuid() == 0 else []
@@ -97,6 +99,12 @@ def _kill_group(process: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
     process.wait()
+
+
+def os_reader() -> Reader:
+    """Who the target's commands run as: the OS user when restoreproof runs as root, else itself."""
+    entry = pwd.getpwnam(OS_USER) if os.geteuid() == 0 else pwd.getpwuid(os.geteuid())
+    return Reader(entry.pw_uid, frozenset(os.getgrouplist(entry.pw_name, entry.pw_gid)))
 
 
 def _give_to_os_user(path: Path) -> None:

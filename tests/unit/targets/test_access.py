@@ -1,0 +1,123 @@
+"""Who a target reads a repository as, and what it cannot read: on real files and modes."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from verification.targets.access import Grant, Reader, grant_for, unreadable, unreadable_by, unreadable_message
+
+OWNER, GROUP, OTHER = 4321, 4322, 4323
+
+
+def mode(path: Path, bits: int, uid: int = OWNER, gid: int = GROUP) -> Path:
+    if os.geteuid() == 0:
+        os.chown(path, uid, gid)
+    path.chmod(bits)
+    return path
+
+
+def fake_stat(bits: int, uid: int = OWNER, gid: int = GROUP) -> os.stat_result:
+    return os.stat_result((stat.S_IFREG | bits, 0, 0, 1, uid, gid, 0, 0, 0, 0))
+
+
+@pytest.mark.parametrize(("reader", "bits", "readable"), [
+    (Reader(OWNER, frozenset()), 0o400, True),
+    (Reader(OWNER, frozenset()), 0o040, False),  # the owner's own bits decide for the owner
+    (Reader(OWNER, frozenset({GROUP})), 0o044, False),
+    (Reader(OTHER, frozenset({GROUP})), 0o040, True),
+    (Reader(OTHER, frozenset({GROUP})), 0o404, False),  # a member gets the group's bits only
+    (Reader(OTHER, frozenset()), 0o004, True),
+    (Reader(OTHER, frozenset()), 0o440, False),
+    (Reader(0, frozenset()), 0o000, True),
+])
+def test_the_kernel_looks_at_one_class_of_bits(reader: Reader, bits: int, readable: bool) -> None:
+    assert reader.allows(fake_stat(bits), stat.S_IRUSR) is readable
+
+
+def test_search_is_the_execute_bit_of_the_same_class() -> None:
+    member = Reader(OTHER, frozenset({GROUP}))
+    assert member.allows(fake_stat(0o750), stat.S_IXUSR)
+    assert not member.allows(fake_stat(0o740), stat.S_IXUSR)
+
+
+@pytest.mark.parametrize(("bits", "uid", "grant"), [
+    (0o755, OWNER, Grant()),
+    (0o750, OWNER, Grant(groups=(GROUP,))),  # pgBackRest's default: the group may read
+    (0o740, OWNER, Grant(uid=OWNER, groups=(GROUP,))),  # the group may not search: only the owner
+    (0o700, OWNER, Grant(uid=OWNER, groups=(GROUP,))),
+    (0o700, 0, Grant()),  # never a database server as root: said by the file check instead
+    (0o000, OWNER, Grant()),
+])
+def test_the_grant_follows_the_repository_folder(tmp_path: Path, bits: int, uid: int, grant: Grant) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give the folder another owner")
+    (tmp_path / "repo").mkdir()
+    assert grant_for(mode(tmp_path / "repo", bits, uid)) == grant
+
+
+def test_a_missing_repository_asks_for_nothing(tmp_path: Path) -> None:
+    assert grant_for(tmp_path / "gone") == Grant()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give files other owners")
+    root = tmp_path / "repo"
+    (root / "backup" / "s").mkdir(parents=True)
+    (root / "backup" / "s" / "backup.info").write_text("x")
+    (root / "backup" / "s" / "other").write_text("x")
+    for path in (root, root / "backup", root / "backup" / "s"):
+        mode(path, 0o750)
+    for path in (root / "backup" / "s" / "backup.info", root / "backup" / "s" / "other"):
+        mode(path, 0o640)
+    return root
+
+
+MEMBER = Reader(OTHER, frozenset({GROUP}))
+
+
+def test_a_repository_with_default_modes_is_readable_by_its_group(repo: Path) -> None:
+    assert unreadable(repo, ["backup/s/backup.info", "backup/s/other"], MEMBER) == []
+    assert unreadable(repo, ["backup/s/backup.info"], Reader(OTHER, frozenset())) == [
+        f"folder {repo} (mode 0750, owner uid {OWNER} gid {GROUP}) cannot be searched"]
+
+
+def test_a_file_its_reader_cannot_read_is_named_with_mode_and_owner(repo: Path) -> None:
+    mode(repo / "backup" / "s" / "other", 0o600, uid=0, gid=0)
+    assert unreadable(repo, ["backup/s/backup.info", "backup/s/other"], MEMBER) == [
+        f"file {repo}/backup/s/other (mode 0600, owner uid 0 gid 0) cannot be read"]
+
+
+def test_a_folder_that_cannot_be_searched_is_named_once_not_its_files(repo: Path) -> None:
+    mode(repo / "backup" / "s", 0o700)
+    assert unreadable(repo, ["backup/s/backup.info", "backup/s/other"], MEMBER) == [
+        f"folder {repo}/backup/s (mode 0700, owner uid {OWNER} gid {GROUP}) cannot be searched"]
+
+
+def test_a_missing_file_is_said_with_the_systems_words(repo: Path) -> None:
+    assert unreadable(repo, ["backup/s/gone"], MEMBER) == [f"{repo}/backup/s/gone: No such file or directory"]
+
+
+def test_the_message_names_the_reader_the_count_and_the_first_paths(tmp_path: Path) -> None:
+    problems = [f"file p{n} cannot be read" for n in range(7)]
+    message = unreadable_message(tmp_path, problems, MEMBER)
+    assert message.startswith(f"the target reads the repository {tmp_path} as uid {OTHER} (groups {GROUP}), "
+                              "and cannot read 7 path(s) the restore needs: file p0 cannot be read; ")
+    assert "file p4 cannot be read; and 2 more." in message and "p5" not in message
+
+
+class Said:
+    reader = MEMBER
+
+
+def test_a_target_is_asked_only_when_it_says_who_reads(repo: Path) -> None:
+    assert unreadable_by(object(), str(repo), ["backup/s/other"]) is None
+    assert unreadable_by(Said(), str(repo), ["backup/s/other"]) is None
+    mode(repo / "backup" / "s" / "other", 0o600)
+    refused = unreadable_by(Said(), str(repo), ["backup/s/other"])
+    assert refused is not None and f"file {repo}/backup/s/other (mode 0600" in refused
