@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import shutil
 from pathlib import Path
 
@@ -107,6 +108,9 @@ def demo(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-d
     from tests.integration.conftest import leftovers
     from verification.demo.source import make_demo
 
-    result = make_demo(tmp_path_factory.mktemp("demo"), scale=1, clusters=2)
+    # RESTOREPROOF_TEST_DEMO: a folder to keep it in between sessions (a matching one is reused), for
+    # running a few tests again and again by hand; CI makes it anew.
+    kept = os.environ.get("RESTOREPROOF_TEST_DEMO")
+    result = make_demo(Path(kept) if kept else tmp_path_factory.mktemp("demo"), scale=1, clusters=2)
     assert leftovers(result.run_id) == [], "making the demo left containers behind"
     return result

@@ -356,3 +356,45 @@ def test_the_docker_engine_down_when_the_next_target_starts_is_waited_for_and_th
     second = report["databases"][1]["database"]
     assert f"the Docker engine did not answer (starting restoreproof-{report['run_id'].lower()}-{second}" in err, err
     assert leftovers(report["run_id"]) == []
+
+
+# --- the target's tools ---------------------------------------------------------------------------
+
+@pytest.fixture
+def image_without(request):  # type: ignore[no-untyped-def]
+    """The target image less one program (as an image of another PostgreSQL version lacks it), made by
+    removing it from a container of the real image and committing that; removed afterwards."""
+    import docker
+    from verification.config import Settings
+
+    client = docker.from_env()
+    base = Settings().docker.postgres_image
+    program = request.param
+    container = client.containers.run(base, ["rm", f"/usr/lib/postgresql/15/bin/{program}"], detach=True,
+                                      user="root", labels={"restoreproof.test": "image-without"})
+    try:
+        assert container.wait(timeout=60)["StatusCode"] == 0
+        tag = f"restoreproof/postgres:15-without-{program.replace('_', '-')}"
+        container.commit(repository=tag.split(":")[0], tag=tag.split(":")[1], changes=['CMD ["sleep", "infinity"]'])
+    finally:
+        container.remove(force=True)
+    try:
+        yield tag
+    finally:
+        client.images.remove(tag, force=True)
+        client.close()
+
+
+@pytest.mark.parametrize("image_without", ["pg_amcheck", "pg_checksums"], indirect=True)
+def test_a_check_whose_program_is_missing_in_the_target_is_an_error_not_corruption(
+        demo, restoreproof, monkeypatch, image_without):
+    monkeypatch.setenv("RESTOREPROOF_DOCKER__POSTGRES_IMAGE", image_without)
+    run = restoreproof("verify", demo.repository, "-d", "demo1", "--target", "docker")
+    db = run.database("demo1")
+    assert (run.exit_code, db["verdict"]) == (2, "error"), db["reasons"]
+    program = "pg_amcheck" if "amcheck" in image_without else "pg_checksums"
+    check = next(c for c in db["checks"] if c["name"] == program)
+    assert check["status"] == "error"
+    assert check["summary"].startswith(f"{program} could not run: {program} was not found in the target (exit 127: ")
+    assert "corruption" not in reasons(run, "demo1") and "bad" not in reasons(run, "demo1")
+    assert leftovers(run.report["run_id"]) == []

@@ -93,3 +93,17 @@ KILL_AFTER = 10
 def timeout_argv(argv: list[str], seconds: float) -> list[str]:
     """Bound a command inside the target itself, so a hung tool cannot outlive its budget."""
     return ["timeout", f"--kill-after={KILL_AFTER}", f"{max(1, int(seconds))}", *argv]
+
+
+# What `timeout` (and a shell) exit with when the command never started: found but not executable,
+# not found. No integrity tool uses them for a finding (pg_amcheck 0-2, pg_checksums 0-1), so they
+# are a missing or broken program in the target, never a word about the data.
+NOT_STARTED = {126: "is not executable", 127: "was not found"}
+
+
+def not_started(program: str, output: str, exit_code: int) -> str | None:
+    """Why `program` never ran in the target, in its runner's words, or None if it ran."""
+    if exit_code not in NOT_STARTED:
+        return None
+    said = output.strip().splitlines()[-1] if output.strip() else "(nothing said)"
+    return f"{program} {NOT_STARTED[exit_code]} in the target (exit {exit_code}: {said})"

@@ -20,3 +20,14 @@ def test_exit_137_is_a_timeout_only_once_the_budget_was_spent():
     # A result with no budget known (as before): 137 is still taken as a timeout.
     assert ExecResult(["x"], 137, "", "", 1.0).timed_out
     assert not ExecResult(["x"], 1, "", "", 1.0, budget=60.0).killed
+
+
+def test_not_started_is_only_the_runners_own_exit_codes() -> None:
+    from verification.targets.base import not_started
+
+    assert not_started("pg_amcheck", "timeout: failed to run command 'pg_amcheck': No such file\n", 127) == (
+        "pg_amcheck was not found in the target (exit 127: timeout: failed to run command 'pg_amcheck': No such file)")
+    assert not_started("x", "", 126) == "x is not executable in the target (exit 126: (nothing said))"
+    assert not_started("x", "a\nlast words\n", 126) == "x is not executable in the target (exit 126: last words)"
+    for ran in (0, 1, 2, 124, 125, 128, 137):
+        assert not_started("x", "whatever", ran) is None

@@ -10,13 +10,25 @@ from __future__ import annotations
 import re
 
 from verification.model import CheckName, CheckResult, CheckStatus
+from verification.targets.base import not_started
 
 AMCHECK_PROGRESS = re.compile(
     r"^pg_amcheck: (including database|in database \".*\": using amcheck|checking (heap table|btree index))"
 )
 
 
+def did_not_run(name: str, output: str, exit_code: int) -> CheckResult | None:
+    """The check as an error when its program never started (missing from the target image, say)."""
+    why = not_started(name, output, exit_code)
+    if why is None:
+        return None
+    return CheckResult(name, CheckStatus.ERROR, f"{name} could not run: {why}", output.strip().splitlines(),
+                       {"exit_code": exit_code})
+
+
 def parse_pg_amcheck(output: str, exit_code: int) -> CheckResult:
+    if (absent := did_not_run(CheckName.PG_AMCHECK, output, exit_code)) is not None:
+        return absent
     lines = output.splitlines()
     heaps = sum(1 for line in lines if line.startswith('pg_amcheck: checking heap table'))
     indexes = sum(1 for line in lines if line.startswith('pg_amcheck: checking btree index'))
@@ -55,6 +67,8 @@ CHECKSUMS_NUMBER = re.compile(r"^(Files scanned|Blocks scanned|Bad checksums|Dat
 
 
 def parse_pg_checksums(output: str, exit_code: int) -> CheckResult:
+    if (absent := did_not_run(CheckName.PG_CHECKSUMS, output, exit_code)) is not None:
+        return absent
     numbers = {m.group(1): int(m.group(2)) for line in output.splitlines()
                if (m := CHECKSUMS_NUMBER.match(line.strip()))}
     findings = [line for line in output.splitlines() if line.startswith("pg_checksums: error:")]

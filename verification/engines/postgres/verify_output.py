@@ -47,6 +47,7 @@ from typing import Any
 
 from verification.engines.postgres.pgbackrest_errors import is_transport, transport_cause
 from verification.model import CheckKind, CheckName, CheckResult, CheckStatus
+from verification.targets.base import not_started
 
 NAME = CheckName.PGBACKREST_VERIFY
 # It reads the repository's files, not the restored cluster: it can fail a database, never pass it.
@@ -374,6 +375,9 @@ def _layout(reading: _Reading) -> None:
 
 
 def parse_pgbackrest_verify(output: str, exit_code: int, stanza: str) -> CheckResult:
+    if (why := not_started("pgbackrest", output, exit_code)) is not None:
+        return CheckResult(NAME, CheckStatus.ERROR, f"pgbackrest verify could not run: {why}",
+                           output.strip().splitlines(), {"exit_code": exit_code}, kind=KIND)
     reading = _Reading(stanza)
     parts, stray = _split(output)
     for line in stray:

@@ -192,3 +192,25 @@ def test_every_integrity_output_word_for_word() -> None:
     if os.environ.get("RESTOREPROOF_GOLDEN") == "write":
         path.write_text(json.dumps(found, indent=1, sort_keys=True) + "\n")
     assert json.loads(path.read_text()) == json.loads(json.dumps(found))
+
+
+# Real outputs of `timeout` in the target image when the program is missing (PostgreSQL 13 has no
+# pg_amcheck) or not executable: the tool never ran, so nothing was found about the data.
+@pytest.mark.parametrize(("fixture", "exit_code", "why"), [
+    ("timeout-program-missing.out", 127, "was not found"),
+    ("timeout-program-not-executable.out", 126, "is not executable"),
+])
+@pytest.mark.parametrize("parse", [parse_pg_amcheck, parse_pg_checksums])
+def test_a_program_that_never_started_is_an_error_not_a_finding(parse, fixture, exit_code, why):  # type: ignore[no-untyped-def]
+    output = fixture_text(fixture)
+    check = parse(output, exit_code)
+    assert check.status is CheckStatus.ERROR
+    name = check.name
+    assert check.summary == f"{name} could not run: {name} {why} in the target (exit {exit_code}: {output.strip()})"
+    assert check.findings == [output.strip()] and check.details == {"exit_code": exit_code}
+
+
+def test_exit_one_of_a_program_that_ran_is_still_read_as_its_own_words() -> None:
+    # 1 is pg_amcheck's "could not run" and pg_checksums' "bad checksums": not a program missing.
+    assert parse_pg_checksums(fixture_text("pg_checksums-corrupt.out"), 1).status is CheckStatus.FAILED
+    assert parse_pg_amcheck(fixture_text("pg_amcheck-corrupt.out"), 2).status is CheckStatus.FAILED

@@ -619,3 +619,10 @@ def test_a_verify_of_a_staged_copy_says_it_covered_the_staged_chain_only():
     assert failed.summary.startswith("the repository has ")
     assert failed.summary.endswith(f"; in the staged chain only (backup set {FULL}, no WAL: {staged}), not the whole "
                                    "repository: its other backups and WAL were not staged, so not verified")
+
+
+def test_verify_whose_program_never_started_is_an_error_saying_so():
+    output = fixture_text("timeout-program-missing.out")
+    check = parse_pgbackrest_verify(output, 127, "demo1")
+    assert check.status is CheckStatus.ERROR
+    assert check.summary == f"pgbackrest verify could not run: pgbackrest was not found in the target (exit 127: {output.strip()})"
