@@ -227,8 +227,9 @@ def encryption_said(backups: list[BackupSet]) -> list[str]:
 
 
 def plan_exit_code(plans: list[RestorePlan], unreadable_kinds: list[str]) -> int:
-    chains = [Verdict.FAILED if p.chain.defects or (p.chain.status is not ChainStatus.COMPLETE and not p.chain.unread)
-              else Verdict.ERROR if p.chain.unread else Verdict.PASSED for p in plans]
+    chains = [Verdict.FAILED if p.chain.defects
+              else Verdict.ERROR if p.chain.status is ChainStatus.REFUSED or p.chain.unread
+              else Verdict.FAILED if p.chain.status is not ChainStatus.COMPLETE else Verdict.PASSED for p in plans]
     return exit_code(overall_verdict([str(v) for v in chains], unreadable_kinds))
 
 

@@ -28,6 +28,10 @@ class BackupType(StrEnum):
 class ChainStatus(StrEnum):
     COMPLETE = "complete"
     BROKEN = "broken"
+    # The backups may be sound, but what was asked of them (a point after the archive's end, a point
+    # in time after an offline backup) they cannot serve: nothing is restored, and the verdict is
+    # "error" naming what can be asked instead, never "failed".
+    REFUSED = "refused"
 
 
 class Verdict(StrEnum):
@@ -181,6 +185,9 @@ class BackupSet:
     fork_point_lsn: str | None = None  # where recovery_fork_guid branched off parent_fork_guid
     parent_fork_guid: str | None = None
     begins_log_chain: bool | None = None
+    # pgBackRest: taken while the server ran (True: it needs its WAL to be consistent), or with the
+    # server stopped (False: consistent by itself, restored to its own point); None: not said.
+    online: bool | None = None
     bulk_logged: bool | None = None  # HasBulkLoggedData
     damaged: bool | None = None  # IsDamaged: written WITH CONTINUE_AFTER_ERROR
     compatibility_level: int | None = None

@@ -390,7 +390,7 @@ def _verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider
         offline.staged_copy = f"{len(copy.files)} objects staged from {copy.source_url}"
     outcome: RestoreOutcome | None = None
     if plan.chain.status is not ChainStatus.COMPLETE:
-        progress(f"{plan.database}: chain broken, not restoring")
+        progress(f"{plan.database}: chain {plan.chain.status}, not restoring")
         if offline.checks or offline.errors:
             outcome = offline
     elif provider is None:

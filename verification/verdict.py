@@ -32,6 +32,10 @@ def _decide(plan: RestorePlan, outcome: RestoreOutcome | None) -> tuple[Verdict,
     # Known-bad backups lead the reasons: they are what the reader must see first.
     defects = [f"{p.message}" for p in chain.defects]
     unread = [f"not judged: {p.message}" for p in chain.unread]
+    if chain.status is ChainStatus.REFUSED:
+        # Nothing restored: only a known-bad backup beside the chain is a verdict on the backups.
+        return (Verdict.FAILED if defects else Verdict.ERROR,
+                defects + [f"not restored: {p.message}" for p in chain.problems] + unread)
     if chain.status is not ChainStatus.COMPLETE:
         reasons = [f"chain broken: {p.message}" for p in chain.problems] or ["chain broken (no detail)"]
         failed = [] if outcome is None else outcome.failures + _check_reasons(outcome, CheckStatus.FAILED)

@@ -434,3 +434,31 @@ def test_what_was_proven_without_the_target_still_fails_beside_a_starved_target(
         "page_verification failed: 1 damaged page: page 1:9: checksum mismatch",
         OOM,
         "not taken as a verdict (the target ran out of resources): the restored server did not come online"])
+
+
+def refused_plan(*defects: Problem):  # type: ignore[no-untyped-def]
+    from verification.model import ChainStatus
+
+    plan = complete_plan()
+    plan.chain.status = ChainStatus.REFUSED
+    plan.chain.problems.append(Problem("point-beyond-archive", "the archive ends at T"))
+    plan.chain.defects.extend(defects)
+    return plan
+
+
+def test_a_request_the_backups_cannot_serve_is_an_error_naming_it_never_failed():
+    assert decide(refused_plan(), None) == (Verdict.ERROR, ["not restored: the archive ends at T"])
+
+
+def test_a_refused_request_beside_a_known_bad_backup_fails_on_the_defect_alone():
+    verdict, reasons = decide(refused_plan(Problem("newer-backup-error", "backup B is flagged in error")), None)
+    assert verdict is Verdict.FAILED
+    assert reasons == ["backup B is flagged in error", "not restored: the archive ends at T"]
+
+
+def test_the_plan_commands_exit_code_for_a_refused_request_is_could_not_check():
+    from verification.cli import plan_exit_code
+
+    assert plan_exit_code([refused_plan()], []) == 2
+    assert plan_exit_code([broken_plan()], []) == 1 == plan_exit_code(
+        [refused_plan(Problem("newer-backup-error", "backup B is flagged in error"))], [])

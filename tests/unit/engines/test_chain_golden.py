@@ -319,6 +319,12 @@ def _flag_error(repo: Path, label: str) -> None:
         info.write_text(head + f"{label}=" + rest.replace('"backup-error":false', '"backup-error":true', 1))
 
 
+def _offline(repo: Path, label: str) -> None:
+    for key in ("archive-start", "archive-stop", "lsn-start", "lsn-stop"):
+        _edit_entry(repo, label, f'"backup-{key}":"', f'"backup-{key}":null,"was-{key}":"')
+    _edit_entry(repo, label, '"option-online":true', '"option-online":false')
+
+
 def _edit_entry(repo: Path, label: str, old: str, new: str) -> None:
     for info in (repo / "backup" / "demo1").glob("backup.info*"):
         lines = info.read_text().splitlines()
@@ -422,6 +428,12 @@ PG_SCENARIOS: dict[str, tuple[Callable[[Path], None], datetime | None]] = {
                                                                 '"backup-type":"diff"'), None),
     "no-wal-range": (lambda repo: _edit_entry(repo, "20261122-195034F_20261122-195042I",
                                               '"backup-archive-start"', '"backup-archive-begin"'), None),
+    # pgBackRest's record of a backup taken with the server stopped (--no-online, read from a real one).
+    "offline-newest": (lambda repo: _offline(repo, INCR), None),
+    "offline-newest-at-after-it": (lambda repo: _offline(repo, INCR), datetime(2026, 11, 22, 19, 51, tzinfo=UTC)),
+    "offline-newest-at-its-end": (lambda repo: _offline(repo, INCR), datetime(2026, 11, 22, 19, 50, 45, tzinfo=UTC)),
+    "offline-diff-at-after-it-before-the-incr": (
+        lambda repo: _offline(repo, DIFF), datetime(2026, 11, 22, 19, 50, 43, tzinfo=UTC)),
     "timeline-2-of-another-lineage": (lambda repo: _history(repo, "3\t0/9000000\tno recovery target specified\n"),
                                       None),
     "at-after-every-backup": (lambda repo: None, datetime(2026, 11, 23, tzinfo=UTC)),

@@ -30,6 +30,8 @@ from verification.sources.base import Source
 
 # How many missing segment names a message spells out; `files` always carries all of them.
 MESSAGE_NAME_LIMIT = 10
+# Problems with what was asked, not with the backups (ChainStatus.REFUSED when they are all there is).
+REFUSALS = frozenset({"point-after-offline-backup", "point-beyond-archive"})
 
 
 def choose_backup(stanza: Stanza, at: datetime | None) -> BackupSet | None:
@@ -57,7 +59,8 @@ def plan(source: Source, stanza: Stanza, at: datetime | None, segment_size: int)
     backups = _chain_backups(source, stanza, target, rules, problems)
     wal = _check_wal(stanza, target, at, segment_size, rules, problems)
     defects = _newer_in_error(stanza, target, at, rules)
-    status = ChainStatus.COMPLETE if not problems else ChainStatus.BROKEN
+    status = (ChainStatus.COMPLETE if not problems else ChainStatus.REFUSED
+              if all(p.code in REFUSALS for p in problems) else ChainStatus.BROKEN)
     return RestorePlan("postgres", stanza.name, Chain(status, backups, problems, rules, wal, defects), at, target)
 
 
@@ -228,6 +231,20 @@ def _check_wal(
     rules: list[RuleCheck],
     problems: list[Problem],
 ) -> WalRange | None:
+    if target.online is False and not target.start_wal and not target.stop_wal:
+        # pgBackRest records no WAL for a backup of a stopped server: it needs none, and pgBackRest
+        # restores it without recovery settings, so the server starts where it was shut down.
+        rules.append(RuleCheck("wal-range-known", True, f"backup {target.label} was taken offline (option-online "
+                               "false): consistent by itself, restored to its own point with no WAL replayed"))
+        if at is not None and at > target.finish:
+            problems.append(Problem(
+                code="point-after-offline-backup",
+                message=f"the point {at.isoformat()} comes after offline backup {target.label} (finished "
+                        f"{target.finish.isoformat()}), the newest backup before it; pgBackRest records no WAL "
+                        "for an offline backup, so no replay from it to that point can be planned: ask for latest, "
+                        "or a point covered by an online backup's WAL"))
+            rules.append(RuleCheck("point-reachable", False, problems[-1].message))
+        return None
     if not target.start_wal or not target.stop_wal:
         problems.append(Problem(code="no-wal-range", message=f"backup {target.label} records no WAL range"))
         rules.append(RuleCheck("wal-range-known", False, problems[-1].message))

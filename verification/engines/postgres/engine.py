@@ -49,6 +49,7 @@ from verification.engines.postgres.cipher import CIPHER, WrongPassphraseError, m
 from verification.engines.postgres.direct import DirectTarget, direct_repository, is_direct
 from verification.engines.postgres.footprint import backup_history, chain_files
 from verification.engines.postgres.integrity import parse_pg_amcheck, parse_pg_checksums
+from verification.engines.postgres.offline_proof import prove_offline
 from verification.engines.postgres.pgbackrest_errors import (
     ERROR_LINE,
     FILE_MISSING,
@@ -417,7 +418,9 @@ class _Verification:
         options = [f"--pg1-path={self.data}", f"--set={backup.label}", "--log-level-console=info",
                    "--archive-mode=off", "--job-retry=0", f"--process-max={self.pg.restore_process_max}",
                    f"--tablespace-map-all={self.target.work_dir}/tablespaces"]
-        if self.plan.stop_at is not None:
+        if self.plan.stop_at is not None and not self.offline:
+            # (An offline backup is planned for a point only at its end, its server stopped since before
+            # its start: its own state is that point, restored as it is.)
             options += ["--type=time", f"--target={pg_time(self.plan.stop_at)}", "--target-action=promote"]
         started, started_at = time.monotonic(), datetime.now(UTC)
         result = self.target.run(self.pgbackrest("restore", *options), timeout=self.pg.restore_timeout,
@@ -526,7 +529,8 @@ class _Verification:
             self.outcome.online = True
             self._recovery_phases(log, wall, started)
             self._restore_point(log)
-            proof = prove_recovery(log, self.plan, self.pg.wal_segment_size)
+            proof = (prove_offline(log, self.plan) if self.offline
+                     else prove_recovery(log, self.plan, self.pg.wal_segment_size))
             self.outcome.proofs += proof.proofs
             self.outcome.failures += proof.failures
             self.outcome.errors += proof.errors
@@ -593,7 +597,15 @@ class _Verification:
                                   started_at=redo_to,
                                   details={"source": "server log: 'redo done at' to 'ready to accept connections'"}))
 
+    @property
+    def offline(self) -> bool:
+        return self.plan.target_backup is not None and self.plan.target_backup.online is False
+
     def _restore_point(self, log: RecoveryLog) -> None:
+        if self.offline and log.last_transaction is None:
+            self.outcome.achieved = log.shut_down_at
+            self.outcome.achieved_detail = "the clean shutdown the offline backup holds" if log.shut_down_at else None
+            return
         self.outcome.achieved = log.achieved
         self.outcome.achieved_detail = log.stop_detail or (
             "last completed transaction replayed" if log.last_transaction else None)

@@ -230,6 +230,7 @@ def _backup_from_info(stanza: str, label: str, data: dict[str, Any], cipher: str
         path=f"backup/{stanza}/{label}",
         error=bool(data.get("backup-error", False)),
         db_id=int(data["db-id"]) if data.get("db-id") is not None else None,
+        online=data.get("option-online") if isinstance(data.get("option-online"), bool) else None,
         encryption=backup_encryption(cipher, info_file, manifest_read=False),
         extra={  # pgBackRest's own words, shown, never decided on
             "prior": data.get("backup-prior"),

@@ -25,6 +25,8 @@ REDO_START_RE = re.compile(r"^redo starts at (?P<lsn>[0-9A-F]+/[0-9A-F]+)")
 REDO_DONE_RE = re.compile(
     r"^redo done at (?P<lsn>[0-9A-F]+/[0-9A-F]+)(?: system usage: .*elapsed: (?P<elapsed>[\d.]+) s)?"
 )
+# The startup process's first words on a data folder a clean shutdown left (xlog.c, StartupXLOG).
+SHUT_DOWN_RE = re.compile(r"^database system was shut down at (?P<ts>.+)$")
 LAST_TX_RE = re.compile(r"^last completed transaction was at log time (?P<ts>.+)$")
 STOPPING_RE = re.compile(r"^recovery stopping (?P<how>before|after) .*?, time (?P<ts>.+)$")
 # Answers to our own readiness polling while recovery runs, not failures.
@@ -107,6 +109,8 @@ class RecoveryLog:
     redo_done_lsn: int | None = None
     redo_elapsed_seconds: float | None = None
     redo_not_required: bool = False
+    # When the data folder's server was shut down cleanly, if the server starts from such a folder.
+    shut_down_at: datetime | None = None
     ready: datetime | None = None
     last_transaction: datetime | None = None
     stopped_at: datetime | None = None
@@ -166,6 +170,8 @@ def parse_server_log(text: str) -> RecoveryLog:
             log.redo_elapsed_seconds = float(m["elapsed"]) if m["elapsed"] else None
         elif msg.startswith("redo is not required"):
             log.redo_not_required = True
+        elif m := SHUT_DOWN_RE.match(msg):
+            log.shut_down_at = parse_pg_timestamp(m["ts"])
         elif m := LAST_TX_RE.match(msg):
             log.last_transaction = parse_pg_timestamp(m["ts"])
         elif m := STOPPING_RE.match(msg):

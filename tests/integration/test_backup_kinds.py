@@ -1,0 +1,115 @@
+"""Every kind of backup pgBackRest makes, on real clusters, verifies to "passed" when healthy.
+
+Each stanza is its own small cluster (initdb with checksums, archiving to one repository), backed
+up the way one kind of user does it; the newest backup of each is what "latest" restores.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.integration.conftest import leftovers
+from verification.cli import app
+from verification.demo.source import DATA, _SourceCluster
+from verification.images import ensure_image
+from verification.targets.docker import docker_client
+from verification.targets.labels import new_run_id
+
+pytestmark = pytest.mark.integration
+
+IMAGE = "restoreproof/postgres:15"
+CONF = "/etc/pgbackrest.conf"
+
+
+def _rows(cluster: _SourceCluster, n: int) -> None:
+    cluster.psql(f"insert into t (note) select 'row ' || g from generate_series(1, {n}) g")
+
+
+def offline(cluster: _SourceCluster) -> None:
+    """Online full, then the server stopped and backed up with --no-online (no WAL range recorded)."""
+    cluster.backup("full")
+    _rows(cluster, 500)
+    cluster.sh(f"pg_ctl stop -w -m fast -D {DATA} >/dev/null && "
+               f"pgbackrest --stanza={cluster.stanza} --no-online --type=full backup && "
+               f"pg_ctl start -w -D {DATA} -l /var/lib/restoreproof/source.log >/dev/null")
+
+
+def bundled_annotated(cluster: _SourceCluster) -> None:
+    """File bundling (repo1-bundle) and annotations, full then incr."""
+    cluster.sh(f"printf 'repo1-bundle=y\\n' >> {CONF}", user="root")
+    cluster.sh(f"pgbackrest --stanza={cluster.stanza} --type=full --annotation=source=nightly backup")
+    _rows(cluster, 500)
+    cluster.sh(f"pgbackrest --stanza={cluster.stanza} --type=incr --annotation=ticket=OPS-1 backup")
+
+
+def archive_copy(cluster: _SourceCluster) -> None:
+    """--archive-copy: the backup's own WAL copied into it too; then diff."""
+    cluster.sh(f"pgbackrest --stanza={cluster.stanza} --type=full --archive-copy backup")
+    _rows(cluster, 500)
+    cluster.backup("diff")
+
+
+KINDS: dict[str, Callable[[_SourceCluster], None]] = {
+    "offline": offline, "bundled": bundled_annotated, "archivecopy": archive_copy}
+
+
+def _make(repo: Path, stanza: str, run_id: str) -> None:
+    cluster = _SourceCluster(docker_client(), ensure_image(IMAGE), stanza, repo, run_id)
+    try:
+        cluster.setup()
+        cluster.psql("create table t (id bigserial primary key, at timestamptz not null default clock_timestamp(), "
+                     "note text not null)")
+        _rows(cluster, 1000)
+        KINDS[stanza](cluster)
+        _rows(cluster, 100)
+        cluster.finish()
+    finally:
+        cluster.remove()
+
+
+@pytest.fixture(scope="module")
+def kinds_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    repo = tmp_path_factory.mktemp("kinds") / "backups"
+    repo.mkdir()
+    run_id = new_run_id()
+    with ThreadPoolExecutor(len(KINDS)) as pool:
+        list(pool.map(lambda stanza: _make(repo, stanza, run_id), KINDS))
+    assert leftovers(run_id) == []
+    return repo
+
+
+def test_each_kind_of_backup_verifies_to_passed(kinds_repo: Path, tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["verify", str(kinds_repo), "--json", "--report-dir", str(tmp_path)],
+                                catch_exceptions=False)
+    report = json.loads(result.stdout)
+    verdicts = {d["database"]: (d["verdict"], d["reasons"]) for d in report["databases"]}
+    assert {name: verdict for name, (verdict, _) in verdicts.items()} == dict.fromkeys(KINDS, "passed"), verdicts
+    assert result.exit_code == 0
+    by_name = {d["database"]: d for d in report["databases"]}
+    offline_db = by_name["offline"]
+    assert offline_db["chain"]["wal"] is None
+    assert any(r.startswith('server log: "database system was shut down at ') for r in offline_db["reasons"])
+    assert [b["type"] for b in by_name["bundled"]["chain"]["backups"]] == ["full", "incr"]
+    assert [b["type"] for b in by_name["archivecopy"]["chain"]["backups"]] == ["full", "diff"]
+    assert leftovers(report["run_id"]) == []
+
+
+def test_a_point_after_an_offline_backup_is_refused_at_plan_as_an_error(kinds_repo: Path) -> None:
+    info = (kinds_repo / "backup" / "offline" / "backup.info").read_text()
+    # Just after the offline full ended: no WAL range leads there from it.
+    stop = max(int(part.split(":")[1]) for part in info.replace(",", "\n").splitlines()
+               if part.startswith('"backup-timestamp-stop"'))
+    from datetime import UTC, datetime
+
+    at = datetime.fromtimestamp(stop + 1, UTC).isoformat()
+    result = CliRunner().invoke(app, ["plan", str(kinds_repo), "--at", at, "--json"], catch_exceptions=False)
+    assert result.exit_code == 2, result.stdout
+    planned = json.loads(result.stdout)
+    text = json.dumps(next(p for p in planned["databases"] if p["database"] == "offline"))
+    assert '"refused"' in text and "point-after-offline-backup" in text
