@@ -45,6 +45,7 @@ from verification.engines.base import (
 )
 from verification.engines.postgres import chain as chain_rules
 from verification.engines.postgres import work
+from verification.engines.postgres.archive_end import archive_end, refuse_beyond
 from verification.engines.postgres.cipher import CIPHER, WrongPassphraseError, missing_passphrase
 from verification.engines.postgres.direct import DirectTarget, direct_repository, is_direct
 from verification.engines.postgres.footprint import backup_history, chain_files
@@ -310,6 +311,7 @@ class PostgresEngine:
         result.files = chain_files(source, stanza, result, self.pg.wal_segment_size)
         result.encryption = stanza.cipher
         result.history = backup_history(source, stanza)
+        refuse_beyond(result, archive_end(source, stanza), datetime.now(UTC))
         return result
 
     # -- restore and checks ----------------------------------------------------------------------

@@ -1,0 +1,91 @@
+"""A point after what the repository holds is refused before anything is restored (captured repository,
+its segments' archive times set as a test needs them)."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from verification.engines.postgres import chain
+from verification.engines.postgres.archive_end import ArchiveEnd, archive_end, refuse_beyond
+from verification.engines.postgres.repository import read_stanza
+from verification.model import ChainStatus
+from verification.sources.local import LocalSource
+
+MB16 = 16 * 1024 * 1024
+# The captured repository's newest backup (incr) ended at 19:50:45; its archive's last segment is ...0A.
+INCR_END = datetime(2026, 11, 22, 19, 50, 45, tzinfo=UTC)
+NOW = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
+LAST = "00000001000000000000000A"
+
+
+def _newest_segment(repo: Path) -> Path:
+    return next((repo / "archive" / "demo1" / "15-1" / "0000000100000000").glob(f"{LAST}-*"))
+
+
+def _end(repo: Path, archived: datetime) -> ArchiveEnd:
+    os.utime(_newest_segment(repo), (archived.timestamp(), archived.timestamp()))
+    source = LocalSource(repo)
+    return archive_end(source, read_stanza(source, "demo1", MB16))
+
+
+def _planned(repo: Path, at: datetime | None, end: ArchiveEnd):  # type: ignore[no-untyped-def]
+    source = LocalSource(repo)
+    plan = chain.plan(source, read_stanza(source, "demo1", MB16), at, MB16)
+    refuse_beyond(plan, end, NOW)
+    return plan
+
+
+def test_the_archives_end_is_its_newest_segments_archive_time(captured_repo: Path) -> None:
+    archived = INCR_END + timedelta(seconds=30)
+    end = _end(captured_repo, archived)
+    assert end == ArchiveEnd(archived, f"WAL segment {LAST} archived at {archived.isoformat()}")
+
+
+def test_a_backup_ending_after_every_segment_is_the_end(captured_repo: Path) -> None:
+    end = _end(captured_repo, INCR_END - timedelta(seconds=30))
+    assert end == ArchiveEnd(INCR_END, f"the newest backup's end, {INCR_END.isoformat()}")
+
+
+@pytest.mark.parametrize(("after", "status"), [
+    (timedelta(0), ChainStatus.COMPLETE),  # the end itself is held
+    (timedelta(microseconds=1), ChainStatus.REFUSED),
+])
+def test_a_point_after_the_archives_end_is_refused_naming_it(captured_repo: Path, after: timedelta,
+                                                             status: ChainStatus) -> None:
+    archived = INCR_END + timedelta(seconds=30)
+    plan = _planned(captured_repo, archived + after, _end(captured_repo, archived))
+    assert plan.chain.status is status
+    rule = next(r for r in plan.chain.rules if r.rule == "point-within-archive")
+    assert rule.passed is (status is ChainStatus.COMPLETE)
+    if status is ChainStatus.REFUSED:
+        assert [p.code for p in plan.chain.problems] == ["point-beyond-archive"]
+        assert plan.chain.problems[0].message == (
+            f"the point {(archived + after).isoformat()} is after the end of stanza demo1's archive: WAL segment "
+            f"{LAST} archived at {archived.isoformat()}; the repository holds nothing that leads there: ask for a "
+            "point at or before that end, or latest")
+
+
+def test_latest_is_never_refused(captured_repo: Path) -> None:
+    plan = _planned(captured_repo, None, ArchiveEnd(INCR_END, "x"))
+    assert plan.chain.status is ChainStatus.COMPLETE
+    assert not any(r.rule == "point-within-archive" for r in plan.chain.rules)
+
+
+def test_an_unknown_archive_time_refuses_only_the_future(captured_repo: Path) -> None:
+    unknown = ArchiveEnd(None, "not known")
+    assert _planned(captured_repo, INCR_END + timedelta(days=1), unknown).chain.status is ChainStatus.COMPLETE
+    future = _planned(captured_repo, NOW + timedelta(seconds=1), unknown)
+    assert future.chain.status is ChainStatus.REFUSED
+    assert f"is after now ({NOW.isoformat()})" in future.chain.problems[0].message
+
+
+def test_a_broken_chain_stays_broken_with_the_refusal_beside_it(captured_repo: Path) -> None:
+    next((captured_repo / "archive" / "demo1" / "15-1" / "0000000100000000").glob(
+        "000000010000000000000008-*")).unlink()
+    plan = _planned(captured_repo, NOW + timedelta(days=1), ArchiveEnd(INCR_END, "x"))
+    assert plan.chain.status is ChainStatus.BROKEN
+    assert [p.code for p in plan.chain.problems] == ["missing-wal", "point-beyond-archive"]
