@@ -160,6 +160,13 @@ def unreadable_stanza(name: str, exc: RepositoryFileError) -> RestorePlan:
     return RestorePlan("postgres", name, chain)
 
 
+def no_docker_for_auto() -> str:
+    host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    return (f"--target auto restores into Docker, and no Docker engine answers at {host} (DOCKER_HOST): start it "
+            "or point DOCKER_HOST at one; to restore with this host's PostgreSQL binaries instead, ask for it: "
+            "--target local (the setting target: local, or RESTOREPROOF_TARGET=local)")
+
+
 DIRECT_NEEDS_DOCKER = ("s3.restore_mode direct restores into a Docker target only (pgBackRest in it reads S3 "
                        "through its one way out), not --target local: use --target docker or auto, or "
                        "s3.restore_mode stage")
@@ -195,7 +202,10 @@ class PostgresEngine:
             return DirectTargetProvider(self.settings, ensure_image(docker_settings.postgres_image,
                                                                     docker_settings.build_context), repository)
         if kind == "auto":
-            kind = "docker" if docker_available() else "local"
+            # Docker, never the host's binaries instead: a restore on the host is asked for by name.
+            kind = "docker"
+            if not docker_available():
+                raise TargetError(no_docker_for_auto())
         if kind == "docker":
             from verification.images import ensure_image
 
