@@ -347,6 +347,9 @@ class RestorePlan:
     # None means "latest": the end of the available log/WAL.
     stop_at: datetime | None = None
     target_backup: BackupSet | None = None
+    # The point is the target backup's own consistent point (where its restore first holds a consistent
+    # database), not a moment in time: reached whether or not anything was written after it.
+    consistent_point: bool = False
     # Source paths of every file the restore reads (hashed for the evidence bundle).
     files: list[str] = field(default_factory=list)
     history: BackupHistory | None = None

@@ -55,8 +55,16 @@ def archive_copy(cluster: _SourceCluster) -> None:
     cluster.backup("diff")
 
 
+def quiet(cluster: _SourceCluster) -> None:
+    """Two fulls and nothing written after the first: no transaction follows its end."""
+    cluster.backup("full")
+    cluster.backup("full")
+
+
 KINDS: dict[str, Callable[[_SourceCluster], None]] = {
-    "offline": offline, "bundled": bundled_annotated, "archivecopy": archive_copy}
+    "offline": offline, "bundled": bundled_annotated, "archivecopy": archive_copy, "quiet": quiet}
+# Written after the kind's backups, before the WAL is switched for the last time.
+AFTER = {"quiet": 0}
 
 
 def _make(repo: Path, stanza: str, run_id: str) -> None:
@@ -67,7 +75,8 @@ def _make(repo: Path, stanza: str, run_id: str) -> None:
                      "note text not null)")
         _rows(cluster, 1000)
         KINDS[stanza](cluster)
-        _rows(cluster, 100)
+        if AFTER.get(stanza, 100):
+            _rows(cluster, AFTER.get(stanza, 100))
         cluster.finish()
     finally:
         cluster.remove()
@@ -127,3 +136,28 @@ def test_a_point_after_the_archives_end_is_refused_before_any_restore(kinds_repo
     assert db["reasons"][0].startswith(f"not restored: the point {at} is after the end of stanza bundled's archive: "
                                        "WAL segment ")
     assert not any(p["name"] == "transfer" and p["status"] == "measured" for p in db["phases"])
+
+
+def test_an_older_full_on_a_quiet_database_is_restored_to_its_consistent_point(kinds_repo: Path,
+                                                                             tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["verify", str(kinds_repo), "-d", "quiet", "--point", "older-full", "--json",
+                                      "--report-dir", str(tmp_path)], catch_exceptions=False)
+    db = json.loads(result.stdout)["databases"][0]
+    assert (result.exit_code, db["verdict"]) == (0, "passed"), db["reasons"]
+    assert [b["type"] for b in db["chain"]["backups"]] == ["full"]
+    assert any(r.startswith('server log: "consistent recovery state reached at ') and "backup-lsn-stop" in r
+               for r in db["reasons"])
+
+
+def test_a_time_with_no_transaction_after_it_is_an_error_never_failed(kinds_repo: Path, tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    info = (kinds_repo / "backup" / "quiet" / "backup.info").read_text()
+    first_end = min(int(part.split(":")[1]) for part in info.replace(",", "\n").splitlines()
+                    if part.startswith('"backup-timestamp-stop"'))
+    at = datetime.fromtimestamp(first_end, UTC).isoformat()
+    result = CliRunner().invoke(app, ["verify", str(kinds_repo), "-d", "quiet", "--at", at, "--json",
+                                      "--report-dir", str(tmp_path)], catch_exceptions=False)
+    db = json.loads(result.stdout)["databases"][0]
+    assert (result.exit_code, db["verdict"]) == (2, "error"), db["reasons"]
+    assert any(r.startswith(f"the archive holds no transaction after {at}") for r in db["reasons"]), db["reasons"]

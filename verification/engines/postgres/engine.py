@@ -47,6 +47,7 @@ from verification.engines.postgres import chain as chain_rules
 from verification.engines.postgres import work
 from verification.engines.postgres.archive_end import archive_end, refuse_beyond
 from verification.engines.postgres.cipher import CIPHER, WrongPassphraseError, missing_passphrase
+from verification.engines.postgres.consistent_point import prove_consistent_point
 from verification.engines.postgres.direct import DirectTarget, direct_repository, is_direct
 from verification.engines.postgres.footprint import backup_history, chain_files
 from verification.engines.postgres.integrity import parse_pg_amcheck, parse_pg_checksums
@@ -70,7 +71,12 @@ from verification.engines.postgres.repository import (
     stanza_names,
     unrecognised_files,
 )
-from verification.engines.postgres.serverlog import CONFIG_ERRORS, RecoveryLog, parse_server_log
+from verification.engines.postgres.serverlog import (
+    CONFIG_ERRORS,
+    NO_RECORD_AFTER_TARGET,
+    RecoveryLog,
+    parse_server_log,
+)
 from verification.engines.postgres.verify_output import parse_pgbackrest_verify, scoped_to_staged_chain
 from verification.errors import ConfigError, SourceError, TargetError
 from verification.model import (
@@ -88,7 +94,7 @@ from verification.model import (
     RuleCheck,
     UnreadableKind,
 )
-from verification.restore_points import PointChoice, choose
+from verification.restore_points import PointChoice, PointStrategy, choose
 from verification.sources.base import Source, excluded
 from verification.targets.base import ExecResult, Target, TargetProvider
 
@@ -316,6 +322,11 @@ class PostgresEngine:
         if at is None and point is not None:
             when, rule = choose(point, stanza.name, [b for b in stanza.backups if not b.error])
         result = chain_rules.plan(source, stanza, when, self.pg.wal_segment_size)
+        # "older-full" asks for a full backup's own end: its consistent point, not a moment (a time needs
+        # a transaction after it to stop at, which a quiet database never writes).
+        backup = result.target_backup
+        result.consistent_point = bool(point is not None and point.strategy is PointStrategy.OLDER_FULL and when
+                                       and backup is not None and backup.finish == when)
         if rule is not None:
             result.chain.rules.insert(0, rule)
         result.files = chain_files(source, stanza, result, self.pg.wal_segment_size)
@@ -430,7 +441,9 @@ class _Verification:
         options = [f"--pg1-path={self.data}", f"--set={backup.label}", "--log-level-console=info",
                    "--archive-mode=off", "--job-retry=0", f"--process-max={self.pg.restore_process_max}",
                    f"--tablespace-map-all={self.target.work_dir}/tablespaces"]
-        if self.plan.stop_at is not None and not self.offline:
+        if self.plan.consistent_point and not self.offline:
+            options += ["--type=immediate", "--target-action=promote"]
+        elif self.plan.stop_at is not None and not self.offline:
             # (An offline backup is planned for a point only at its end, its server stopped since before
             # its start: its own state is that point, restored as it is.)
             options += ["--type=time", f"--target={pg_time(self.plan.stop_at)}", "--target-action=promote"]
@@ -543,6 +556,10 @@ class _Verification:
             self._restore_point(log)
             proof = (prove_offline(log, self.plan) if self.offline
                      else prove_recovery(log, self.plan, self.pg.wal_segment_size))
+            if self.plan.consistent_point and not self.offline:
+                point = prove_consistent_point(log, self.plan)
+                proof.proofs, proof.failures, proof.errors = (proof.proofs + point.proofs, proof.failures
+                                                              + point.failures, proof.errors + point.errors)
             self.outcome.proofs += proof.proofs
             self.outcome.failures += proof.failures
             self.outcome.errors += proof.errors
@@ -558,6 +575,14 @@ class _Verification:
             if log.backup_faults or log.early_end or log.archive_get_errors:
                 # The server's own words say the backups' WAL or data are missing or bad.
                 self.outcome.failures.append(f"the restored server did not come online: {reasons}")
+            elif any(NO_RECORD_AFTER_TARGET in line for line in log.errors):
+                # Every planned segment was replayed and none held a transaction after the target.
+                at = self.plan.stop_at.isoformat() if self.plan.stop_at else "the target"
+                self.outcome.errors.append(
+                    f"the archive holds no transaction after {at}: PostgreSQL replayed all the WAL it could get and "
+                    f"stops at a time only on a transaction after it, so it refused the point ({reasons}); not a "
+                    "fault of the backups: verify latest, or a point with a later write (--point older-full "
+                    "restores a backup's own consistent point)")
             elif any(CONFIG_ERROR in line for line in log.errors for CONFIG_ERROR in CONFIG_ERRORS):
                 # The server refused its configuration (ours, or a setting the target image cannot
                 # honour): restoreproof could not finish, the backup is not shown to be at fault.
@@ -619,6 +644,13 @@ class _Verification:
             self.outcome.achieved_detail = "the clean shutdown the offline backup holds" if log.shut_down_at else None
             return
         self.outcome.achieved = log.achieved
+        if self.plan.consistent_point and (backup := self.plan.target_backup) is not None:
+            # The server names the point by LSN only; its time is pgBackRest's record of the backup's end.
+            self.outcome.achieved = log.achieved or backup.finish
+            self.outcome.achieved_detail = (f"backup {backup.label}'s consistent point ({backup.stop_lsn}); "
+                                            + ("its time: the backup's end (backup-timestamp-stop)"
+                                               if log.achieved is None else "its last transaction replayed"))
+            return
         self.outcome.achieved_detail = log.stop_detail or (
             "last completed transaction replayed" if log.last_transaction else None)
         at = self.plan.stop_at

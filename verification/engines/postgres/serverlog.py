@@ -48,11 +48,17 @@ BACKUP_FAULT_MESSAGES = (
     "control file contains invalid",  # "... checkpoint location", "... database cluster state"
     "WAL ends before end of online backup",
     "WAL ends before consistent recovery point",
-    "recovery ended before configured recovery target was reached",
     "requested timeline ",  # "%u is not a child of this server's history", "... is not in", "... does not contain"
     "unexpected timeline ID ",  # "%u (should be %u) in checkpoint record" and its variants
     "unexpected previous timeline ID ",
 )
+# PostgreSQL 14+ (FATAL) when it replayed all the WAL it could get without meeting a record after the
+# target time: the archive holds no commit after that moment. Not the backups' fault: a point in time
+# on a quiet database, or one the archive does not reach (see NO_RECORD_AFTER_TARGET's use).
+NO_RECORD_AFTER_TARGET = "recovery ended before configured recovery target was reached"
+# recovery_target = 'immediate' (xlogrecovery.c): the stop, and the LSN where consistency was reached.
+CONSISTENCY_STOP = "recovery stopping after reaching consistency"
+CONSISTENT_RE = re.compile(r"^consistent recovery state reached at (?P<lsn>[0-9A-F]+/[0-9A-F]+)")
 RESTORED_RE = re.compile(r'^restored log file "(?P<segment>[0-9A-F]{24})" from archive')
 # What PostgreSQL 15 logs (at LOG level, during archive recovery) when it stops reading WAL because
 # the next record is unusable (xlogreader.c, xlogrecovery.c). Any of them before "redo done" means
@@ -109,6 +115,8 @@ class RecoveryLog:
     redo_done_lsn: int | None = None
     redo_elapsed_seconds: float | None = None
     redo_not_required: bool = False
+    # Where recovery first held a consistent database (the backup's end LSN for a restored backup).
+    consistent_lsn: int | None = None
     # When the data folder's server was shut down cleanly, if the server starts from such a folder.
     shut_down_at: datetime | None = None
     ready: datetime | None = None
@@ -176,6 +184,10 @@ def parse_server_log(text: str) -> RecoveryLog:
             log.last_transaction = parse_pg_timestamp(m["ts"])
         elif m := STOPPING_RE.match(msg):
             log.stopped_at, log.stop_detail = parse_pg_timestamp(m["ts"]), msg
+        elif msg == CONSISTENCY_STOP:
+            log.stop_detail = msg
+        elif m := CONSISTENT_RE.match(msg):
+            log.consistent_lsn = parse_lsn(m["lsn"])
         elif m := RESTORED_RE.match(msg):
             log.segments_restored.append(m["segment"])
         elif msg == "database system is ready to accept connections":
