@@ -175,6 +175,10 @@ DIRECT_NEEDS_DOCKER = ("s3.restore_mode direct restores into a Docker target onl
                        "through its one way out), not --target local: use --target docker or auto, or "
                        "s3.restore_mode stage")
 PORT = 5432  # the restored server's; on a socket private to its target
+# pg_amcheck's sessions leave out the server's notices: --install-missing runs CREATE EXTENSION IF
+# NOT EXISTS, whose notice (amcheck already installed, as on many production databases) is no
+# finding; warnings and errors (a page that fails verification) still come through.
+AMCHECK_ENV = {"PGOPTIONS": "-c client_min_messages=warning"}
 TOOL_VERSION_COMMANDS = [["pgbackrest", "version"], ["postgres", "--version"], ["pg_amcheck", "--version"]]
 
 
@@ -725,7 +729,7 @@ class _Verification:
         try:
             amcheck = self.target.run(["pg_amcheck", "-h", self.socket_dir, "-p", str(PORT),
                                        "-U", self.pg.superuser, "--all", "--install-missing", "--verbose", *jobs,
-                                       *self.pg.amcheck_options], timeout=self.pg.check_timeout)
+                                       *self.pg.amcheck_options], timeout=self.pg.check_timeout, env=AMCHECK_ENV)
         except Exception:
             if data is not None:
                 data.wait()  # nothing of the data checks goes on (or writes evidence) after this step
