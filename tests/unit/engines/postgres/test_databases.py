@@ -13,6 +13,8 @@ Fixtures (PostgreSQL 15.18, pg_amcheck with restoreproof's own options):
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.conftest import fixture_text
@@ -79,28 +81,53 @@ def test_every_row_of_pg_database_is_read_with_what_keeps_a_check_out():
 
 
 def test_the_listing_asks_for_every_row_and_each_field_it_reads():
-    assert "from pg_catalog.pg_database" in LIST_SQL and "where" not in LIST_SQL
-    for field in ("'name', datname", "'connections', datallowconn", "'template', datistemplate",
-                  "'connlimit', datconnlimit"):
-        assert field in LIST_SQL
+    # No WHERE: every database, whatever it allows; JSON, as a name may hold any character.
+    assert LIST_SQL == ("select coalesce(json_agg(json_build_object('name', datname, 'connections', datallowconn, "
+                        "'template', datistemplate, 'connlimit', datconnlimit) order by datname), '[]') "
+                        "from pg_catalog.pg_database")
 
 
-@pytest.mark.parametrize("said", [
-    "",
-    "psql: warning: extra command-line argument ignored",
-    "[]",
-    '{"name": "postgres"}',
-    '[{"name": "postgres", "connections": true, "template": false}]',
-    '[{"name": "postgres", "connections": "t", "template": false, "connlimit": -1}]',
-    '[{"name": "postgres", "connections": true, "template": null, "connlimit": -1}]',
-    '[{"name": 5, "connections": true, "template": false, "connlimit": -1}]',
-    '[{"name": "postgres", "connections": true, "template": false, "connlimit": true}]',
-    '[{"name": "postgres", "connections": true, "template": false, "connlimit": "-2"}]',
-    '["postgres"]',
+NOT_JSON = "not the JSON list asked for: "
+NOT_A_LIST = "not a list of databases: "
+NOT_A_ROW = "not a row of pg_database: "
+
+
+@pytest.mark.parametrize(("said", "why"), [
+    ("", NOT_JSON + "''"),
+    ("psql: warning: extra command-line argument ignored\n",
+     NOT_JSON + "'psql: warning: extra command-line argument ignored'"),
+    ("[]\n", NOT_A_LIST + "'[]'"),
+    ('{"name": "postgres"}', NOT_A_LIST + """'{"name": "postgres"}'"""),
+    ('[{"name": "postgres", "connections": true, "template": false}]',
+     NOT_A_ROW + "{'name': 'postgres', 'connections': True, 'template': False}"),
+    ('[{"name": "postgres", "connections": "t", "template": false, "connlimit": -1}]',
+     NOT_A_ROW + "{'name': 'postgres', 'connections': 't', 'template': False, 'connlimit': -1}"),
+    ('[{"name": "postgres", "connections": true, "template": null, "connlimit": -1}]',
+     NOT_A_ROW + "{'name': 'postgres', 'connections': True, 'template': None, 'connlimit': -1}"),
+    ('[{"name": 5, "connections": true, "template": false, "connlimit": -1}]',
+     NOT_A_ROW + "{'name': 5, 'connections': True, 'template': False, 'connlimit': -1}"),
+    ('[{"name": "postgres", "connections": true, "template": false, "connlimit": true}]',
+     NOT_A_ROW + "{'name': 'postgres', 'connections': True, 'template': False, 'connlimit': True}"),
+    ('[{"name": "postgres", "connections": true, "template": false, "connlimit": "-2"}]',
+     NOT_A_ROW + "{'name': 'postgres', 'connections': True, 'template': False, 'connlimit': '-2'}"),
+    ('["postgres"]', NOT_A_ROW + "'postgres'"),
 ])
-def test_anything_but_the_list_asked_for_is_unrecognised_never_an_empty_cluster(said: str):
-    with pytest.raises(UnrecognisedCatalog):
+def test_anything_but_the_list_asked_for_is_unrecognised_never_an_empty_cluster(said: str, why: str):
+    with pytest.raises(UnrecognisedCatalog) as raised:
         parse_catalog(said)
+    assert str(raised.value) == why
+
+
+def test_what_is_said_of_an_unrecognised_answer_is_cut_to_300_characters():
+    with pytest.raises(UnrecognisedCatalog) as raised:
+        parse_catalog("x" * 400)
+    assert str(raised.value) == NOT_JSON + repr("x" * 300)
+    with pytest.raises(UnrecognisedCatalog) as raised:
+        parse_catalog(json.dumps({"rows": "y" * 400}))
+    assert str(raised.value) == NOT_A_LIST + repr(json.dumps({"rows": "y" * 400})[:300])
+    with pytest.raises(UnrecognisedCatalog) as raised:
+        parse_catalog(json.dumps(["z" * 400]))
+    assert str(raised.value) == NOT_A_ROW + repr("z" * 400)[:300]
 
 
 def test_the_databases_to_open_are_those_refusing_connections_that_are_not_invalid():
@@ -278,13 +305,20 @@ def test_the_data_checks_read_every_reachable_database_but_the_templates():
     assert coverage.checked == ("app", "frozen", "postgres", "we|ird.na me")
     assert coverage.not_checked == {"gone": INVALID_GONE, "template0": TEMPLATE_LEFT_OUT,
                                     "template1": TEMPLATE_LEFT_OUT, "tmpl_app": TEMPLATE_LEFT_OUT}
-    assert TEMPLATE_LEFT_OUT.startswith("a template database (pg_database.datistemplate = true)")
+    assert TEMPLATE_LEFT_OUT == ("a template database (pg_database.datistemplate = true): the data checks read the "
+                                 "databases applications use; pg_amcheck checks its pages")
 
 
 def test_a_database_still_refusing_connections_is_left_out_of_the_data_checks_with_why():
     coverage = data_coverage(mixed())
     assert "frozen" not in coverage.checked
     assert coverage.not_checked["frozen"].startswith("it refuses connections")
+
+
+def test_a_coverage_says_each_database_left_out_and_why_in_order():
+    coverage = Coverage(("a", "b", "c"), ("a",), {"b": "closed", "c": "invalid"})
+    assert coverage.said() == "b: closed; c: invalid"
+    assert coverage.ratio == "1 of 3 databases"
 
 
 def test_only_the_named_checks_are_told_which_databases_they_read():
