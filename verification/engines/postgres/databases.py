@@ -112,10 +112,12 @@ def amcheck_relations(output: str) -> dict[str, int]:
     name that begins the relation's name: a database's name may hold a dot)."""
     lines = output.splitlines()
     counts = {m.group(1): 0 for line in lines if (m := INCLUDED.match(line))}
-    by_length = sorted(counts, key=len, reverse=True)
+    # In reverse order a name comes after every name it begins ("shop.eu" before "shop"): the first
+    # that begins the relation's name is the longest.
+    names = sorted(counts, reverse=True)
     for line in lines:
         if m := RELATION.match(line):
-            owner = next((name for name in by_length if m.group(1).startswith(name + ".")), None)
+            owner = next((name for name in names if m.group(1).startswith(name + ".")), None)
             if owner is not None:
                 counts[owner] += 1
     return counts

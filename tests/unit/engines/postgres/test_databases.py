@@ -207,6 +207,14 @@ def test_an_opened_database_pg_amcheck_did_not_include_is_named_with_the_options
     assert with_options["frozen"] == "pg_amcheck did not include it (postgres.amcheck_options: --exclude-database=frozen)"
 
 
+def test_a_database_left_out_names_the_options_pg_amcheck_was_given():
+    check, relations = amcheck("pg_amcheck-opened-invalid-left.out")
+    del relations["frozen"]  # as if --exclude-database=frozen had kept it out
+    result = covered(check, all_opened(mixed()), relations, ["--exclude-database=frozen"])
+    assert result.details[DATABASES_NOT_CHECKED]["frozen"] == (
+        "pg_amcheck did not include it (postgres.amcheck_options: --exclude-database=frozen)")
+
+
 def test_an_included_database_with_no_relation_checked_is_not_covered():
     databases = [Database("postgres", True, False, False), Database("empty", True, False, False)]
     relations = {"postgres": 3, "empty": 0}
