@@ -395,6 +395,15 @@ class CheckResult:
     kind: CheckKind = CheckKind.RESTORED
 
 
+# What a check of the restored server says of the cluster's databases, in its details: the names of
+# every database pg_database holds, of those it checked, and each one it did not check with why.
+# A database that exists but that no passed integrity check names as checked keeps the verdict from
+# passing (verdict.decide).
+DATABASES_EXISTING = "databases_existing"
+DATABASES_CHECKED = "databases_checked"
+DATABASES_NOT_CHECKED = "databases_not_checked"
+
+
 @dataclass
 class RestorePoint:
     target: str  # "latest" or an ISO 8601 time

@@ -3,7 +3,8 @@
 `passed` needs positive evidence for each of: a complete chain with no known-bad backup beside it,
 a restore that came online at the planned point (proven from the server's own words, not copied
 from the plan), and at least one integrity check of the restored database that passed, with no
-required check that did not. A check of the backup files read without a server (page checksums,
+required check that did not, and every database of the restored cluster that such a check says exists
+checked by one of them. A check of the backup files read without a server (page checksums,
 a repository's file checksums) can fail a database but never stands in for that integrity check.
 Anything missing is not a pass: there is no default verdict.
 """
@@ -12,6 +13,9 @@ from __future__ import annotations
 
 from verification.engines.base import RestoreOutcome
 from verification.model import (
+    DATABASES_CHECKED,
+    DATABASES_EXISTING,
+    DATABASES_NOT_CHECKED,
     POINT_ROUNDED_RULE,
     ChainStatus,
     CheckKind,
@@ -89,6 +93,9 @@ def _decide(plan: RestorePlan, outcome: RestoreOutcome | None) -> tuple[Verdict,
     not_passed = [c for c in required if c.status is not CheckStatus.PASSED]
     if not_passed:
         return Verdict.ERROR, [f"required check {c.name} is {c.status}: {c.summary}" for c in not_passed]
+    if unlooked := _unlooked(outcome):
+        return Verdict.ERROR, [f"database {name} of the restored cluster was not looked at by any integrity check: "
+                               f"{why}" for name, why in unlooked.items()]
 
     backups = ", ".join(f"{b.type} {b.label}" for b in chain.backups)
     reasons = [f"chain complete: {backups}"]
@@ -104,6 +111,19 @@ def _decide(plan: RestorePlan, outcome: RestoreOutcome | None) -> tuple[Verdict,
         reasons.append(f"restored to {point} and online (last transaction: {achieved})")
     reasons += outcome.proofs + _passed(outcome)
     return Verdict.PASSED, reasons + notes
+
+
+def _unlooked(outcome: RestoreOutcome) -> dict[str, str]:
+    """Each database a check of the restored server says exists that no passed one of them says it
+    checked, with why (a data check reads rows, not pages: it looks at no database in this sense)."""
+    integrity = [c for c in outcome.checks if c.kind is CheckKind.RESTORED]
+    looked = {name for c in integrity if c.status is CheckStatus.PASSED
+              for name in c.details.get(DATABASES_CHECKED, ())}
+    why: dict[str, str] = {}
+    for check in integrity:
+        why.update(check.details.get(DATABASES_NOT_CHECKED, {}))
+    return {name: why.get(name, "no check said why") for check in integrity
+            for name in check.details.get(DATABASES_EXISTING, ()) if name not in looked}
 
 
 def _passed(outcome: RestoreOutcome) -> list[str]:

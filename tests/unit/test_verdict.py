@@ -2,7 +2,16 @@
 
 from tests.unit.factories import broken_plan, complete_plan, online_outcome, passed_check
 from verification.engines.base import RestoreOutcome
-from verification.model import CheckResult, CheckStatus, Problem, Verdict
+from verification.model import (
+    DATABASES_CHECKED,
+    DATABASES_EXISTING,
+    DATABASES_NOT_CHECKED,
+    CheckKind,
+    CheckResult,
+    CheckStatus,
+    Problem,
+    Verdict,
+)
 from verification.verdict import decide
 
 
@@ -462,3 +471,54 @@ def test_the_plan_commands_exit_code_for_a_refused_request_is_could_not_check():
     assert plan_exit_code([refused_plan()], []) == 2
     assert plan_exit_code([broken_plan()], []) == 1 == plan_exit_code(
         [refused_plan(Problem("newer-backup-error", "backup B is flagged in error"))], [])
+
+
+# -- every database of the restored cluster looked at -----------------------------------------------
+
+def _covering(name: str, status: CheckStatus, existing: list[str], checked: list[str],
+              not_checked: dict[str, str] | None = None, kind: CheckKind = CheckKind.RESTORED,
+              required: bool = True) -> CheckResult:
+    return CheckResult(name, status, "summary", kind=kind, required=required,
+                       details={DATABASES_EXISTING: existing, DATABASES_CHECKED: checked,
+                                DATABASES_NOT_CHECKED: not_checked or {}})
+
+
+def test_a_database_no_passed_integrity_check_looked_at_keeps_the_verdict_from_passing():
+    # A check that passed although it says a database was left out (any check of the restored server
+    # that states its databases): the verdict names the database and why.
+    amcheck = _covering("pg_amcheck", CheckStatus.PASSED, ["archive", "postgres"], ["postgres"],
+                        {"archive": "it refuses connections"})
+    assert decide(complete_plan(), online_outcome(amcheck)) == (Verdict.ERROR, [
+        "database archive of the restored cluster was not looked at by any integrity check: it refuses connections"])
+
+
+def test_a_database_another_passed_integrity_check_looked_at_is_covered():
+    first = _covering("pg_amcheck", CheckStatus.PASSED, ["archive", "postgres"], ["postgres"], {"archive": "why"})
+    second = _covering("other", CheckStatus.PASSED, ["archive"], ["archive"])
+    assert decide(complete_plan(), online_outcome(first, second))[0] is Verdict.PASSED
+
+
+def test_a_database_only_a_data_check_or_an_optional_check_that_did_not_pass_looked_at_is_not_covered():
+    amcheck = _covering("pg_amcheck", CheckStatus.PASSED, ["archive", "postgres"], ["postgres"])
+    data = _covering("data_baseline", CheckStatus.PASSED, ["archive"], ["archive"], kind=CheckKind.DATA)
+    optional = _covering("extra", CheckStatus.ERROR, ["archive"], ["archive"], required=False)
+    verdict, reasons = decide(complete_plan(), online_outcome(amcheck, data, optional))
+    assert verdict is Verdict.ERROR
+    assert reasons[0] == ("database archive of the restored cluster was not looked at by any integrity check: "
+                          "no check said why")
+
+
+def test_an_optional_integrity_check_that_passed_covers_a_database():
+    amcheck = _covering("pg_amcheck", CheckStatus.PASSED, ["archive", "postgres"], ["postgres"])
+    extra = _covering("extra", CheckStatus.PASSED, ["archive"], ["archive"], required=False)
+    assert decide(complete_plan(), online_outcome(amcheck, extra))[0] is Verdict.PASSED
+
+
+def test_a_database_a_data_check_says_it_left_out_does_not_block_a_pass():
+    # The data checks leave the templates out; pg_amcheck checked them.
+    amcheck = _covering("pg_amcheck", CheckStatus.PASSED, ["postgres", "template1"], ["postgres", "template1"])
+    data = _covering("data_baseline", CheckStatus.PASSED, ["postgres", "template1"], ["postgres"],
+                     {"template1": "a template database"}, kind=CheckKind.DATA)
+    verdict, reasons = decide(complete_plan(), online_outcome(amcheck, data))
+    assert verdict is Verdict.PASSED
+    assert "pg_amcheck: summary" in reasons

@@ -48,6 +48,19 @@ from verification.engines.postgres import work
 from verification.engines.postgres.archive_end import archive_end, refuse_beyond
 from verification.engines.postgres.cipher import CIPHER, WrongPassphraseError, missing_passphrase
 from verification.engines.postgres.consistent_point import prove_consistent_point
+from verification.engines.postgres.databases import (
+    LIST_SQL,
+    Database,
+    UnrecognisedCatalog,
+    allow_sql,
+    amcheck_relations,
+    annotate,
+    covered,
+    data_coverage,
+    opened,
+    parse_catalog,
+    to_open,
+)
 from verification.engines.postgres.direct import DirectTarget, direct_repository, is_direct
 from verification.engines.postgres.footprint import backup_history, chain_files
 from verification.engines.postgres.integrity import parse_pg_amcheck, parse_pg_checksums
@@ -177,6 +190,10 @@ DIRECT_NEEDS_DOCKER = ("s3.restore_mode direct restores into a Docker target onl
                        "through its one way out), not --target local: use --target docker or auto, or "
                        "s3.restore_mode stage")
 PORT = 5432  # the restored server's; on a socket private to its target
+# pg_amcheck's sessions leave out the server's notices: --install-missing runs CREATE EXTENSION IF
+# NOT EXISTS, whose notice (amcheck already installed, as on many production databases) is no
+# finding; warnings and errors (a page that fails verification) still come through.
+AMCHECK_ENV = {"PGOPTIONS": "-c client_min_messages=warning"}
 TOOL_VERSION_COMMANDS = [["pgbackrest", "version"], ["postgres", "--version"], ["pg_amcheck", "--version"]]
 
 
@@ -374,6 +391,8 @@ class _Verification:
         self.docker_cpus = engine.settings.docker.cpus
         # When each phase ran, to say which ran alongside which.
         self.spans = Spans()
+        # pg_database as the checks found it (open_databases), None until read or when unreadable.
+        self.catalog: list[Database] | None = None
 
     def pgbackrest(self, command: str, *options: str) -> list[str]:
         # Lock and log folders inside the target: the repository is mounted read-only (or is in S3).
@@ -671,14 +690,31 @@ class _Verification:
                                 "-U", self.pg.superuser, "-d", database, "-c", query],
                                timeout=self.pg.check_timeout)
 
-    def databases(self, out: RestoreOutcome) -> list[str] | None:
-        """The restored server's databases that hold data (templates left out), or None if unreadable."""
-        listed = self._psql("template1", "select datname from pg_database where datallowconn and not datistemplate "
-                                         "order by datname")
+    def open_databases(self) -> list[Database] | None:
+        """Every row of pg_database, read before any check starts; each database that refuses
+        connections is made to allow them (the target is a disposable copy), so that pg_amcheck and the
+        data checks can look at it. None when the list could not be read (said in the errors)."""
+        listed = self._psql("template1", LIST_SQL)
+        self.evidence.write("pg_database.json", listed.output)
         if not listed.ok:
-            out.errors.append(f"cannot list the restored server's databases: {listed.stderr.strip()[-300:]}")
+            self.outcome.errors.append(f"cannot list the restored server's databases: {_said(listed)}")
             return None
-        return [line for line in listed.stdout.splitlines() if line]
+        try:
+            databases = parse_catalog(listed.stdout)
+        except UnrecognisedCatalog as exc:
+            self.outcome.errors.append(f"cannot read the restored server's list of databases (pg_database): {exc}")
+            return None
+        for database in to_open(databases):
+            allowed = self._psql("template1", allow_sql(database.name))
+            databases[databases.index(database)] = opened(database, None if allowed.ok else _said(allowed))
+        return databases
+
+    def databases(self) -> list[str] | None:
+        """The databases the data checks read (every one a connection reaches, templates left out: see
+        databases.data_coverage), or None when pg_database could not be read (said already)."""
+        if self.catalog is None:
+            return None
+        return list(data_coverage(self.catalog).checked)
 
     def data_access(self, databases: list[str]) -> DataAccess | None:
         if self.target.exchange is None:
@@ -695,9 +731,13 @@ class _Verification:
                               query={"host": host_socket, "port": str(PORT), "options": options}
                               ).render_as_string(hide_password=False)
 
-        others = [name for name in databases if name != "postgres"]
+        # The main database is chosen among those the source's applications could connect to: one that
+        # refused connections in the backup (and is checked now) does not make the choice ambiguous.
+        shut = {d.name for d in self.catalog or [] if d.opened}
+        usual = [name for name in databases if name not in shut]
+        others = [name for name in usual if name != "postgres"]
         main = (self.plan.database if self.plan.database in databases
-                else others[0] if len(others) == 1 else "postgres" if databases == ["postgres"] else None)
+                else others[0] if len(others) == 1 else "postgres" if usual == ["postgres"] else None)
         backup = self.plan.target_backup
         return DataAccess(url, tuple(databases), main, self.outcome.achieved, backup.finish if backup else None)
 
@@ -707,15 +747,21 @@ class _Verification:
         if self.run_data_checks is None:
             out.phases.append(data_checks_off())
             return
-        databases = self.databases(out)
+        databases = self.databases()
         access = self.data_access(databases) if databases is not None else None
-        if access is None:
+        if access is None or self.catalog is None:
             if databases is not None:
                 out.errors.append("the data checks cannot reach the restored server: the target has no "
                                   "folder this process sees")
-            out.phases.append(PhaseTiming.not_reached(PhaseName.DATA_CHECKS, "the server was not reachable"))
+            out.phases.append(PhaseTiming.not_reached(PhaseName.DATA_CHECKS, "the server was not reachable"
+                                                      if databases is not None else
+                                                      "the restored server's databases could not be listed"))
             return
-        run_data_checks(self.run_data_checks, access, self.evidence, out, started, databases=len(databases or []))
+        coverage = data_coverage(self.catalog)
+        run_data_checks(self.run_data_checks, access, self.evidence, out, started, databases=len(coverage.checked),
+                        **coverage.details())
+        # The checks that read every database say which they read, and which not and why.
+        annotate(out.checks, (CheckName.DATA_BASELINE, CheckName.DATA_FRESHNESS), coverage)
         for phase in out.phases:
             if phase.name == PhaseName.DATA_CHECKS and phase.started_at is None:
                 phase.started_at = started_at
@@ -725,6 +771,8 @@ class _Verification:
         """The checks of the online server: the data checks (in this process) and pg_amcheck (in the
         target) at the same time, both only reading; then the clean stop, once both are done, and
         pg_checksums with nothing else running on the target."""
+        # Before any check: every database listed, and opened to connections where it refused them.
+        self.catalog = self.open_databases()
         data: Alongside[None] | None = None
         found = RestoreOutcome()
         if self.run_data_checks is not None:
@@ -737,7 +785,7 @@ class _Verification:
         try:
             amcheck = self.target.run(["pg_amcheck", "-h", self.socket_dir, "-p", str(PORT),
                                        "-U", self.pg.superuser, "--all", "--install-missing", "--verbose", *jobs,
-                                       *self.pg.amcheck_options], timeout=self.pg.check_timeout)
+                                       *self.pg.amcheck_options], timeout=self.pg.check_timeout, env=AMCHECK_ENV)
         except Exception:
             if data is not None:
                 data.wait()  # nothing of the data checks goes on (or writes evidence) after this step
@@ -747,6 +795,8 @@ class _Verification:
         # pg_amcheck's finding is kept whatever the data checks met: a corruption it found still fails
         # the database when the data checks' thread raised.
         check = parse_pg_amcheck(amcheck.output, amcheck.exit_code)
+        # Passed only with every database of pg_database checked ("N of N databases").
+        check = covered(check, self.catalog, amcheck_relations(amcheck.output), self.pg.amcheck_options)
         check.evidence = self.evidence.write("pg_amcheck.out", amcheck.output)
         try:
             if data is not None:
@@ -798,6 +848,11 @@ class _Verification:
         check.evidence = self.evidence.write("pgbackrest-verify.out", result.output)
         return check, PhaseTiming(PhaseName.REPOSITORY_VERIFY, PhaseStatus.MEASURED,
                                   seconds=time.monotonic() - started, started_at=started_at)
+
+
+def _said(result: ExecResult) -> str:
+    """What a command that did not succeed said (its errors, else all it printed), or its exit status."""
+    return (result.stderr.strip() or result.output.strip())[-300:] or f"exited {result.exit_code}"
 
 
 def _names_jobs(options: list[str]) -> bool:

@@ -2,7 +2,8 @@
 15.18, pgBackRest 2.45, restoreproof's own commands) replayed command by command.
 
 tests/fixtures/postgres/flow holds what that run's tools printed (its evidence folder) and the
-repository's info files and file names. A target that answers each command with the recorded
+repository's info files and file names; pg_database.json and pg_amcheck.out are from a later run of
+the same demo (pg_database read, template0 opened, then pg_amcheck over all 3 databases). A target that answers each command with the recorded
 output lets the flow be checked without Docker: the commands sent, the phases measured, the proof
 of the point reached, the checks and the verdict; then the same outputs with one fault each.
 """
@@ -26,6 +27,7 @@ from verification.config import Settings
 from verification.engines.base import DataAccess, Evidence, RestoreOutcome
 from verification.engines.postgres.chain import plan
 from verification.engines.postgres.cipher import PassphraseMissingError, WrongPassphraseError
+from verification.engines.postgres.databases import TEMPLATE_LEFT_OUT
 from verification.engines.postgres.engine import PostgresEngine
 from verification.engines.postgres.repository import discover
 from verification.errors import TargetError
@@ -90,6 +92,8 @@ class RecordedTarget:
             "pgbackrest restore": (0, recorded("pgbackrest-restore.log")),
             "pgbackrest verify": (0, recorded("pgbackrest-verify.out")),
             "pg_amcheck": (0, recorded("pg_amcheck.out")),
+            # pg_database as listed, for every psql (the ALTER DATABASE of template0 ignores it).
+            "psql": (0, recorded("pg_database.json")),
             "pg_checksums": (0, recorded("pg_checksums.out")),
             "pg_ctl start": (0, "waiting for server to start.... done\nserver started\n"),
             "pg_ctl stop": (0, "waiting for server to shut down.... done\nserver stopped\n"),
@@ -223,19 +227,29 @@ def test_the_recorded_run_passes_for_the_reasons_it_passed(demo_plan: RestorePla
         "server log: redo done at 0/DCB9AB0 (in segment 00000001000000000000000D), the plan's last segment is "
         "00000001000000000000000D; all 2 planned segments 00000001000000000000000C to 00000001000000000000000D "
         "restored from the archive; no line ending recovery early",
-        "pg_amcheck: 222 tables and 329 indexes in 2 databases: no corruption",
+        "pg_amcheck: 330 tables and 491 indexes in 3 of 3 databases: no corruption",
         "pg_checksums: 16355 blocks in 966 files: 0 bad checksums",
         "pgbackrest_verify: 3 backups and 1 WAL archive(s) valid"]
     # The commands, in order, as restoreproof sends them; pgbackrest verify reads only the repository, so
     # it is sent as the transfer ends, alongside the recovery and the checks.
     sent = [" ".join(argv[:2]) if argv[0] != "pgbackrest" else f"pgbackrest {argv[-1]}" for argv in target.sent]
     assert [command for command in sent if command != "pgbackrest verify"] == [
-        "mkdir -p", "pgbackrest restore", "bash -c", "pg_ctl start", "bash -c", "pg_amcheck -h", "pg_ctl stop",
-        "pg_checksums --check"]
+        "mkdir -p", "pgbackrest restore", "bash -c", "pg_ctl start", "bash -c", "psql -X", "psql -X", "pg_amcheck -h",
+        "pg_ctl stop", "pg_checksums --check"]
     assert sent.count("pgbackrest verify") == 1 and sent.index("pgbackrest verify") > sent.index("pgbackrest restore")
     # pg_amcheck opens one connection per CPU the target is given (Docker's limit; here, this host's).
     (amcheck,) = [argv for argv in target.sent if argv[0] == "pg_amcheck"]
     assert f"--jobs={os.cpu_count() or 1}" in amcheck
+    # Before it, pg_database is listed and template0, which refuses connections, made to allow them.
+    listed, opened = [argv for argv in target.sent if argv[0] == "psql"]
+    assert listed[-1].startswith("select coalesce(json_agg(") and listed[-3:-2] == ["template1"]
+    assert opened[-1] == 'ALTER DATABASE "template0" ALLOW_CONNECTIONS true'
+    # Its sessions leave the server's notices out (amcheck already installed is none of its findings).
+    assert target.env[target.sent.index(amcheck)] == {"PGOPTIONS": "-c client_min_messages=warning"}
+    (check,) = [c for c in outcome.checks if c.name == "pg_amcheck"]
+    assert check.details["databases_checked"] == check.details["databases_existing"] == [
+        "postgres", "template0", "template1"]
+    assert check.details["connections_allowed_by_restoreproof"] == ["template0"]
     (restore,) = [argv for argv in target.sent if argv[0] == "pgbackrest" and argv[-1] == "restore"]
     assert f"--set={INCR}" in restore and "--archive-mode=off" in restore and "--stanza=demo1" in restore
     assert not any(arg.startswith("--type=") for arg in restore)  # latest: no recovery target
@@ -245,7 +259,7 @@ def test_the_recorded_run_passes_for_the_reasons_it_passed(demo_plan: RestorePla
     assert phases["zeroing"].status is PhaseStatus.ABSENT and phases["data_checks"].status is PhaseStatus.ABSENT
     assert sorted((tmp_path / "evidence").iterdir()) == sorted(
         tmp_path / "evidence" / name for name in ("pgbackrest-restore.log", "server.log", "pg_amcheck.out",
-                                                   "pg_checksums.out", "pgbackrest-verify.out"))
+                                                   "pg_checksums.out", "pgbackrest-verify.out", "pg_database.json"))
     # One command writes the authentication files and appends the settings to postgresql.auto.conf.
     (configured,) = [i for i, argv in enumerate(target.sent) if "postgresql.auto.conf" in " ".join(argv)]
     assert "printf 'local all all trust\\n' > /var/lib/restoreproof/pg_hba.conf" in target.sent[configured][2]
@@ -422,7 +436,7 @@ class SlowTarget(RecordedTarget):
 def test_the_data_checks_run_alongside_pg_amcheck_and_the_server_stops_only_once_both_are_done(
         demo_plan: RestorePlan, tmp_path: Path) -> None:
     log: list[str] = []
-    target = SlowTarget(log, {"pg_amcheck": 0.3}, psql=(0, "postgres\nshop\n"))
+    target = SlowTarget(log, {"pg_amcheck": 0.3})
     target.exchange = ("/run/restoreproof", str(tmp_path / "exchange"))
     amcheck_started = threading.Event()
     original = target.run
@@ -617,3 +631,117 @@ def test_a_stanza_the_proven_passphrase_does_not_open_is_damage_not_a_wrong_pass
         shutil.rmtree(repo / kind / stanza)
     with pytest.raises(WrongPassphraseError):
         PostgresEngine(settings).plan(LocalSource(repo), None)
+
+
+# -- every database of the restored cluster ------------------------------------------------------------
+
+class ByStatement(RecordedTarget):
+    """psql answered by the statement it runs: ALTER DATABASE by `altered` (the server's words per
+    database, default success), the listing by the recorded answer."""
+
+    def __init__(self, altered: dict[str, tuple[int, str]] | None = None, **replace: tuple[int, str]) -> None:
+        super().__init__(**replace)
+        self.altered = altered or {}
+
+    def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> ExecResult:
+        if argv[0] == "psql" and argv[-1].startswith("ALTER DATABASE "):
+            self.sent.append(argv)
+            self.env.append(env or {})
+            name = argv[-1].split('"')[1]
+            code, said = self.altered.get(name, (0, ""))
+            return ExecResult(argv, code, "", said, 0.1)
+        return super().run(argv, timeout=timeout, env=env)
+
+
+def test_closed_databases_are_opened_before_any_check_and_the_data_checks_read_them(demo_plan: RestorePlan,
+                                                                                     tmp_path: Path) -> None:
+    # pg_database of a fault test's cluster: archive closed, tmpl_orders a closed template, template0.
+    target = ByStatement(psql=(0, fixture_text("pg_database-closed-databases.json")),
+                         pg_amcheck=(0, fixture_text("pg_amcheck-every-database.out")))
+    target.exchange = ("/run/restoreproof", str(tmp_path / "exchange"))
+    seen: list[DataAccess] = []
+
+    def data_checks(access: DataAccess, evidence: Evidence) -> list[CheckResult]:
+        seen.append(access)
+        return [CheckResult("data_baseline", CheckStatus.PASSED, "2 tables", kind=CheckKind.DATA),
+                CheckResult("data:orders", CheckStatus.PASSED, "1 expectation met", kind=CheckKind.DATA)]
+
+    outcome = PostgresEngine(Settings()).restore_and_check(demo_plan, target, Evidence(tmp_path / "evidence"),
+                                                           data_checks=data_checks)
+    statements = [argv[-1] for argv in target.sent if argv[0] == "psql"]
+    assert statements[1:] == [f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true'
+                              for name in ("archive", "template0", "tmpl_orders")]
+    last_alter = max(i for i, argv in enumerate(target.sent) if argv[-1].startswith("ALTER DATABASE"))
+    assert last_alter < [argv[0] for argv in target.sent].index("pg_amcheck")
+    (access,) = seen
+    assert access.databases == ("archive", "postgres")  # the templates left out
+    # The main database among those the source's applications reached: archive was closed there.
+    assert access.main_database == "postgres"
+    checks = {c.name: c for c in outcome.checks}
+    expected = {"databases_checked": ["archive", "postgres"],
+                "databases_existing": ["archive", "postgres", "template0", "template1", "tmpl_orders"],
+                "databases_not_checked": {name: TEMPLATE_LEFT_OUT for name in ("template0", "template1", "tmpl_orders")}}
+    assert checks["data_baseline"].details == expected
+    assert checks["data:orders"].details == {}  # a suite names its own database
+    (phase,) = [p for p in outcome.phases if p.name == "data_checks"]
+    assert {key: phase.details[key] for key in expected} == expected and phase.details["databases"] == 2
+    assert checks["pg_amcheck"].summary.endswith(" in 5 of 5 databases: no corruption")
+    verdict, reasons = decide(demo_plan, outcome)
+    assert verdict is Verdict.PASSED, reasons
+
+
+def test_the_main_database_is_the_one_other_than_postgres_the_applications_reached(demo_plan: RestorePlan,
+                                                                                   tmp_path: Path) -> None:
+    listing = fixture_text("pg_database-mixed.json")  # app, frozen (closed), we|ird.na me beside postgres
+    target = ByStatement(psql=(0, listing.replace('"we|ird.na me", "connections" : true',
+                                                   '"we|ird.na me", "connections" : false')))
+    target.exchange = ("/run/restoreproof", str(tmp_path / "exchange"))
+    seen: list[DataAccess] = []
+    PostgresEngine(Settings()).restore_and_check(demo_plan, target, Evidence(tmp_path / "evidence"),
+                                                 data_checks=lambda access, evidence: seen.append(access) or [])
+    (access,) = seen
+    assert access.databases == ("app", "frozen", "postgres", "we|ird.na me")
+    assert access.main_database == "app"
+
+
+@pytest.mark.parametrize(("psql", "said"), [
+    ((2, 'psql: error: connection to server on socket "/s/.s.PGSQL.5432" failed: FATAL:  database "template1" '
+         'does not exist'),
+     'cannot list the restored server\'s databases: psql: error: connection to server on socket "/s/.s.PGSQL.5432" '
+     'failed: FATAL:  database "template1" does not exist'),
+    ((2, ""), "cannot list the restored server's databases: exited 2"),
+    ((0, "postgres\nshop\n"), "cannot read the restored server's list of databases (pg_database): not the JSON list "
+                              "asked for: 'postgres\\nshop'"),
+])
+def test_a_cluster_whose_databases_cannot_be_listed_is_never_passed(demo_plan: RestorePlan, tmp_path: Path,
+                                                                    psql: tuple[int, str], said: str) -> None:
+    target = RecordedTarget(psql=psql)
+    target.exchange = ("/run/restoreproof", str(tmp_path / "exchange"))
+    ran: list[DataAccess] = []
+    outcome = PostgresEngine(Settings()).restore_and_check(demo_plan, target, Evidence(tmp_path / "evidence"),
+                                                           data_checks=lambda access, evidence: ran.append(access) or [])
+    assert ran == []
+    assert [argv[-1].split()[0] for argv in target.sent if argv[0] == "psql"] == ["select"]  # nothing opened
+    (phase,) = [p for p in outcome.phases if p.name == "data_checks"]
+    assert phase.details["why"] == "the restored server's databases could not be listed"
+    verdict, reasons = decide(demo_plan, outcome)
+    assert verdict is Verdict.ERROR
+    assert reasons[0] == said
+    assert reasons[1] == ("pg_amcheck error: pg_amcheck checked 3 databases, but the restored server's list of "
+                          "databases could not be read: none is known not to be left out")
+
+
+def test_a_database_the_server_would_not_open_is_named_and_the_verdict_is_an_error(demo_plan: RestorePlan,
+                                                                                  tmp_path: Path) -> None:
+    refused = "ERROR:  permission denied to change allow_connections"
+    # pg_amcheck as it runs when template0 stays closed (postgres and template1 only).
+    target = ByStatement({"template0": (1, refused)}, pg_amcheck=(0, fixture_text("pg_amcheck-clean.out")))
+    outcome, (verdict, reasons) = verify(demo_plan, tmp_path, target)
+    (check,) = [c for c in outcome.checks if c.name == "pg_amcheck"]
+    why = f"it refuses connections (pg_database.datallowconn = false) and restoreproof could not allow them: {refused}"
+    assert check.status is CheckStatus.ERROR
+    assert check.details["databases_not_checked"] == {"template0": why}
+    assert check.details["connections_allowed_by_restoreproof"] == []
+    assert verdict is Verdict.ERROR
+    assert reasons[0] == ("pg_amcheck error: pg_amcheck checked 2 of 3 databases; not checked: template0: "
+                          f"database template0 not checked: {why}")
