@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.faults.settings_clusters import Cluster, make_repository
+from tests.integration.conftest import leftovers
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]
 
@@ -129,3 +130,4 @@ def test_settings_that_would_blind_the_log_or_move_recovery_are_overridden_and_t
     assert written and not any(SECRET.encode() in p.read_bytes() for p in written)
     # The cluster's meaning is left as it is: harmless odd settings are not touched, English is English.
     assert not {"work_mem", "timezone", "datestyle", "search_path", "lc_messages", "log_timezone"} & set(names)
+    assert run.report is not None and leftovers(run.report["run_id"]) == []

@@ -270,8 +270,7 @@ def shown(name: str, value: str) -> str:
     """A backup's value as the report may show it: never a connection string, no secret of a command."""
     if name in SECRET_NAMES:
         return NOT_SHOWN if value else ""
-    value = _URL_PASSWORD.sub(r"\1(not shown)@", value)
-    return _SECRET_IN_COMMAND.sub(r"\1(not shown)", value)
+    return scrubbed(value)
 
 
 # -- what the server says ------------------------------------------------------------------------------
@@ -295,22 +294,20 @@ class RoleSetting:
     name: str
     setting: str
 
+    def _target(self) -> str:
+        """Whom the entry is for, as ALTER spells it."""
+        if self.role is not None:
+            where = f" IN DATABASE {quote_ident(self.database)}" if self.database is not None else ""
+            return f"ROLE {quote_ident(self.role)}{where}"
+        if self.database is not None:
+            return f"DATABASE {quote_ident(self.database)}"
+        return "ROLE ALL"
+
     def source(self) -> str:
-        if self.role is None and self.database is None:
-            return "ALTER ROLE ALL SET (pg_db_role_setting)"
-        if self.role is None:
-            return f"ALTER DATABASE {quote_ident(self.database or '')} SET (pg_db_role_setting)"
-        where = f" IN DATABASE {quote_ident(self.database)}" if self.database is not None else ""
-        return f"ALTER ROLE {quote_ident(self.role)}{where} SET (pg_db_role_setting)"
+        return f"ALTER {self._target()} SET (pg_db_role_setting)"
 
     def reset(self) -> str:
-        name = quote_ident(self.name)
-        if self.role is None and self.database is None:
-            return f"ALTER ROLE ALL RESET {name}"
-        if self.role is None:
-            return f"ALTER DATABASE {quote_ident(self.database or '')} RESET {name}"
-        where = f" IN DATABASE {quote_ident(self.database)}" if self.database is not None else ""
-        return f"ALTER ROLE {quote_ident(self.role)}{where} RESET {name}"
+        return f"ALTER {self._target()} RESET {quote_ident(self.name)}"
 
 
 @dataclass(frozen=True)
@@ -371,8 +368,8 @@ def parse_state(text: str) -> ServerState:
         database_oid, role_oid = int(entry["database_oid"]), int(entry["role_oid"])
         if (database_oid and entry["database"] is None) or (role_oid and entry["role"] is None):
             continue  # the entry of a database or role no longer there: no session ever gets it
-        roles.append(RoleSetting(entry["database"] if database_oid else None, entry["role"] if role_oid else None,
-                                 name.lower(), value))
+        # An entry for all databases or all roles has oid 0, and no name from the joins.
+        roles.append(RoleSetting(entry["database"], entry["role"], name.lower(), value))
     settings = tuple(ServerSetting(str(s["name"]).lower(), str(s["setting"] or ""), str(s["source"]))
                      for s in data.get("settings", ()))
     return ServerState(files, tuple(roles), settings)
@@ -401,8 +398,7 @@ def overridden(state: ServerState, forced: Forced, data: str) -> list[Overridden
                 found.append(OverriddenSetting(role.name, shown(role.name, role.setting), forced.values[role.name],
                                                role.source(), forced.why[role.name]))
         elif role.name in SESSION_ONLY:
-            found.append(OverriddenSetting(role.name, shown(role.name, role.setting), "(reset)", role.source(),
-                                           SESSION_ONLY[role.name]))
+            found.append(OverriddenSetting(role.name, role.setting, "(reset)", role.source(), SESSION_ONLY[role.name]))
     return found
 
 
@@ -420,9 +416,9 @@ def not_in_effect(state: ServerState, forced: Forced) -> list[str]:
         setting = seen.get(name)
         if setting is None:
             errors.append(f"the restored server does not show the setting {name} that restoreproof forces")
-        elif setting.source not in FORCED_SOURCES or not same_effect(name, forced.kinds[name],
-                                                                      SHOWN_AS.get((name, setting.setting),
-                                                                                   setting.setting), value):
+        elif setting.source not in FORCED_SOURCES or canonical(
+                forced.kinds[name], SHOWN_AS.get((name, setting.setting), setting.setting)) != canonical(
+                forced.kinds[name], value):
             errors.append(f"the setting {name} is {setting.setting!r} (from {setting.source}) in the restored server, "
                           f"not {value!r} as restoreproof forced it ({forced.why[name]})")
     for role in state.roles:
@@ -451,8 +447,8 @@ class Settled:
 
 
 def scrubbed(text: str) -> str:
-    """Output restoreproof could not read, as evidence: any secret it may quote masked."""
-    return shown("", text)
+    """A value or output that may quote a secret (a password, a key), with it masked."""
+    return _SECRET_IN_COMMAND.sub(r"\1(not shown)", _URL_PASSWORD.sub(r"\1(not shown)@", text))
 
 
 def rendered(state: ServerState, data: str) -> str:
