@@ -416,9 +416,9 @@ def not_in_effect(state: ServerState, forced: Forced) -> list[str]:
         setting = seen.get(name)
         if setting is None:
             errors.append(f"the restored server does not show the setting {name} that restoreproof forces")
-        elif setting.source not in FORCED_SOURCES or canonical(
-                forced.kinds[name], SHOWN_AS.get((name, setting.setting), setting.setting)) != canonical(
-                forced.kinds[name], value):
+        # pg_settings shows values canonical already; the forced one may be spelled as pgBackRest wrote it.
+        elif (setting.source not in FORCED_SOURCES
+              or SHOWN_AS.get((name, setting.setting), setting.setting) != canonical(forced.kinds[name], value)):
             errors.append(f"the setting {name} is {setting.setting!r} (from {setting.source}) in the restored server, "
                           f"not {value!r} as restoreproof forced it ({forced.why[name]})")
     for role in state.roles:

@@ -545,6 +545,8 @@ def test_what_settle_could_not_do_is_said_in_full_and_kept_as_evidence(forced: F
            "\"client_min_messages\": failed\npsql: error: reset failed" in settled.said
     settled = settle(Server("effect"), forced, DATA)
     assert "-- settings in effect (pg_settings, pg_db_role_setting): failed\npsql: error: effect" in settled.said
+    resetting = settle(LongReset(long), forced, DATA).errors[0]
+    assert resetting.endswith("RESET \"client_min_messages\"): " + long[-300:])
     tail = settle(LongFailure(long), forced, DATA).errors[0]
     assert tail == "cannot read the restored server's settings from its files and catalog (pg_file_settings, " \
                    "pg_db_role_setting): " + long[-300:]
@@ -556,3 +558,12 @@ class LongFailure:
 
     def __call__(self, sql: str, env: dict[str, str]) -> tuple[bool, str]:
         return False, self.said
+
+
+class LongReset(Server):
+    def __init__(self, said: str) -> None:
+        super().__init__()
+        self.said = said
+
+    def __call__(self, sql: str, env: dict[str, str]) -> tuple[bool, str]:
+        return (False, self.said) if sql.startswith("ALTER") else super().__call__(sql, env)
