@@ -130,6 +130,10 @@ RECOVERY_RULES: tuple[Rule, ...] = (
     Rule("archive_library", "", Kind.STRING, NO_WAL_OUT, since=15),
 )
 
+# The recovery targets, of which PostgreSQL takes at most one.
+TARGETS = ("recovery_target", "recovery_target_lsn", "recovery_target_name", "recovery_target_time",
+           "recovery_target_xid")
+
 # Reset wherever pg_db_role_setting names them, never given on the command line: `role` set per role or
 # database makes restoreproof's sessions (the checks') act as another, possibly unprivileged, role.
 SESSION_ONLY = {"role": "restoreproof's sessions act as the superuser, not another role"}
@@ -225,6 +229,10 @@ def forced_settings(major: int, plumbing: Mapping[str, str], recovery: Mapping[s
             continue
         value = recovery.get(rule.name, rule.value) if rule in RECOVERY_RULES else rule.value
         values[rule.name], why[rule.name], kinds[rule.name] = value, rule.why, rule.kind
+    # PostgreSQL refuses a recovery target emptied after another was set ("multiple recovery targets
+    # specified", its assign hooks see them in command-line order): the one target set goes last.
+    for name in [name for name in TARGETS if values.get(name)]:
+        values[name] = values.pop(name)
     session = tuple(rule.name for rule in SAFE_RULES if rule.session and rule.exists_in(major))
     return Forced(values, why, kinds, session)
 

@@ -567,3 +567,16 @@ class LongReset(Server):
 
     def __call__(self, sql: str, env: dict[str, str]) -> tuple[bool, str]:
         return (False, self.said) if sql.startswith("ALTER") else super().__call__(sql, env)
+
+
+def test_the_one_recovery_target_set_comes_after_the_emptied_ones() -> None:
+    forced = forced_settings(15, {}, pgbackrest_recovery(capture("pgbackrest-auto-conf-pitr.conf")))
+    names = list(forced.values)
+    assert names[-1] == "recovery_target_time"
+    assert all(names.index(name) < names.index("recovery_target_time") for name in (
+        "recovery_target", "recovery_target_lsn", "recovery_target_name", "recovery_target_xid"))
+    assert shlex.split(forced.command_line())[-1] == "recovery_target_time=2026-11-28 09:45:00.123456+00"
+    # Latest: every target empty, none moved.
+    latest = list(forced_settings(15, {}, {"restore_command": "r"}).values)
+    assert latest.index("recovery_target") < latest.index("recovery_target_xid") < latest.index(
+        "recovery_target_inclusive")
