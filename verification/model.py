@@ -228,6 +228,24 @@ class RuleCheck:
 
 
 @dataclass(frozen=True)
+class OverriddenSetting:
+    """A setting the backup gave a value restoreproof does not let the restored server keep (one that
+    could hide damage, blind the log or the tools, or move recovery off the plan)."""
+
+    __pydantic_config__ = _REPORTED
+
+    name: str
+    # The backup's value ("(set, not shown)" for a connection string, secrets of a command masked).
+    backup_value: str
+    forced_value: str
+    # Where the backup set it: "postgresql.conf:812" (file and line, relative to the data folder), or
+    # "ALTER ROLE \"app\" SET (pg_db_role_setting)".
+    source: str
+    # Why restoreproof forces it.
+    why: str
+
+
+@dataclass(frozen=True)
 class WalRange:
     __pydantic_config__ = _REPORTED
 
@@ -428,6 +446,8 @@ class DatabaseResult:
     # Seconds from the start of this database's verification (its download or its target) to its
     # verdict. Some phases run alongside others: their own seconds add up to more than this.
     wall_seconds: float | None = None
+    # Settings of the backup the restored server was not allowed to keep (engines/postgres/settings.py).
+    overridden_settings: list[OverriddenSetting] = field(default_factory=list)
 
     @property
     def recovery_seconds(self) -> float | None:

@@ -491,6 +491,7 @@ def _verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider
         if staging is not None:
             outcome.phases.insert(0, staging.phase)
         result.phases, result.checks = outcome.phases, outcome.checks
+        result.overridden_settings = outcome.overridden_settings
         point.achieved, point.detail = outcome.achieved, outcome.achieved_detail
     result.verdict, result.reasons = decide(plan, outcome)
     if during is not None:

@@ -27,6 +27,7 @@ from verification.model import (
     CheckKind,
     CheckStatus,
     IncompleteUpload,
+    OverriddenSetting,
     PhaseName,
     PhaseStatus,
     Problem,
@@ -383,6 +384,9 @@ class DatabaseEntry(ReportModel):
     drift: DriftEntry | None = None
     # Why prediction, objectives and drift are missing, when working them out failed.
     annotation_error: str | None = None
+    # Settings of the backup that restoreproof did not let the restored server keep: each with the
+    # backup's value and where it was set. Written only when there is one.
+    overridden_settings: list[OverriddenSetting] = Field(default_factory=list)
 
     @model_serializer(mode="wrap")
     def _omit_unset_sections(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -390,6 +394,8 @@ class DatabaseEntry(ReportModel):
         for name in _OMITTED_WHEN_NONE:
             if data.get(name) is None:
                 data.pop(name, None)
+        if not data.get("overridden_settings"):
+            data.pop("overridden_settings", None)
         return data
 
     @property

@@ -100,6 +100,27 @@ def test_unexpected_exception_is_an_error_verdict_and_the_target_is_closed(tmp_p
     assert "ValueError: boom" in (tmp_path / "demo1" / "internal-error.txt").read_text()
 
 
+class OverridingEngine(ExplodingEngine):
+    """An engine whose restore overrode a setting of the backup (and failed to come online)."""
+
+    def restore_and_check(self, plan: Any, target: Any, evidence: Evidence,
+                          outcome: RestoreOutcome | None = None, data_checks: Any = None) -> RestoreOutcome:
+        from verification.model import OverriddenSetting
+
+        outcome = outcome or RestoreOutcome()
+        outcome.overridden_settings.append(OverriddenSetting("zero_damaged_pages", "on", "off", "postgresql.conf:9",
+                                                             "would hide damaged pages"))
+        outcome.errors.append("the restored server did not come online")
+        return outcome
+
+
+def test_the_settings_the_engine_overrode_reach_the_database_result(tmp_path):
+    result = verify_database(OverridingEngine(ValueError()), complete_plan(), MemoryProvider(), "run", "/repo",
+                             Evidence(tmp_path / "demo1"))
+    assert [(o.name, o.backup_value, o.source) for o in result.overridden_settings] == [
+        ("zero_damaged_pages", "on", "postgresql.conf:9")]
+
+
 def test_interrupt_propagates_after_closing_the_target(tmp_path):
     provider = MemoryProvider()
     with pytest.raises(KeyboardInterrupt):

@@ -13,6 +13,7 @@ from typing import Protocol
 from verification.config import Settings
 from verification.model import (
     CheckResult,
+    OverriddenSetting,
     PhaseName,
     PhaseStatus,
     PhaseTiming,
@@ -49,6 +50,8 @@ class RestoreOutcome:
     # Each resource the target ran out of (memory, its data volume's disk), with the limit and the tools'
     # words: what the restore and the checks of the restored server met is then no verdict on the backups.
     exhausted: list[str] = field(default_factory=list)
+    # Settings of the backup the restored server was not allowed to keep, with the backup's values.
+    overridden_settings: list[OverriddenSetting] = field(default_factory=list)
 
 
 __all__ = ["DataAccess", "DataChecks", "Engine", "Evidence", "RestoreOutcome", "SourcePlan", "UnreadableFile"]

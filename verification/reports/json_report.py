@@ -91,7 +91,8 @@ def database_entry(result: DatabaseResult) -> DatabaseEntry:
         recovery_seconds=round(recovery, 3) if recovery is not None else None,
         wall_seconds=round(result.wall_seconds, 3) if result.wall_seconds is not None else None,
         chain=chain_entry(result.plan.chain), phases=[phase_entry(p) for p in result.phases],
-        checks=[check_entry(c) for c in result.checks], target=result.target, evidence=result.evidence)
+        checks=[check_entry(c) for c in result.checks], target=result.target, evidence=result.evidence,
+        overridden_settings=list(result.overridden_settings))
 
 
 def run_report(*, run_id: str, engine: str, source: str, target_kind: str | None, started_at: datetime,

@@ -373,3 +373,15 @@ def test_each_backup_s_encryption_is_a_column_and_how_it_is_known_is_said_under_
     assert "<td>encrypted (AES_256); certificate 0xA1B2</td>" in second
     assert "<td>not encrypted</td>" in second
     assert "<li>RESTORE HEADERONLY of F.bak: KeyAlgorithm AES_256</li>" in second
+
+
+def test_the_backups_overridden_settings_are_listed_with_their_values_and_where_they_were_set(report):
+    changed = copy.deepcopy(report)
+    changed["databases"][0]["overridden_settings"] = [
+        {"name": "zero_damaged_pages", "backup_value": "on", "forced_value": "off", "source": "conf.d/x.conf:3",
+         "why": "would hide damaged pages from redo and the checks"}]
+    demo1 = render_html(typed_report(changed)).split('<h2 id="db-1">', 1)[1].split('<h2 id="db-2">', 1)[0]
+    assert ("<tr><td><code>zero_damaged_pages</code></td><td><code>on</code></td><td><code>off</code></td>"
+            "<td>conf.d/x.conf:3</td><td class=\"meta\">would hide damaged pages from redo and the checks</td></tr>"
+            ) in demo1
+    assert "Settings of the backup overridden" not in render_html(typed_report(report))

@@ -203,3 +203,17 @@ def test_a_pgbackrest_backup_s_encryption_is_in_the_report_and_its_schema(captur
         "tde_thumbprint": None,
         "basis": "read offline from the repository: backup/demo1/backup.info and the backup's manifest are plain "
                  "text, not pgBackRest's encrypted format (repo1-cipher-type none)"} for b in backups)
+
+
+def test_overridden_settings_are_reported_typed_and_left_out_when_none():
+    from verification.model import OverriddenSetting
+
+    run = make_run()
+    run.databases[0].overridden_settings = [OverriddenSetting(
+        "zero_damaged_pages", "on", "off", "conf.d/10-salvage.conf:1", "would hide damaged pages")]
+    report = report_data(build_report(run))
+    first, second = report["databases"]
+    assert first["overridden_settings"] == [{"name": "zero_damaged_pages", "backup_value": "on", "forced_value": "off",
+                                             "source": "conf.d/10-salvage.conf:1", "why": "would hide damaged pages"}]
+    assert "overridden_settings" not in second  # earlier readers and golden reports see nothing new
+    assert validate_report(report).databases[0].overridden_settings == run.databases[0].overridden_settings

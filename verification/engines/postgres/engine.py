@@ -90,6 +90,14 @@ from verification.engines.postgres.serverlog import (
     RecoveryLog,
     parse_server_log,
 )
+from verification.engines.postgres.settings import (
+    Forced,
+    SettingsError,
+    forced_settings,
+    pgbackrest_recovery,
+    server_option_conflicts,
+    settle,
+)
 from verification.engines.postgres.verify_output import parse_pgbackrest_verify, scoped_to_staged_chain
 from verification.errors import ConfigError, SourceError, TargetError
 from verification.model import (
@@ -527,50 +535,80 @@ class _Verification:
 
     # server start and recovery -------------------------------------------------------------------
 
-    def server_settings(self) -> str:
-        settings = {
-            "listen_addresses": "", "port": str(PORT),
-            "unix_socket_directories": self.socket_dir,
-            # Without hot standby the server accepts connections only once recovery has ended.
-            "hot_standby": "off", "archive_mode": "off", "ssl": "off",
-            "logging_collector": "off", "log_destination": "stderr",
-            "log_line_prefix": "%m [%p] ", "log_timezone": "UTC",
-            "hba_file": f"{self.target.work_dir}/pg_hba.conf",
-            "ident_file": f"{self.target.work_dir}/pg_ident.conf",
-            **self.pg.server_options,
-        }
-        lines = [f"{key} = '{value.replace(chr(39), chr(39) * 2)}'" for key, value in settings.items()]
-        return "\n# Added by restoreproof for the disposable restore target\n" + "\n".join(lines) + "\n"
+    def server_settings(self, major: int, recovery: dict[str, str]) -> Forced:
+        """What the restored server is started with, on its command line, outranking whatever the
+        backup's files say (settings.py: which settings, and why): the target's plumbing, the safe
+        values, and recovery as pgBackRest wrote it for the plan. Raises SettingsError where
+        postgres.server_options would weaken one of them."""
+        work = self.target.work_dir
+        plumbing = {"port": str(PORT), "unix_socket_directories": self.socket_dir, "data_directory": self.data,
+                    "hba_file": f"{work}/pg_hba.conf", "ident_file": f"{work}/pg_ident.conf",
+                    # Inside the target (it cannot be unset once the backup names a path elsewhere).
+                    "external_pid_file": f"{work}/external.pid"}
+        forced = forced_settings(major, plumbing, recovery)
+        if conflicts := server_option_conflicts(self.pg.server_options, forced):
+            raise SettingsError("; ".join(conflicts))
+        return forced
 
-    def start_and_recover(self) -> RecoveryLog | None:
+    def _configure(self) -> Forced | None:
+        """The authentication files, then what the restored data says of itself: its major version
+        (PG_VERSION) and the recovery settings pgBackRest restore wrote for the plan."""
         work = shlex.quote(self.target.work_dir)
         data = shlex.quote(self.data)
-        # One command, not one per file: the authentication files, then the settings appended after
-        # pgBackRest's recovery settings (later lines win). Debian-style clusters keep
-        # postgresql.conf outside the data folder, so the backup may not contain one.
+        # One command, not one per file. Debian-style clusters keep postgresql.conf outside the data
+        # folder, so the backup may not contain one.
         script = (f"set -e; printf 'local all all trust\\n' > {work}/pg_hba.conf; : > {work}/pg_ident.conf; "
                   f"test -f {data}/postgresql.conf || : > {data}/postgresql.conf; "
-                  f'printf %s "$RESTOREPROOF_TEXT" >> {data}/postgresql.auto.conf')
-        appended = self.target.run(["bash", "-c", script], timeout=60,
-                                   env={"RESTOREPROOF_TEXT": self.server_settings()})
-        if not appended.ok:
-            self.outcome.errors.append(f"cannot configure the restored server: {appended.output.strip()}")
+                  f"cat {data}/PG_VERSION {data}/postgresql.auto.conf")
+        configured = self.target.run(["bash", "-c", script, "configure"], timeout=60)
+        if not configured.ok:
+            self.outcome.errors.append(f"cannot configure the restored server: {configured.output.strip()[-300:]}")
+            return None
+        version, _, auto_conf = configured.stdout.partition("\n")
+        if not version.strip().isdigit():
+            self.outcome.errors.append(f"cannot configure the restored server: its PG_VERSION reads {version!r}")
+            return None
+        try:
+            return self.server_settings(int(version), pgbackrest_recovery(auto_conf))
+        except SettingsError as exc:
+            self.outcome.errors.append(f"cannot configure the restored server: {exc}")
+            return None
+
+    def _settings_query(self, sql: str, env: dict[str, str]) -> tuple[bool, str]:
+        result = self.target.run(["psql", "-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1", "-h", self.socket_dir,
+                                  "-p", str(PORT), "-U", self.pg.superuser, "-d", "template1", "-c", sql],
+                                 timeout=120, env=env)
+        return result.ok, result.stdout if result.ok else result.output
+
+    def start_and_recover(self) -> RecoveryLog | None:
+        forced = self._configure()
+        if forced is None:
             return None
         timeout = self.pg.recovery_timeout
         started = time.monotonic()
-        start = self.target.run(["pg_ctl", "start", "-w", "-t", str(int(timeout)), "-D", self.data, "-l", self.log],
+        start = self.target.run(["pg_ctl", "start", "-w", "-t", str(int(timeout)), "-D", self.data, "-l", self.log,
+                                 "-o", forced.command_line(self.pg.server_options)],
                                 timeout=timeout + 30, env=self.cipher_env)
         waited = None
         if start.ok:
+            # Its sessions give the forced settings as client options: what the catalog sets per database
+            # and role (a library to preload, say) cannot keep the wait from connecting.
             waited = self.target.run(["bash", "-c", WAIT_ONLINE, "wait", self.socket_dir,
                                       str(PORT), self.pg.superuser, self.data, self.log],
-                                     timeout=max(30.0, timeout - (time.monotonic() - started)))
+                                     timeout=max(30.0, timeout - (time.monotonic() - started)),
+                                     env={"PGOPTIONS": forced.client_options()})
         wall = time.monotonic() - started
         log_text = self._read_log()
         self.evidence.write("server.log", log_text)
         log = parse_server_log(log_text)
         if waited is not None and waited.ok:
             self.outcome.online = True
+            # Before any check connects: the catalog's per-database and per-role settings reset, every
+            # forced value read back from the server; the backup's values it overrode reported.
+            settled = settle(self._settings_query, forced, self.data)
+            self.evidence.write("server-settings.txt", settled.said)
+            self.outcome.overridden_settings += settled.overridden
+            self.outcome.errors += settled.errors
             self._recovery_phases(log, wall, started)
             self._restore_point(log)
             proof = (prove_offline(log, self.plan) if self.offline

@@ -11,6 +11,7 @@ of the point reached, the checks and the verdict; then the same outputs with one
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import threading
 import time
@@ -45,6 +46,20 @@ PG_CTL_FAILED = "waiting for server to start.... stopped waiting\npg_ctl: could 
 
 def recorded(name: str) -> str:
     return (FLOW / name).read_text()
+
+
+SETTINGS = TESTS / "fixtures" / "postgres" / "settings"
+
+
+def as_flow(text: str) -> str:
+    """A real capture of the settings (a catalog stanza restored under /tmp/w, scripts in
+    tests/fixtures/postgres/settings/README.md) with its paths as this flow's target has them."""
+    return (text.replace("/tmp/w/data", "/var/lib/restoreproof/data")
+            .replace('"/tmp/w"', '"/var/lib/restoreproof/socket"').replace("/tmp/w/", "/var/lib/restoreproof/"))
+
+
+def settings_capture(name: str) -> str:
+    return as_flow((SETTINGS / name).read_text())
 
 
 def restore_aborted(code: str, message: str) -> str:
@@ -98,6 +113,10 @@ class RecordedTarget:
             "pg_ctl start": (0, "waiting for server to start.... done\nserver started\n"),
             "pg_ctl stop": (0, "waiting for server to shut down.... done\nserver stopped\n"),
             "server.log": (0, recorded("server.log")),
+            # PG_VERSION and postgresql.auto.conf as pgBackRest restore left them; the server's settings.
+            "bash configure": (0, "15\n" + settings_capture("pgbackrest-auto-conf-alter-system.conf")),
+            "psql backup-settings": (0, settings_capture("state.json")),
+            "psql settings-in-effect": (0, settings_capture("effect.json")),
             **replace,
         }
 
@@ -106,6 +125,12 @@ class RecordedTarget:
             return f"pgbackrest {argv[-1]}"
         if argv[0] == "pg_ctl":
             return f"pg_ctl {argv[1]}"
+        if argv[0] == "bash" and argv[3:4] == ["configure"]:
+            return "bash configure"
+        if argv[0] == "psql":
+            sql = argv[-1]
+            return ("psql backup-settings" if "pg_file_settings" in sql else
+                    "psql settings-in-effect" if "pg_settings" in sql else "psql")
         return argv[0]
 
     def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> ExecResult:
@@ -113,7 +138,9 @@ class RecordedTarget:
         self.env.append(env or {})
         if self._key(argv) == self.dies_at:
             raise TargetError(f"the target went away running {self.dies_at}")
-        code, output = self.answers.get(self._key(argv), (0, ""))  # mkdir, bash (config, wait for online)
+        code, output = self.answers.get(self._key(argv), (0, ""))  # mkdir, bash (wait for online)
+        if self.exchange is not None:  # the server's socket is in the folder shared with this process
+            output = output.replace('"/var/lib/restoreproof/socket"', f'"{self.exchange[0]}"')
         return ExecResult(argv, code, output, "", 0.1)
 
     def write_text(self, path: str, text: str) -> None:
@@ -234,14 +261,14 @@ def test_the_recorded_run_passes_for_the_reasons_it_passed(demo_plan: RestorePla
     # it is sent as the transfer ends, alongside the recovery and the checks.
     sent = [" ".join(argv[:2]) if argv[0] != "pgbackrest" else f"pgbackrest {argv[-1]}" for argv in target.sent]
     assert [command for command in sent if command != "pgbackrest verify"] == [
-        "mkdir -p", "pgbackrest restore", "bash -c", "pg_ctl start", "bash -c", "psql -X", "psql -X", "pg_amcheck -h",
-        "pg_ctl stop", "pg_checksums --check"]
+        "mkdir -p", "pgbackrest restore", "bash -c", "pg_ctl start", "bash -c", "psql -X", "psql -X", "psql -X",
+        "psql -X", "psql -X", "pg_amcheck -h", "pg_ctl stop", "pg_checksums --check"]
     assert sent.count("pgbackrest verify") == 1 and sent.index("pgbackrest verify") > sent.index("pgbackrest restore")
     # pg_amcheck opens one connection per CPU the target is given (Docker's limit; here, this host's).
     (amcheck,) = [argv for argv in target.sent if argv[0] == "pg_amcheck"]
     assert f"--jobs={os.cpu_count() or 1}" in amcheck
     # Before it, pg_database is listed and template0, which refuses connections, made to allow them.
-    listed, opened = [argv for argv in target.sent if argv[0] == "psql"]
+    listed, opened = [argv for argv in target.sent if argv[0] == "psql"][-2:]
     assert listed[-1].startswith("select coalesce(json_agg(") and listed[-3:-2] == ["template1"]
     assert opened[-1] == 'ALTER DATABASE "template0" ALLOW_CONNECTIONS true'
     # Its sessions leave the server's notices out (amcheck already installed is none of its findings).
@@ -258,13 +285,35 @@ def test_the_recorded_run_passes_for_the_reasons_it_passed(demo_plan: RestorePla
     assert phases["redo"].seconds == pytest.approx(0.13) and phases["redo"].details["segments_restored"] == 3
     assert phases["zeroing"].status is PhaseStatus.ABSENT and phases["data_checks"].status is PhaseStatus.ABSENT
     assert sorted((tmp_path / "evidence").iterdir()) == sorted(
-        tmp_path / "evidence" / name for name in ("pgbackrest-restore.log", "server.log", "pg_amcheck.out",
-                                                   "pg_checksums.out", "pgbackrest-verify.out", "pg_database.json"))
-    # One command writes the authentication files and appends the settings to postgresql.auto.conf.
-    (configured,) = [i for i, argv in enumerate(target.sent) if "postgresql.auto.conf" in " ".join(argv)]
-    assert "printf 'local all all trust\\n' > /var/lib/restoreproof/pg_hba.conf" in target.sent[configured][2]
-    settings = target.env[configured]["RESTOREPROOF_TEXT"]
-    assert "hot_standby = 'off'" in settings and "log_timezone = 'UTC'" in settings
+        tmp_path / "evidence" / name for name in ("pgbackrest-restore.log", "server.log", "server-settings.txt",
+                                                   "pg_amcheck.out", "pg_checksums.out", "pgbackrest-verify.out",
+                                                   "pg_database.json"))
+    # One command writes the authentication files and reads what the restore left: PG_VERSION and
+    # pgBackRest's recovery settings.
+    (configured,) = [argv for argv in target.sent if argv[:2] == ["bash", "-c"] and argv[3] == "configure"]
+    assert "printf 'local all all trust\\n' > /var/lib/restoreproof/pg_hba.conf" in configured[2]
+    assert "cat /var/lib/restoreproof/data/PG_VERSION /var/lib/restoreproof/data/postgresql.auto.conf" in configured[2]
+    # Every setting on the server's command line, where no file of the backup can outrank it.
+    (start,) = [argv for argv in target.sent if argv[:2] == ["pg_ctl", "start"]]
+    options = shlex.split(start[start.index("-o") + 1])
+    assert "hot_standby=off" in options and "log_timezone=UTC" in options and "zero_damaged_pages=off" in options
+    assert "data_directory=/var/lib/restoreproof/data" in options
+    assert ("restore_command=pgbackrest --lock-path=/var/lib/restoreproof/pgbackrest --log-path=/var/lib/restoreproof/"
+            "pgbackrest --pg1-path=/var/lib/restoreproof/data --repo1-path=/repo --stanza=catalog archive-get %f \"%p\""
+            ) in options
+    # The catalog's per-role settings reset in a session whose client options outrank them; the check of
+    # what is in effect in a plain one, as the checks' sessions are.
+    psql = [(argv[-1], env) for argv, env in zip(target.sent, target.env, strict=True) if argv[0] == "psql"]
+    assert [sql for sql, _ in psql[1:2]] == [
+        'ALTER ROLE "postgres" RESET "zero_damaged_pages"; ALTER ROLE "postgres" RESET "client_min_messages"']
+    assert "-c zero_damaged_pages=off" in psql[0][1]["PGOPTIONS"] and psql[1][1]["PGOPTIONS"] == psql[0][1]["PGOPTIONS"]
+    assert psql[2][1] == {}
+    assert [(o.name, o.backup_value, o.source) for o in outcome.overridden_settings] == [
+        ("unix_socket_directories", "/tmp", "postgresql.conf:819"),
+        ("ignore_checksum_failure", "on", "postgresql.auto.conf:3"),
+        ("archive_command", "pgbackrest --stanza=catalog archive-push %p", "postgresql.conf:817"),
+        ("zero_damaged_pages", "on", 'ALTER ROLE "postgres" SET (pg_db_role_setting)'),
+        ("client_min_messages", "error", 'ALTER ROLE "postgres" SET (pg_db_role_setting)')]
 
 
 @pytest.mark.parametrize(("fault", "replace", "verdict", "reason"), [
@@ -669,8 +718,8 @@ def test_closed_databases_are_opened_before_any_check_and_the_data_checks_read_t
     outcome = PostgresEngine(Settings()).restore_and_check(demo_plan, target, Evidence(tmp_path / "evidence"),
                                                            data_checks=data_checks)
     statements = [argv[-1] for argv in target.sent if argv[0] == "psql"]
-    assert statements[1:] == [f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true'
-                              for name in ("archive", "template0", "tmpl_orders")]
+    assert statements[-3:] == [f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true'
+                               for name in ("archive", "template0", "tmpl_orders")]
     last_alter = max(i for i, argv in enumerate(target.sent) if argv[-1].startswith("ALTER DATABASE"))
     assert last_alter < [argv[0] for argv in target.sent].index("pg_amcheck")
     (access,) = seen
@@ -721,14 +770,17 @@ def test_a_cluster_whose_databases_cannot_be_listed_is_never_passed(demo_plan: R
     outcome = PostgresEngine(Settings()).restore_and_check(demo_plan, target, Evidence(tmp_path / "evidence"),
                                                            data_checks=lambda access, evidence: ran.append(access) or [])
     assert ran == []
-    assert [argv[-1].split()[0] for argv in target.sent if argv[0] == "psql"] == ["select"]  # nothing opened
+    statements = [argv[-1] for argv in target.sent if argv[0] == "psql"]
+    assert not any(sql.startswith("ALTER DATABASE") for sql in statements)  # nothing opened
+    assert sum(sql.startswith("select coalesce(json_agg(") for sql in statements) == 1
     (phase,) = [p for p in outcome.phases if p.name == "data_checks"]
     assert phase.details["why"] == "the restored server's databases could not be listed"
     verdict, reasons = decide(demo_plan, outcome)
     assert verdict is Verdict.ERROR
-    assert reasons[0] == said
-    assert reasons[1] == ("pg_amcheck error: pg_amcheck checked 3 databases, but the restored server's list of "
-                          "databases could not be read: none is known not to be left out")
+    # (Every psql of this recorded target answers alike: the settings' read-back before it says so too.)
+    assert said in reasons
+    assert ("pg_amcheck error: pg_amcheck checked 3 databases, but the restored server's list of databases could not "
+            "be read: none is known not to be left out") in reasons
 
 
 def test_a_database_the_server_would_not_open_is_named_and_the_verdict_is_an_error(demo_plan: RestorePlan,
@@ -745,3 +797,54 @@ def test_a_database_the_server_would_not_open_is_named_and_the_verdict_is_an_err
     assert verdict is Verdict.ERROR
     assert reasons[0] == ("pg_amcheck error: pg_amcheck checked 2 of 3 databases; not checked: template0: "
                           f"database template0 not checked: {why}")
+
+
+# -- the restored server's settings (engines/postgres/settings.py) ---------------------------------------
+
+
+def test_a_forced_setting_not_in_effect_is_an_error_naming_it(demo_plan: RestorePlan, tmp_path: Path) -> None:
+    target = RecordedTarget(**{"psql settings-in-effect": (0, settings_capture("effect-unforced.json"))})
+    outcome, (verdict, reasons) = verify(demo_plan, tmp_path, target)
+    assert verdict is Verdict.ERROR
+    assert ("the setting ignore_checksum_failure is 'on' (from configuration file) in the restored server, not 'off' "
+            "as restoreproof forced it (would hide damaged pages from redo and the checks)") in reasons
+    assert outcome.online is True  # the checks still ran: a corruption they find is still said
+
+
+@pytest.mark.parametrize(("answer", "said"), [
+    ((0, "15\n# Do not edit this file manually!\n"), "cannot configure the restored server: pgbackrest restore wrote "
+                                                     "no recovery settings into postgresql.auto.conf"),
+    ((0, "\n"), "cannot configure the restored server: its PG_VERSION reads ''"),
+    ((1, "cat: /var/lib/restoreproof/data/PG_VERSION: No such file or directory"),
+     "cannot configure the restored server: cat: /var/lib/restoreproof/data/PG_VERSION: No such file or directory"),
+])
+def test_a_restore_whose_settings_cannot_be_forced_never_starts(demo_plan: RestorePlan, tmp_path: Path,
+                                                                answer: tuple[int, str], said: str) -> None:
+    target = RecordedTarget(**{"bash configure": answer})
+    outcome, (verdict, reasons) = verify(demo_plan, tmp_path, target)
+    assert verdict is Verdict.ERROR and reasons[0].startswith(said), reasons
+    assert not any(argv[0] == "pg_ctl" for argv in target.sent) and outcome.online is False
+
+
+def test_server_options_cannot_weaken_a_forced_setting(demo_plan: RestorePlan, tmp_path: Path) -> None:
+    target = RecordedTarget()
+    _, (verdict, reasons) = verify(demo_plan, tmp_path, target,
+                                   lambda s: s.postgres.server_options.update({"ignore_checksum_failure": "on"}))
+    assert verdict is Verdict.ERROR
+    assert reasons[0] == ("cannot configure the restored server: postgres.server_options sets ignore_checksum_failure "
+                          "= 'on', which restoreproof forces to 'off' (would hide damaged pages from redo and the "
+                          "checks): remove it from postgres.server_options")
+    assert not any(argv[0] == "pg_ctl" for argv in target.sent)
+
+
+def test_server_options_go_on_the_command_line_after_the_forced_settings(demo_plan: RestorePlan,
+                                                                          tmp_path: Path) -> None:
+    target = RecordedTarget()
+    _, (verdict, _) = verify(demo_plan, tmp_path, target, lambda s: s.postgres.server_options.update(
+        {"shared_buffers": "64MB"}))
+    (start,) = [argv for argv in target.sent if argv[:2] == ["pg_ctl", "start"]]
+    assert shlex.split(start[start.index("-o") + 1])[-2:] == ["-c", "shared_buffers=64MB"]
+    assert verdict is Verdict.PASSED
+    # The wait for the end of recovery connects with the forced client options too.
+    (wait,) = [env for argv, env in zip(target.sent, target.env, strict=True) if argv[3:4] == ["wait"]]
+    assert "-c default_transaction_read_only=off" in wait["PGOPTIONS"]
