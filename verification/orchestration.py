@@ -25,6 +25,7 @@ from verification import pipeline
 from verification.config import Settings
 from verification.errors import RestoreproofError
 from verification.leases import LeaseKeeper, live_task, open_task_databases, sweep
+from verification.model import identity_of
 from verification.restore_points import PointChoice, PointStrategy
 from verification.results import ResultStore
 from verification.results.store import DISCOVERY, in_rotation
@@ -109,12 +110,13 @@ def discover(settings: Settings, params: NightlyParams, run_id: str, started: da
     with LeaseKeeper(settings, run_id, "task", progress=progress) as lease:
         pipeline.end_dead_runs_quietly(settings, lease.tracking(progress), run_id)
         discovery = pipeline.discover(settings, params.request(), run_id, started, progress=lease.tracking(progress))
+    identities = {p.database: identity_of(discovery.source.describe(), p) for p in discovery.plans}
     store = ResultStore(settings.results_database_url, settings.results_retry)
     try:
-        rotation = store.rotation()
+        rotation = store.rotation(list(identities.values()))
     finally:
         store.close()
-    return in_rotation(sorted(p.database for p in discovery.plans), rotation, key=lambda name: name)
+    return in_rotation(sorted(identities), rotation, key=lambda name: identities[name].key)
 
 
 def reserve(settings: Settings, run_id: str) -> None:

@@ -26,6 +26,7 @@ from verification.model import (
     ChainStatus,
     CheckKind,
     CheckStatus,
+    DatabaseIdentity,
     IncompleteUpload,
     PhaseName,
     PhaseStatus,
@@ -360,11 +361,14 @@ class DriftEntry(ReportModel):
 # ---- a database, a run -----------------------------------------------------------------------------------
 
 # Written only when there is something to say: a 1.2 reader must not meet `"objectives": null`.
-_OMITTED_WHEN_NONE = ("objectives", "drift", "annotation_error")
+_OMITTED_WHEN_NONE = ("objectives", "drift", "annotation_error", "identity")
 
 
 class DatabaseEntry(ReportModel):
     database: str
+    # Which database this is across runs: its source, its name and the identifier its backups record
+    # (db-system-id, FamilyGUID); its baselines, history, drift and calibration are this identity's.
+    identity: DatabaseIdentity | None = None
     verdict: Verdict
     reasons: list[str] = Field(min_length=1)
     restore_point: RestorePointEntry

@@ -66,6 +66,7 @@ from verification.engines.postgres.repository import (
     find_stanzas,
     read_stanza,
     stanza_names,
+    system_identifier,
     unrecognised_files,
 )
 from verification.engines.postgres.serverlog import CONFIG_ERRORS, RecoveryLog, parse_server_log
@@ -309,6 +310,7 @@ class PostgresEngine:
         result.files = chain_files(source, stanza, result, self.pg.wal_segment_size)
         result.encryption = stanza.cipher
         result.history = backup_history(source, stanza)
+        result.system_id = system_identifier(stanza)
         return result
 
     # -- restore and checks ----------------------------------------------------------------------
