@@ -817,6 +817,7 @@ def verify_one(settings: Settings, discovery: Discovery, plan: RestorePlan, *,
         context = context or PredictionContext.load_or_cold(settings, engine.name, progress)
         evidence = RedactingEvidence(discovery.run_dir / "evidence" / slug(plan.database), redact)
         identity = identity_of(discovery.source.describe(), plan)
+        context.identities[plan.database] = identity
         checks = data_checks_for(settings, store, identity, planned_point(plan))
         stager = stager_for(settings, discovery.source, provider)
         unrestorable = discovery.changed.get(plan.database) or archived_in_plan(discovery.source, plan)
