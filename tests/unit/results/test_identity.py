@@ -50,7 +50,9 @@ def test_an_entry_recorded_before_identities_is_matched_by_its_runs_source_and_i
     assert match(DEMO1, "/repo/a", entry()) is Match.NAME
     assert match(DEMO1, "/repo/b", entry()) is None
     assert match(DEMO1, "/repo/a", entry("demo2")) is None
-    assert str(Match.NAME) == "source and name" and "before restoreproof kept database identities" in NAME_MATCH_NOTE
+    assert (str(Match.IDENTITY), str(Match.NAME)) == ("identity", "source and name")
+    assert NAME_MATCH_NOTE == ("recorded before restoreproof kept database identities (source, name, system id): "
+                               "matched by its run's source and its name")
 
 
 def test_only_the_same_point_is_comparable() -> None:
