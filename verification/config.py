@@ -251,6 +251,11 @@ class RtoSettings(_Section):
     databases: dict[str, float] = Field(default_factory=dict)
     # Alert when the trend will cross the RTO within this many days.
     horizon_days: float = Field(90.0, gt=0)
+    # A trend, and every alert drawn from history (the trend's crossing, the model's error), needs at
+    # least this many measured runs spread over at least this many days: two runs seconds apart are
+    # noise, not a rate of growth. An RTO missed by the newest run is a measurement and needs neither.
+    trend_min_runs: int = Field(5, ge=2)
+    trend_min_days: float = Field(3.0, ge=0)
     # Count the integrity and data checks in the measured recovery time (they are always reported).
     count_checks: bool = False
 

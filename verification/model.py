@@ -6,6 +6,8 @@ reports) only ever sees these. Times are timezone-aware UTC datetimes.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -355,6 +357,48 @@ class IncompleteUpload:
     initiated: datetime | None = None
 
 
+@dataclass(frozen=True)
+class SystemIdentifier:
+    """The identifier a database's backups record for it, read from the backups themselves: pgBackRest's
+    db-system-id (backup.info [db]: the cluster's pg_control system identifier, made by initdb), SQL
+    Server's FamilyGUID (kept by a database for its life, across restores). `basis` says where it was read."""
+
+    __pydantic_config__ = _REPORTED
+
+    value: str
+    basis: str
+
+
+@dataclass(frozen=True)
+class DatabaseIdentity:
+    """Which database a result is about, across runs: where its backups are (`source`, as the run names
+    it), its name there (a stanza, a SQL Server database as the report names it), and the identifier its
+    backups record (None where none could be read). Two clusters under one stanza name in two
+    repositories, or a stanza name reused by a new cluster, are never one database's baselines, history,
+    drift or calibration. Reports before it (rows without one) are matched by source and name."""
+
+    __pydantic_config__ = _REPORTED
+
+    source: str
+    name: str
+    system_id: SystemIdentifier | None = None
+
+    @property
+    def key(self) -> str:
+        """What the results store keys the database's rows by: a hash of source, name and identifier
+        (the identifier's value only: a basis reworded is still the same database)."""
+        value = self.system_id.value if self.system_id is not None else None
+        return hashlib.sha256(json.dumps([self.source, self.name, value]).encode()).hexdigest()
+
+    def describe(self) -> str:
+        said = f"system id {self.system_id.value}" if self.system_id is not None else "no system id known"
+        return f"{self.name} of {self.source} ({said})"
+
+
+def identity_of(source: str, plan: RestorePlan) -> DatabaseIdentity:
+    return DatabaseIdentity(source, plan.database, plan.system_id)
+
+
 @dataclass
 class RestorePlan:
     """What to restore for one database: the backup, the chain it needs, and the point to reach."""
@@ -378,6 +422,9 @@ class RestorePlan:
     # The cipher the source's files are encrypted with, as the engine told it from their content
     # (e.g. "aes-256-cbc"); None when they are not encrypted. The restore gives the target the key.
     encryption: str | None = None
+    # The identifier the database's backups record (db-system-id, FamilyGUID): with the source and the
+    # name, what tells this database's history from another's of the same name (DatabaseIdentity).
+    system_id: SystemIdentifier | None = None
 
 
 @dataclass
@@ -448,6 +495,8 @@ class DatabaseResult:
     wall_seconds: float | None = None
     # Settings of the backup the restored server was not allowed to keep (engines/postgres/settings.py).
     overridden_settings: list[OverriddenSetting] = field(default_factory=list)
+    # Which database this is across runs (the pipeline sets it: it knows the source).
+    identity: DatabaseIdentity | None = None
 
     @property
     def recovery_seconds(self) -> float | None:

@@ -25,6 +25,7 @@ from verification import pipeline
 from verification.config import Settings
 from verification.errors import RestoreproofError
 from verification.leases import LeaseKeeper, live_task, open_task_databases, sweep
+from verification.model import identity_of
 from verification.restore_points import PointChoice, PointStrategy
 from verification.results import ResultStore
 from verification.results.store import DISCOVERY, in_rotation
@@ -109,12 +110,13 @@ def discover(settings: Settings, params: NightlyParams, run_id: str, started: da
     with LeaseKeeper(settings, run_id, "task", progress=progress) as lease:
         pipeline.end_dead_runs_quietly(settings, lease.tracking(progress), run_id)
         discovery = pipeline.discover(settings, params.request(), run_id, started, progress=lease.tracking(progress))
+    identities = {p.database: identity_of(discovery.source.describe(), p) for p in discovery.plans}
     store = ResultStore(settings.results_database_url, settings.results_retry)
     try:
-        rotation = store.rotation()
+        rotation = store.rotation(list(identities.values()))
     finally:
         store.close()
-    return in_rotation(sorted(p.database for p in discovery.plans), rotation, key=lambda name: name)
+    return in_rotation(sorted(identities), rotation, key=lambda name: identities[name].key)
 
 
 def reserve(settings: Settings, run_id: str) -> None:
@@ -218,31 +220,43 @@ def report_path(settings: Settings, run_id: str) -> Path:
 
 
 def drift(settings: Settings, now: datetime | None = None) -> list[dict[str, Any]]:
-    """Per database: the measured recovery times across runs, their trend, the model's error, and
-    every alert (RTO missed, RTO crossed within the horizon, recalibration needed)."""
-    from verification.prediction.context import series_point
+    """Per database (its identity: source, name, system id) and per kind of run (latest, point in time,
+    trended apart): the measured recovery times across runs, their trend, the model's error, and every
+    alert (RTO missed, RTO crossed within the horizon, recalibration needed). A trend and the alerts
+    drawn from history need rto.trend_min_runs runs over rto.trend_min_days days."""
+    from verification.prediction.context import HistoryEntry, same_kind, series_kind, series_point
     from verification.prediction.drift import database_drift
 
     now = now or datetime.now(UTC)
     store = ResultStore(settings.results_database_url, settings.results_retry)
     try:
-        names = sorted(store.last_verified())
-        histories = {name: store.report_entries(database=name, limit=200) for name in names}
+        histories = {identity: [HistoryEntry(row.run_id, row.started_at, row.entry, row.source)
+                                for row in store.history(identity=identity, limit=200)]
+                     for identity in store.known_databases()}
     finally:
         store.close()
     results = []
-    for name, rows in histories.items():
-        points = [series_point(entry, run_id, started) for run_id, started, entry in rows]
+    for identity, rows in histories.items():
+        name = identity.name
         rto = settings.rto.for_database(name)
-        found = database_drift(name, points, rto, now, horizon_days=settings.rto.horizon_days,
-                               tolerance_percent=settings.prediction.tolerance_percent)
-        measured = [p for p in found.series if p.recovery_seconds is not None]
-        trend = found.trend
-        results.append({"database": name, "runs": len(measured), "rto_seconds": rto,
-                        "last_seconds": measured[-1].recovery_seconds if measured else None,
-                        "slope_seconds_per_day": trend.slope_seconds_per_day if trend else None,
-                        "crossing": found.crossing.model_dump(mode="json") if found.crossing else None,
-                        "model_error_percent": found.model_error_percent,
-                        "alerts": [a.message for a in found.alerts],
-                        "notes": [found.attribution_note] if found.attribution_note else []})
+        # One series per kind of point, each as the newest run of that kind saw it.
+        newest_of_kind = {series_kind(h.entry): h for h in reversed(rows)}
+        for kind, newest in sorted(newest_of_kind.items()):
+            history, notes = same_kind(rows, newest.entry, identity)
+            points = [series_point(h.entry, h.run_id, h.started_at) for h in history]
+            found = database_drift(name, points, rto, now, horizon_days=settings.rto.horizon_days,
+                                   tolerance_percent=settings.prediction.tolerance_percent,
+                                   min_runs=settings.rto.trend_min_runs, min_days=settings.rto.trend_min_days,
+                                   kind=kind, notes=notes)
+            measured = [p for p in found.series if p.recovery_seconds is not None]
+            trend = found.trend
+            results.append({"database": name, "source": identity.source,
+                            "system_id": identity.system_id.value if identity.system_id else None,
+                            "series": str(kind), "runs": len(measured), "rto_seconds": rto,
+                            "last_seconds": measured[-1].recovery_seconds if measured else None,
+                            "slope_seconds_per_day": trend.slope_seconds_per_day if trend else None,
+                            "crossing": found.crossing.model_dump(mode="json") if found.crossing else None,
+                            "model_error_percent": found.model_error_percent,
+                            "alerts": [a.message for a in found.alerts],
+                            "notes": [*found.notes, *([found.attribution_note] if found.attribution_note else [])]})
     return results

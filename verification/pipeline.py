@@ -42,6 +42,7 @@ from verification.model import (
     CheckName,
     CheckResult,
     CheckStatus,
+    DatabaseIdentity,
     DatabaseResult,
     IncompleteUpload,
     PhaseName,
@@ -53,6 +54,7 @@ from verification.model import (
     UnreadableFile,
     UnreadableKind,
     Verdict,
+    identity_of,
 )
 from verification.prediction.context import PredictionContext
 from verification.prediction.phase_model import Prediction
@@ -271,17 +273,28 @@ def check_backup_files(engine: Engine, plan: RestorePlan, source: Source | None,
     return outcome
 
 
-def data_checks_for(settings: Settings, store: ResultStore, database: str) -> DataChecks | None:
-    """The data checks of one database: its suites, and the baseline of its last passed verification."""
+def planned_point(plan: RestorePlan) -> str:
+    """The point a plan restores, as its report names it (RestorePoint.target): "latest" or the moment."""
+    return plan.stop_at.isoformat() if plan.stop_at else "latest"
+
+
+def data_checks_for(settings: Settings, store: ResultStore, identity: DatabaseIdentity,
+                    point: str) -> DataChecks | None:
+    """The data checks of one database: its suites, and the baseline of the last passed verification of
+    the same database (its identity) to a comparable point (results.identity): a verification of an
+    earlier point is never held to the latest point's row counts, nor a stanza to another source's."""
     if not settings.checks.enabled:
         return None
-    from verification.checks.baseline import previous_baseline
+    from verification.checks.baseline import BaselineBasis, previous_baseline
     from verification.checks.runner import DataCheckRunner
     from verification.checks.suites import load_suites
 
-    details = store.last_passed_baseline(database)
-    return DataCheckRunner(settings, database, load_suites(settings.checks, database), previous_baseline(details),
-                           settings.rpo.for_database(database))
+    database = identity.name
+    stored = store.last_passed_baseline(identity, point)
+    basis = (BaselineBasis(point) if stored is None else BaselineBasis(point, stored.run_id, stored.matched))
+    return DataCheckRunner(settings, database, load_suites(settings.checks, database),
+                           previous_baseline(stored.details if stored else None),
+                           settings.rpo.for_database(database), basis)
 
 
 # Why a restore from a folder has no download.
@@ -345,7 +358,7 @@ def verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider 
     restore."""
     if changed is not None:
         progress(f"{plan.database}: {changed}")
-        point = RestorePoint(target=plan.stop_at.isoformat() if plan.stop_at else "latest")
+        point = RestorePoint(target=planned_point(plan))
         return DatabaseResult(plan.database, Verdict.ERROR, [changed], plan, point)
     began = time.monotonic()
     staging: Staging | None = None
@@ -378,7 +391,7 @@ def _verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider
                      context: PredictionContext | None, source: Source | None, no_target: str | None,
                      data_checks: DataChecks | None, staging: Staging | None,
                      watch: Callable[[list[str]], object] | None = None) -> DatabaseResult:
-    point = RestorePoint(target=plan.stop_at.isoformat() if plan.stop_at else "latest")
+    point = RestorePoint(target=planned_point(plan))
     result = DatabaseResult(plan.database, Verdict.ERROR, [], plan, point)
     hashing = context is None or context.settings.evidence.hash_backups
     hashes: Alongside[list[FileHash]] | None = None
@@ -636,7 +649,9 @@ def discover(settings: Settings, request: RunRequest, run_id: str, started: date
     try:
         # The run's order: a database that ended in error last time (killed with its worker, timed
         # out) first, then those never verified, then the least recently verified.
-        plans = in_rotation(plans, store.rotation(), key=lambda plan: plan.database)
+        identities = {plan.database: identity_of(source.describe(), plan) for plan in plans}
+        plans = in_rotation(plans, store.rotation(list(identities.values())),
+                            key=lambda plan: identities[plan.database].key)
         host = {**host_facts(), DUE: [p.database for p in plans], TARGET_ASKED: request.target,
                 DISCOVERY: generation, WARNINGS: warnings, **planned_objects(source, plans)}
         # The target kind stays unset until a restore gets one: a run that restored nothing names none.
@@ -805,13 +820,16 @@ def verify_one(settings: Settings, discovery: Discovery, plan: RestorePlan, *,
         engine = discovery.engine
         context = context or PredictionContext.load_or_cold(settings, engine.name, progress)
         evidence = RedactingEvidence(discovery.run_dir / "evidence" / slug(plan.database), redact)
-        checks = data_checks_for(settings, store, plan.database)
+        identity = identity_of(discovery.source.describe(), plan)
+        context.identities[plan.database] = identity
+        checks = data_checks_for(settings, store, identity, planned_point(plan))
         stager = stager_for(settings, discovery.source, provider)
         unrestorable = discovery.changed.get(plan.database) or archived_in_plan(discovery.source, plan)
         result = verify_database(engine, plan, provider, discovery.run_id, discovery.source.describe(), evidence,
                                  progress, context=context, source=discovery.source, no_target=no_target,
                                  data_checks=checks, stager=stager, changed=unrestorable,
                                  watch=direct_watch(discovery.source, provider, stager))
+        result.identity = identity
         redact_result(result, redact)
         entry = database_entry(result)
         context.annotate_quietly(entry, result, discovery.run_id, discovery.started_at, progress)
@@ -865,7 +883,7 @@ def publish(settings: Settings, run_id: str) -> Publication:
         run_dir = run_folder(settings, run)
         assert report.finished_at is not None
         store.finish_run(run_id, report.finished_at, str(report.verdict))
-        last_success = store.last_passed()
+        last_success = store.last_passed(run.source)
     finally:
         store.close()
     outputs = write_reports(report, run_dir, settings, last_success)
@@ -924,8 +942,11 @@ def _record_killed(settings: Settings, store: ResultStore, run_id: str, database
     plan = next((p for p in store.plans(run_id) if p.database == database), None)
     if plan is None:
         return False
-    point = RestorePoint(target=plan.stop_at.isoformat() if plan.stop_at else "latest")
+    point = RestorePoint(target=planned_point(plan))
     result = DatabaseResult(database, Verdict.ERROR, [reason], plan, point)
+    run = store.run(run_id)
+    if run is not None:
+        result.identity = identity_of(run.source, plan)
     redact_result(result, Redactor(settings))
     try:
         return store.record_if_absent(run_id, Redactor(settings).model(database_entry(result)), lease.generation)

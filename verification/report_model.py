@@ -26,6 +26,7 @@ from verification.model import (
     ChainStatus,
     CheckKind,
     CheckStatus,
+    DatabaseIdentity,
     IncompleteUpload,
     OverriddenSetting,
     PhaseName,
@@ -348,6 +349,14 @@ class DriftAlert(ReportModel):
     message: str
 
 
+class SeriesKind(StrEnum):
+    """Which runs a drift series is drawn through: those restored to the latest point, or those to an
+    earlier point in time (whose recovery replays another span of WAL or log each time). Never both."""
+
+    LATEST = "latest"
+    POINT_IN_TIME = "point-in-time"
+
+
 class DriftEntry(ReportModel):
     series: list[SeriesPoint]
     trend: TrendEntry | None
@@ -356,16 +365,28 @@ class DriftEntry(ReportModel):
     attribution: Attribution | None = None
     attribution_note: str | None = None
     alerts: list[DriftAlert]
+    # Which runs the series holds (None in reports before it: every run of the database's name).
+    series_kind: SeriesKind | None = None
+    # What a trend and the alerts drawn from history need (rto.trend_min_runs, rto.trend_min_days),
+    # as this run applied them; None in reports before them.
+    min_runs: int | None = None
+    min_days: float | None = None
+    # Why there is no trend, and what of the series was matched by name only (runs recorded before
+    # identities were kept).
+    notes: list[str] = Field(default_factory=list)
 
 
 # ---- a database, a run -----------------------------------------------------------------------------------
 
 # Written only when there is something to say: a 1.2 reader must not meet `"objectives": null`.
-_OMITTED_WHEN_NONE = ("objectives", "drift", "annotation_error")
+_OMITTED_WHEN_NONE = ("objectives", "drift", "annotation_error", "identity")
 
 
 class DatabaseEntry(ReportModel):
     database: str
+    # Which database this is across runs: its source, its name and the identifier its backups record
+    # (db-system-id, FamilyGUID); its baselines, history, drift and calibration are this identity's.
+    identity: DatabaseIdentity | None = None
     verdict: Verdict
     reasons: list[str] = Field(min_length=1)
     restore_point: RestorePointEntry

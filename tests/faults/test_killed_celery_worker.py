@@ -26,6 +26,7 @@ from tests.integration.conftest import leftovers
 from tests.integration.containers import ContainerEvents, restoring_target
 from verification.config import load_settings
 from verification.demo.airflow_stack import DAG_ID, FINISHED, AirflowStack
+from verification.model import identity_of
 from verification.orchestration import scheduler_run_id, sweep_own_folder
 from verification.results import ResultStore
 from verification.results.store import in_rotation
@@ -95,7 +96,10 @@ def test_a_celery_worker_killed_mid_restore_has_its_target_removed_by_the_teardo
             try:
                 run, entries = store.run_with_reports(run_id)
                 leases = store.leases([run_id])
-                next_order = in_rotation([SURVIVING, KILLED], store.rotation(), key=lambda name: name)
+                # The rotation is by database identity (source, stanza, system id), as the run planned them.
+                identities = {p.database: identity_of(run.source, p) for p in store.plans(run_id)}
+                next_order = in_rotation([SURVIVING, KILLED], store.rotation(list(identities.values())),
+                                         key=lambda name: identities[name].key)
             finally:
                 store.close()
             # What the killed task left on its worker's own disk (its exchange folder, under that worker's

@@ -53,7 +53,9 @@ def test_cold_then_calibrated_with_every_output(demo, settings):
     assert last["objectives"]["rto"]["measured_seconds"] == last["recovery_seconds"]
     assert last["objectives"]["rpo"]["worst_log_gap_seconds"] > 0
     assert [p["run_id"] for p in last["drift"]["series"]] == [r.run.run_id for r in results]
-    assert last["drift"]["trend"]["points"] == 4
+    # Four runs minutes apart are no rate of growth: no trend (rto.trend_min_runs, rto.trend_min_days), said.
+    assert (last["drift"]["trend"], last["drift"]["min_runs"], last["drift"]["min_days"]) == (None, 5, 3.0)
+    assert last["drift"]["notes"][-1].startswith("no trend and no alert from history: 4 measured runs over 0.0 days")
 
     run_dir = results[-1].run_dir
     # JUnit: one case per database, read back by a JUnit parser.

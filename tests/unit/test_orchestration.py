@@ -12,20 +12,30 @@ from tests.unit.factories import complete_plan, online_outcome, passed_check
 from verification import orchestration
 from verification.config import Settings, load_settings
 from verification.errors import RestoreproofError, SourceError
-from verification.model import DatabaseResult, PhaseStatus, PhaseTiming, RestorePoint, RunResult, Verdict
+from verification.model import (
+    DatabaseIdentity,
+    DatabaseResult,
+    PhaseStatus,
+    PhaseTiming,
+    RestorePoint,
+    RunResult,
+    SystemIdentifier,
+    Verdict,
+)
 from verification.reports.json_report import database_entry
 from verification.results import ResultStore
 
 
 def stored_run(store: ResultStore, run_id: str, when: datetime, seconds: dict[str, float],
-               verdict: Verdict = Verdict.PASSED) -> None:
-    store.start_run(RunResult(run_id=run_id, engine="postgres", source="/b", started_at=when))
+               verdict: Verdict = Verdict.PASSED, target: str = "latest", source: str = "/b") -> None:
+    store.start_run(RunResult(run_id=run_id, engine="postgres", source=source, started_at=when))
     for name, value in seconds.items():
         plan = complete_plan()
         plan.database = name
         outcome = online_outcome(passed_check())
         phases = [PhaseTiming("transfer", PhaseStatus.MEASURED, seconds=value)]
-        result = DatabaseResult(name, verdict, ["r"], plan, RestorePoint("latest", when), phases, outcome.checks)
+        result = DatabaseResult(name, verdict, ["r"], plan, RestorePoint(target, when), phases, outcome.checks,
+                                identity=DatabaseIdentity(source, name, SystemIdentifier("7", "backup.info")))
         store.record_database(run_id, database_entry(result))
     store.finish_run(run_id, when + timedelta(minutes=5), str(verdict))
 
@@ -36,16 +46,42 @@ def test_drift_reads_stored_history_and_alerts(tmp_path, monkeypatch):
     settings = load_settings()
     store = ResultStore(settings.results_database_url)
     start = datetime(2026, 11, 1, 1, 0, tzinfo=UTC)
-    for day in range(0, 21, 7):  # growing 100 s a week from 500 s; a steady database beside it
+    for day in range(0, 35, 7):  # growing 100 s a week from 500 s; a steady database beside it
         stored_run(store, f"run{day}", start + timedelta(days=day), {"growing": 500 + 100 * day / 7, "steady": 300})
     store.close()
-    results = {r["database"]: r for r in orchestration.drift(settings, now=start + timedelta(days=21))}
-    assert results["steady"]["alerts"] == [] and results["steady"]["runs"] == 3
+    results = {r["database"]: r for r in orchestration.drift(settings, now=start + timedelta(days=28))}
+    assert results["steady"]["alerts"] == [] and results["steady"]["runs"] == 5
     growing = results["growing"]
-    assert growing["slope_seconds_per_day"] > 14 and growing["last_seconds"] == 700
-    # 500 + 14.29 s/day reaches 1000 s on day 35: 14 days after "now".
-    assert growing["alerts"] == ["growing: at the current growth (+14.3 s/day over 3 runs) recovery exceeds its RTO "
-                                 "of 1000 s in about 14 days (2026-12-06)"]
+    assert growing["slope_seconds_per_day"] > 14 and growing["last_seconds"] == 900
+    assert (growing["source"], growing["system_id"], growing["series"]) == ("/b", "7", "latest")
+    # 500 + 14.29 s/day reaches 1000 s on day 35: 7 days after "now".
+    assert growing["alerts"] == ["growing: at the current growth (+14.3 s/day over 5 runs) recovery exceeds its RTO "
+                                 "of 1000 s in about 7 days (2026-12-06)"]
+
+
+def test_drift_draws_no_trend_from_too_few_runs_and_trends_latest_and_points_in_time_apart(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    monkeypatch.setenv("RESTOREPROOF_RTO__DEFAULT_SECONDS", "20000")
+    settings = load_settings()
+    store = ResultStore(settings.results_database_url)
+    start = datetime(2026, 11, 1, 1, 0, tzinfo=UTC)
+    # The case seen: a run to a point in time and a latest run 28 s apart, 10 s and 5,000 s.
+    stored_run(store, "pit", start, {"demo1": 10.0}, target="2026-10-30T00:00:00+00:00")
+    stored_run(store, "latest", start + timedelta(seconds=28), {"demo1": 5000.0})
+    # The same name in another repository: its own database, its own series.
+    for day in range(5):
+        stored_run(store, f"other{day}", start + timedelta(days=day), {"demo1": 100.0 + 100 * day}, source="/c")
+    store.close()
+    found = {(r["source"], r["series"]): r for r in orchestration.drift(settings, now=start + timedelta(days=4))}
+    assert set(found) == {("/b", "latest"), ("/b", "point-in-time"), ("/c", "latest")}
+    for kind in ("latest", "point-in-time"):
+        one = found[("/b", kind)]
+        assert (one["runs"], one["slope_seconds_per_day"], one["alerts"]) == (1, None, [])
+        assert ("no trend and no alert from history: 1 measured runs over 0.0 days; a trend needs at least 5 runs "
+                "over at least 3 days (rto.trend_min_runs, rto.trend_min_days)") in one["notes"]
+    assert any("left out: latest and point-in-time runs are trended apart" in n for n in found[("/b", "latest")]["notes"])
+    other = found[("/c", "latest")]
+    assert other["runs"] == 5 and other["slope_seconds_per_day"] == pytest.approx(100.0)
 
 
 def test_rotation_puts_never_and_least_recently_verified_first_and_ignores_errors(tmp_path):

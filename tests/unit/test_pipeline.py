@@ -1326,3 +1326,39 @@ def test_a_file_that_cannot_be_hashed_alongside_makes_the_evidence_say_so_never_
     said = (tmp_path / "ev" / "backup-files.error.txt").read_text()
     assert "backup/demo1/F/pg_data/base/1/gone.gz" in said
     assert not (tmp_path / "ev" / "backup-files.sha256").exists()
+
+
+# --- which baseline a verification is held to (issue 29, classes 2 and 3) -----------------------------------
+
+def test_data_checks_are_held_to_the_same_databases_baseline_of_the_same_point(tmp_path: Path) -> None:
+    from tests.unit.results.test_store import AT, SHOP_S, _record_runs, _verified
+    from verification.checks.runner import DataCheckRunner
+    from verification.config import Settings
+    from verification.model import DatabaseIdentity
+    from verification.pipeline import data_checks_for, planned_point
+    from verification.results import ResultStore
+    from verification.results.identity import Match
+
+    store = ResultStore(f"sqlite:///{tmp_path}/r.db")
+    _record_runs(store, [("/s", _verified("shop", "passed", 4004, identity=SHOP_S)),
+                         ("/s", _verified("shop", "passed", 1001, target=AT, identity=SHOP_S))])
+    settings = Settings(state_dir=tmp_path)
+
+    def held(identity: DatabaseIdentity, point: str) -> tuple[int | None, str | None, Match | None]:
+        runner = data_checks_for(settings, store, identity, point)
+        assert isinstance(runner, DataCheckRunner)
+        table = runner.previous.get("postgres.public.t")
+        assert runner.basis.point == point
+        return (table.rows if table else None), runner.basis.run_id, runner.basis.matched
+
+    assert held(SHOP_S, "latest") == (4004, "r000", Match.IDENTITY)
+    assert held(SHOP_S, AT) == (1001, "r001", Match.IDENTITY)
+    assert held(SHOP_S, "2026-11-21T00:00:00+00:00") == (None, None, None)  # records its own
+    assert held(DatabaseIdentity("/t", "shop", SHOP_S.system_id), "latest") == (None, None, None)
+    settings.checks.enabled = False
+    assert data_checks_for(settings, store, SHOP_S, "latest") is None
+    store.close()
+    plan = complete_plan()
+    assert planned_point(plan) == "latest"
+    plan.stop_at = datetime(2026, 11, 20, tzinfo=UTC)
+    assert planned_point(plan) == AT

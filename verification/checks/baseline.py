@@ -16,6 +16,7 @@ from typing import Any
 
 from verification.checks.profile import Table
 from verification.config import BaselineSettings
+from verification.results.identity import LATEST, NAME_MATCH_NOTE, Match, describe_point, is_latest
 
 ROLE = "restoreproof_role"  # the meta key telling what a made expectation is for
 
@@ -24,6 +25,35 @@ ROLE = "restoreproof_role"  # the meta key telling what a made expectation is fo
 class TableBaseline:
     rows: int
     columns: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class BaselineBasis:
+    """What a verification's baseline is held to, said in its check: the point it restores, and the
+    run of the same database and a comparable point whose baseline it is (None: no comparable run
+    passed, so this one records the first baseline of its point). results.identity says what
+    "same database" and "comparable point" are."""
+
+    point: str = LATEST
+    run_id: str | None = None
+    matched: Match | None = None
+
+    def first(self) -> str:
+        """The summary's words for a verification held to no baseline."""
+        if is_latest(self.point):
+            return " (the first baseline: recorded for the next verification)"
+        return (f" (the first baseline of {describe_point(self.point)}: recorded for later verifications of the "
+                "same point; verifications of other points are not held to it, nor this one to theirs)")
+
+    def details(self) -> dict[str, Any]:
+        said: dict[str, Any] = {"point": self.point, "compared_with": self.run_id,
+                                "rule": ("held only to a passed verification of the same database (source, name, "
+                                         "system id) that restored the same point")}
+        if self.matched is not None:
+            said["matched_by"] = str(self.matched)
+        if self.matched is Match.NAME:
+            said["note"] = NAME_MATCH_NOTE
+        return said
 
 
 def previous_baseline(details: dict[str, Any] | None) -> dict[str, TableBaseline]:

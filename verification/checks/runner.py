@@ -201,12 +201,15 @@ class DataCheckRunner:
     """The data checks of one verified database (the `DataChecks` an engine calls)."""
 
     def __init__(self, settings: Settings, verified: str, suites: list[Suite],
-                 previous: dict[str, baselines.TableBaseline], rpo_seconds: float) -> None:
+                 previous: dict[str, baselines.TableBaseline], rpo_seconds: float,
+                 basis: baselines.BaselineBasis | None = None) -> None:
         self.settings = settings
         self.checks = settings.checks
         self.verified = verified
         self.suites = suites
         self.previous = previous
+        # Which point this restores, and whose baseline `previous` is (said in the check).
+        self.basis = basis or baselines.BaselineBasis()
         self.rpo_seconds = rpo_seconds
         self.redact = Redactor()
         self.worker: threading.Thread | None = None
@@ -609,10 +612,10 @@ class DataCheckRunner:
         not_checked = [name for name in names if name not in profiled]
         details: dict[str, Any] = {"tables": profile, "compared": bool(self.previous), "notes": said,
                                    "row_drop_percent": settings.row_drop_percent,
-                                   "schema_drift": settings.schema_drift}
+                                   "schema_drift": settings.schema_drift, "baseline": self.basis.details()}
         if not_checked:
             details["not_checked"] = not_checked
-        first = "" if self.previous else " (the first baseline: recorded for the next verification)"
+        first = "" if self.previous else self.basis.first()
         if not_checked:
             first += (f"; {len(not_checked)} more tables not checked (beyond checks.baselines.max_tables: "
                       f"{settings.max_tables})")

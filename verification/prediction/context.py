@@ -15,7 +15,15 @@ from datetime import UTC, datetime
 
 from verification.config import Settings
 from verification.engines.base import Engine
-from verification.model import DatabaseResult, PhaseName, PhaseStatus, PhaseWork, RestorePlan, Verdict
+from verification.model import (
+    DatabaseIdentity,
+    DatabaseResult,
+    PhaseName,
+    PhaseStatus,
+    PhaseWork,
+    RestorePlan,
+    Verdict,
+)
 from verification.prediction import objectives
 from verification.prediction.calibration import Calibration, calibration_key
 from verification.prediction.drift import database_drift
@@ -27,7 +35,8 @@ from verification.prediction.probes import (
     source_read_probe,
     target_write_probe,
 )
-from verification.report_model import DatabaseEntry, Objectives, SeriesPoint
+from verification.report_model import DatabaseEntry, DriftEntry, Objectives, SeriesKind, SeriesPoint
+from verification.results.identity import NAME_MATCH_NOTE, Match, is_latest, match, point_of
 from verification.sources.base import Source
 from verification.targets.base import Target, TargetProvider
 
@@ -39,6 +48,12 @@ class HistoryEntry:
     run_id: str
     started_at: datetime
     entry: DatabaseEntry
+    # The run's source: with the entry's identity (or, recorded before identities, its name), which
+    # database the entry is (results.identity).
+    source: str = ""
+
+    def match(self, identity: DatabaseIdentity) -> Match | None:
+        return match(identity, self.source, self.entry)
 
 
 @dataclass
@@ -48,6 +63,9 @@ class PredictionContext:
     # Earlier runs' database entries, newest first.
     history: list[HistoryEntry] = field(default_factory=list)
     host: str = field(default_factory=socket.gethostname)
+    # The identity of each database this run verifies, by its name (unique in a run): set by the
+    # pipeline, which knows the source, before the database is predicted.
+    identities: dict[str, DatabaseIdentity] = field(default_factory=dict)
 
     @classmethod
     def load(cls, settings: Settings, engine: str) -> PredictionContext:
@@ -55,10 +73,10 @@ class PredictionContext:
 
         store = ResultStore(settings.results_database_url, settings.results_retry)
         try:
-            rows = store.report_entries(engine=engine, limit=max(500, settings.prediction.recent_runs * 25))
+            rows = store.history(engine=engine, limit=max(500, settings.prediction.recent_runs * 25))
         finally:
             store.close()
-        return cls(settings, engine, [HistoryEntry(run_id, started, entry) for run_id, started, entry in rows])
+        return cls(settings, engine, [HistoryEntry(row.run_id, row.started_at, row.entry, row.source) for row in rows])
 
     @classmethod
     def load_or_cold(cls, settings: Settings, engine: str, progress: Callable[[str], None] | None = None
@@ -87,10 +105,15 @@ class PredictionContext:
 
     # before the restore ----------------------------------------------------------------------------
 
-    def calibration(self, target: Target) -> Calibration:
+    def calibration(self, target: Target, identity: DatabaseIdentity | None = None) -> Calibration:
+        """The rates of this engine, image and host. With `identity`, the entries of another database
+        of the same name (another source, another cluster) are left out: what calibration learns per
+        database (by its name) is then this database's alone."""
         key = calibration_key(self.engine, target.describe(), self.host)
         p = self.settings.prediction
-        return Calibration(key, [h.entry for h in self.history], min_runs=p.min_runs, recent_runs=p.recent_runs)
+        entries = [h.entry for h in self.history
+                   if identity is None or h.entry.database != identity.name or h.match(identity) is not None]
+        return Calibration(key, entries, min_runs=p.min_runs, recent_runs=p.recent_runs)
 
     def wants_probes(self, calibration: Calibration) -> bool:
         mode = self.settings.prediction.probes
@@ -101,7 +124,7 @@ class PredictionContext:
                 extra: Sequence[PhaseWork] = ()) -> Prediction:
         """Every phase's prediction: the engine's, and `extra`, the phases the pipeline runs itself (the
         download of a staged copy)."""
-        calibration = self.calibration(target)
+        calibration = self.calibration(target, self.identities.get(plan.database))
         probes: list[Probe] = []
         if self.wants_probes(calibration):
             probes = self.run_probes(engine, plan, target, source, provider, run_id, repo_host_path)
@@ -153,12 +176,47 @@ class PredictionContext:
             rpo=objectives.rpo(settings.rpo.for_database(name), result.plan.history,
                                result.restore_point.achieved if result.verdict is Verdict.PASSED else None, now,
                                target_source="configured" if name in settings.rpo.databases else "default"))
-        points = [series_point(h.entry, h.run_id, h.started_at) for h in self.history
-                  if h.entry.database == result.database and h.run_id != run_id][:200]
+        entry.drift = self.drift(entry, run_id, started_at, now)
+
+    def drift(self, entry: DatabaseEntry, run_id: str, started_at: datetime, now: datetime) -> DriftEntry:
+        """The entry's drift through the earlier runs of the same database (its identity, or for runs
+        recorded before identities its source and name) of the same kind (latest, or a point in time)."""
+        identity = entry.identity or DatabaseIdentity("", entry.database)
+        if entry.identity is None:  # nothing to tell databases of one name apart: its name (as before)
+            earlier = [h for h in self.history if h.entry.database == entry.database]
+        else:
+            earlier = [h for h in self.history if h.match(identity) is not None]
+        history, notes = same_kind(earlier, entry, identity)
+        points = [series_point(h.entry, h.run_id, h.started_at) for h in history if h.run_id != run_id][:200]
         points.append(series_point(entry, run_id, started_at))
-        entry.drift = database_drift(result.database, points, settings.rto.for_database(result.database), now,
-                                     horizon_days=settings.rto.horizon_days,
-                                     tolerance_percent=settings.prediction.tolerance_percent)
+        settings = self.settings
+        return database_drift(entry.database, points, settings.rto.for_database(entry.database), now,
+                              horizon_days=settings.rto.horizon_days,
+                              tolerance_percent=settings.prediction.tolerance_percent,
+                              min_runs=settings.rto.trend_min_runs, min_days=settings.rto.trend_min_days,
+                              kind=series_kind(entry), notes=notes)
+
+
+def series_kind(entry: DatabaseEntry) -> SeriesKind:
+    return SeriesKind.LATEST if is_latest(point_of(entry)) else SeriesKind.POINT_IN_TIME
+
+
+def same_kind(history: Sequence[HistoryEntry], entry: DatabaseEntry,
+              identity: DatabaseIdentity) -> tuple[list[HistoryEntry], list[str]]:
+    """The runs of `history` restored to the same kind of point as `entry` (latest runs and runs to a
+    point in time are trended apart), and what to say of them: how many of the other kind were left
+    out, and how many were matched by source and name only."""
+    kind = series_kind(entry)
+    kept = [h for h in history if series_kind(h.entry) is kind]
+    notes = []
+    other = len(history) - len(kept)
+    if other:
+        others = "an earlier point in time" if kind is SeriesKind.LATEST else "the latest point"
+        notes.append(f"{other} runs to {others} left out: latest and point-in-time runs are trended apart")
+    by_name = sum(1 for h in kept if h.match(identity) is Match.NAME)
+    if by_name:
+        notes.append(f"{by_name} runs of the series {NAME_MATCH_NOTE}")
+    return kept, notes
 
 
 def series_point(entry: DatabaseEntry, run_id: str, at: datetime) -> SeriesPoint:

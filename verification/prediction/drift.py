@@ -13,6 +13,7 @@ from verification.report_model import (
     DriftAlert,
     DriftEntry,
     PredictionMode,
+    SeriesKind,
     SeriesPoint,
     TrendEntry,
 )
@@ -52,8 +53,35 @@ def fit(series: list[tuple[datetime, float]]) -> Trend | None:
     return Trend(slope, mean_y - slope * mean_x, start, len(series))
 
 
+# The defaults of rto.trend_min_runs and rto.trend_min_days (verification.config.RtoSettings).
+MIN_RUNS, MIN_DAYS = 5, 3.0
+
+
+def span_days(series: Sequence[tuple[datetime, float]]) -> float:
+    """Days from the first to the last measured run of a series."""
+    if not series:
+        return 0.0
+    times = [t for t, _ in series]
+    return (max(times) - min(times)) / timedelta(days=1)
+
+
+def enough_history(series: Sequence[tuple[datetime, float]], min_runs: int = MIN_RUNS,
+                   min_days: float = MIN_DAYS) -> bool:
+    """Whether a series may carry a trend and the alerts drawn from history: at least `min_runs`
+    measured runs, spread over at least `min_days` days."""
+    return len(series) >= min_runs and span_days(series) >= min_days
+
+
+def too_little_history(series: Sequence[tuple[datetime, float]], min_runs: int, min_days: float) -> str:
+    return (f"no trend and no alert from history: {len(series)} measured runs over {span_days(series):.1f} days; "
+            f"a trend needs at least {min_runs} runs over at least {min_days:g} days "
+            "(rto.trend_min_runs, rto.trend_min_days)")
+
+
 def assess(database: str, series: list[tuple[datetime, float]], rto_seconds: float, now: datetime,
-           horizon_days: float = 90) -> list[DriftAlert]:
+           horizon_days: float = 90, min_runs: int = MIN_RUNS, min_days: float = MIN_DAYS) -> list[DriftAlert]:
+    """The alerts of a series: the newest run missed its RTO (a measurement, whatever the history), or
+    the trend crosses the RTO within the horizon (only with enough history: `enough_history`)."""
     alerts = []
     if series:
         last_time, last = max(series)
@@ -61,7 +89,7 @@ def assess(database: str, series: list[tuple[datetime, float]], rto_seconds: flo
             alerts.append(DriftAlert(kind=AlertKind.RTO_MISSED, message=(
                 f"{database}: last measured recovery {last:.0f} s on {last_time:%Y-%m-%d} "
                 f"exceeds its RTO of {rto_seconds:.0f} s")))
-    trend = fit(series)
+    trend = fit(series) if enough_history(series, min_runs, min_days) else None
     if trend is not None and not alerts:
         crossing = trend.crosses(rto_seconds)
         if crossing is not None and now <= crossing <= now + timedelta(days=horizon_days):
@@ -112,20 +140,30 @@ def attribution(points: Sequence[SeriesPoint]) -> Attribution | None:
 
 
 def database_drift(database: str, points: Sequence[SeriesPoint], rto_seconds: float, now: datetime, *,
-                   horizon_days: float = 90, tolerance_percent: float = 25.0, error_window: int = 5) -> DriftEntry:
-    """The drift of a database's report entry: its series, trend, crossing, model error, alerts."""
+                   horizon_days: float = 90, tolerance_percent: float = 25.0, error_window: int = 5,
+                   min_runs: int = MIN_RUNS, min_days: float = MIN_DAYS, kind: SeriesKind | None = None,
+                   notes: Sequence[str] = ()) -> DriftEntry:
+    """The drift of a database's report entry: its series, trend, crossing, model error, alerts.
+
+    `points` are runs of one kind (`kind`: all to the latest point, or all to earlier points), whoever
+    builds the series. A trend, its crossing and the model-error alert need enough history
+    (`enough_history`): with less, the entry says so in its notes and draws none of them."""
     ordered = sorted(points, key=lambda p: p.at)
     series = [(p.at, float(p.recovery_seconds)) for p in ordered if p.recovery_seconds is not None]
-    trend = fit(series)
+    enough = enough_history(series, min_runs, min_days)
+    said = list(notes)
+    if not enough:
+        said.append(too_little_history(series, min_runs, min_days))
+    trend = fit(series) if enough else None
     crossing = trend.crosses(rto_seconds) if trend is not None else None
-    alerts = assess(database, series, rto_seconds, now, horizon_days)
-    error = model_error(ordered, error_window)
+    alerts = assess(database, series, rto_seconds, now, horizon_days, min_runs, min_days)
+    error = model_error(ordered, error_window) if enough else None
     if error is not None and error > tolerance_percent:
         alerts.append(DriftAlert(kind=AlertKind.MODEL_ERROR,
                                  message=f"{database}: the model's median error over the last "
                                          f"{min(error_window, len(ordered))} runs is {error:.0f}% (tolerance "
                                          f"{tolerance_percent:.0f}%): recalibration needed"))
-    cause = attribution(ordered)
+    cause = attribution(ordered) if enough else None
     # Why it grew is information for whoever reads an alert, not an alert of its own.
     note = None if cause is None else (f"{database}: recovery time grew mostly through "
                                        + ("more bytes to restore at a steady rate" if cause is Attribution.SIZE
@@ -138,4 +176,5 @@ def database_drift(database: str, points: Sequence[SeriesPoint], rto_seconds: fl
         crossing=None if crossing is None or crossing < now else Crossing(
             at=crossing, days=round((crossing - now) / timedelta(days=1), 1)),
         model_error_percent=round(error, 1) if error is not None else None,
-        attribution=cause, attribution_note=note, alerts=alerts)
+        attribution=cause, attribution_note=note, alerts=alerts, series_kind=kind, min_runs=min_runs,
+        min_days=min_days, notes=said)

@@ -85,7 +85,7 @@ def database_entry(result: DatabaseResult) -> DatabaseEntry:
     """A database's entry without prediction, objectives and drift (prediction adds those)."""
     recovery = result.recovery_seconds
     return DatabaseEntry(
-        database=result.database, verdict=result.verdict, reasons=result.reasons,
+        database=result.database, identity=result.identity, verdict=result.verdict, reasons=result.reasons,
         restore_point=RestorePointEntry(target=result.restore_point.target, achieved=result.restore_point.achieved,
                                         detail=result.restore_point.detail),
         recovery_seconds=round(recovery, 3) if recovery is not None else None,

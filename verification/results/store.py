@@ -12,6 +12,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
@@ -30,6 +31,7 @@ from sqlalchemy import (
     create_engine,
     event,
     func,
+    or_,
     select,
     update,
 )
@@ -40,10 +42,11 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_at
 
 from verification.config import ResultsRetrySettings
 from verification.errors import RunFinishedError, StaleDiscoveryError, StoreUnavailableError
-from verification.model import IncompleteUpload, RestorePlan, RunResult, UnreadableFile
+from verification.model import DatabaseIdentity, IncompleteUpload, RestorePlan, RunResult, UnreadableFile
 from verification.redaction import MASK
 from verification.report_model import DatabaseEntry
 from verification.results import migrations
+from verification.results.identity import LATEST, Match, comparable, match, point_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -98,6 +101,38 @@ def in_rotation(items: Sequence[T], rotation: dict[str, tuple[bool, datetime | N
         return (0 if errored else 1 if last is None else 2), last or never
 
     return sorted(items, key=rank)
+
+
+@dataclass(frozen=True)
+class StoredEntry:
+    """A database's report entry as the store keeps it, with its run's id, start and source."""
+
+    run_id: str
+    started_at: datetime
+    source: str
+    entry: DatabaseEntry
+
+    def match(self, identity: DatabaseIdentity) -> Match | None:
+        return match(identity, self.source, self.entry)
+
+
+@dataclass(frozen=True)
+class StoredBaseline:
+    """The baseline a verification is held to: the data_baseline details of a passed verification of
+    a comparable point, which run it was, the point, and how that run was found to be this database's."""
+
+    details: dict[str, Any]
+    run_id: str
+    started_at: datetime
+    point: str
+    matched: Match
+
+
+def _rows_of(identity: DatabaseIdentity, identity_column: Any, name_column: Any) -> Any:
+    """The SQL condition for an identity's rows: its key, or (rows recorded before identities were kept)
+    its name in a run of its source. The caller joins RunRow."""
+    return or_(identity_column == identity.key,
+               identity_column.is_(None) & (name_column == identity.name) & (RunRow.source == identity.source))
 
 
 class UtcDateTime(TypeDecorator[datetime]):
@@ -157,6 +192,8 @@ class DatabaseRow(Base):
     restore_achieved: Mapped[datetime | None] = mapped_column(UtcDateTime())
     recovery_seconds: Mapped[float | None] = mapped_column(Float)
     target: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    # DatabaseIdentity.key (revision 0006); None on rows recorded before: matched by source and name.
+    identity: Mapped[str | None] = mapped_column(String(64), index=True)
     run: Mapped[RunRow] = relationship(back_populates="databases")
 
 
@@ -181,6 +218,8 @@ class DatabaseReportRow(Base):
     run_pk: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
     database: Mapped[str] = mapped_column(String(256))
     report: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    # DatabaseIdentity.key (revision 0006); None on rows recorded before: matched by source and name.
+    identity: Mapped[str | None] = mapped_column(String(64), index=True)
 
 
 class RunLeaseRow(Base):
@@ -371,17 +410,10 @@ class ResultStore:
     def record_database(self, run_id: str, entry: DatabaseEntry, discovery: str | None = None) -> None:
         """One database's report entry. Replaces an earlier try's. With `discovery`, only while the run
         is still that discovery's (a task of a discovery since replaced records nothing)."""
-        database = DatabaseRow(database=entry.database, verdict=str(entry.verdict), reasons=entry.reasons,
-                               restore_target=entry.restore_point.target,
-                               restore_achieved=entry.restore_point.achieved,
-                               recovery_seconds=entry.recovery_seconds, target=entry.target)
         with Session(self.writer) as session, session.begin():
             run = self._current_run(session, run_id, discovery)
             self._delete_entry(session, run, entry.database)
-            database.run_pk = run.id
-            session.add(database)
-            session.add(DatabaseReportRow(run_pk=run.id, database=entry.database,
-                                          report=entry.model_dump(mode="json")))
+            self._add_entry(session, run, entry)
 
     @_retried
     def forget_database(self, run_id: str, database: str, discovery: str | None = None) -> None:
@@ -402,6 +434,16 @@ class ResultStore:
             raise StaleDiscoveryError(f"run {run_id} was discovered again since this step started (discovery "
                                       f"{discovery}, now {run.host.get(DISCOVERY)}): nothing recorded")
         return run
+
+    @staticmethod
+    def _add_entry(session: Session, run: RunRow, entry: DatabaseEntry) -> None:
+        key = entry.identity.key if entry.identity is not None else None
+        session.add(DatabaseRow(run_pk=run.id, database=entry.database, verdict=str(entry.verdict),
+                                reasons=entry.reasons, restore_target=entry.restore_point.target,
+                                restore_achieved=entry.restore_point.achieved,
+                                recovery_seconds=entry.recovery_seconds, target=entry.target, identity=key))
+        session.add(DatabaseReportRow(run_pk=run.id, database=entry.database, report=entry.model_dump(mode="json"),
+                                      identity=key))
 
     @staticmethod
     def _delete_entry(session: Session, run: RunRow, database: str) -> None:
@@ -438,11 +480,14 @@ class ResultStore:
             return {name: started for name, started in session.execute(query)}
 
     @_retried
-    def last_passed(self) -> dict[str, datetime]:
-        """Per database, the start of the newest run in which it passed (the metrics' last success)."""
+    def last_passed(self, source: str | None = None) -> dict[str, datetime]:
+        """Per database, the start of the newest run in which it passed (the metrics' last success); of
+        `source`'s runs alone when given (a database of another source with the same name is not it)."""
         with Session(self.engine) as session:
             query = (select(DatabaseRow.database, RunRow.started_at).join(RunRow)
                      .where(DatabaseRow.verdict == "passed").order_by(RunRow.started_at))
+            if source is not None:
+                query = query.where(RunRow.source == source)
             return {name: started for name, started in session.execute(query)}
 
     @_retried
@@ -464,22 +509,62 @@ class ResultStore:
                     for run_id, started, report in session.execute(query)]
 
     @_retried
-    def last_passed_baseline(self, database: str) -> dict[str, Any] | None:
-        """The data_baseline details of the newest verification of `database` to the latest point
-        that passed with its baseline check passed: what the next verification is held to. However
-        many runs failed since, that one still counts (a failure never resets the baseline)."""
+    def last_passed_baseline(self, identity: DatabaseIdentity, point: str = LATEST) -> StoredBaseline | None:
+        """The data_baseline of the newest verification of `identity` to a point comparable with `point`
+        (results.identity: both latest, or the same moment) that passed with its baseline check
+        passed: what a verification of `point` is held to. However many runs failed since, that one
+        still counts (a failure never resets the baseline). None: no comparable verification passed,
+        and this one records the first baseline of its point."""
         with Session(self.engine) as session:
-            query = (select(DatabaseReportRow.report).join(RunRow, DatabaseReportRow.run_pk == RunRow.id)
-                     .where(DatabaseReportRow.database == database)
+            query = (select(RunRow.run_id, RunRow.started_at, RunRow.source, DatabaseReportRow.report)
+                     .join(RunRow, DatabaseReportRow.run_pk == RunRow.id)
+                     .where(_rows_of(identity, DatabaseReportRow.identity, DatabaseReportRow.database))
                      .order_by(RunRow.started_at.desc(), DatabaseReportRow.id.desc()))
-            for (report,) in session.execute(query):
-                if report.get("verdict") != "passed" or (report.get("restore_point") or {}).get("target") != "latest":
+            for run_id, started, source, report in session.execute(query):
+                if report.get("verdict") != "passed":
                     continue
-                for check in report.get("checks") or []:
-                    if check.get("name") == "data_baseline" and check.get("status") == "passed":
-                        details: dict[str, Any] = check.get("details") or {}
-                        return details
+                entry = DatabaseEntry.model_validate(report)
+                how = match(identity, source, entry)
+                if how is None or not comparable(point, point_of(entry)):
+                    continue
+                for check in entry.checks:
+                    if check.name == "data_baseline" and check.status == "passed":
+                        return StoredBaseline(dict(check.details), run_id, started, point_of(entry), how)
         return None
+
+    @_retried
+    def history(self, *, engine: str | None = None, identity: DatabaseIdentity | None = None,
+                limit: int = 500) -> list[StoredEntry]:
+        """Databases' report entries with their run's source, newest run first (of `identity` alone when
+        given, as results.identity matches them): what calibration, drift and the history charts read."""
+        with Session(self.engine) as session:
+            query = (select(RunRow.run_id, RunRow.started_at, RunRow.source, DatabaseReportRow.report)
+                     .join(RunRow, DatabaseReportRow.run_pk == RunRow.id)
+                     .order_by(RunRow.started_at.desc(), DatabaseReportRow.id.desc()).limit(limit))
+            if engine is not None:
+                query = query.where(RunRow.engine == engine)
+            if identity is not None:
+                query = query.where(_rows_of(identity, DatabaseReportRow.identity, DatabaseReportRow.database))
+            found = [StoredEntry(run_id, started, source, DatabaseEntry.model_validate(report))
+                     for run_id, started, source, report in session.execute(query)]
+        return [row for row in found if identity is None or row.match(identity) is not None]
+
+    @_retried
+    def known_databases(self) -> list[DatabaseIdentity]:
+        """Every database the store has entries of: each identity as its newest entry names it, and each
+        source and name of entries recorded before identities were kept that no identity covers (as an
+        identity with no system id, whose history() finds those entries by source and name)."""
+        with Session(self.engine) as session:
+            newest = (select(func.max(DatabaseReportRow.id)).where(DatabaseReportRow.identity.is_not(None))
+                      .group_by(DatabaseReportRow.identity))
+            reports = session.scalars(select(DatabaseReportRow.report).where(DatabaseReportRow.id.in_(newest)))
+            found = [i for i in (DatabaseEntry.model_validate(report).identity for report in reports) if i is not None]
+            covered = {(i.source, i.name) for i in found}
+            older = session.execute(select(RunRow.source, DatabaseReportRow.database).distinct()
+                                    .join(RunRow, DatabaseReportRow.run_pk == RunRow.id)
+                                    .where(DatabaseReportRow.identity.is_(None)))
+            found += [DatabaseIdentity(source, name) for source, name in older if (source, name) not in covered]
+        return sorted(found, key=lambda i: (i.name, i.source, i.key))
 
     @_retried
     def run(self, run_id: str) -> RunRow | None:
@@ -582,27 +667,31 @@ class ResultStore:
             run = self._current_run(session, run_id, discovery)
             if any(d.database == entry.database for d in run.databases):
                 return False
-            session.add(DatabaseRow(run_pk=run.id, database=entry.database, verdict=str(entry.verdict),
-                                    reasons=entry.reasons, restore_target=entry.restore_point.target,
-                                    restore_achieved=entry.restore_point.achieved,
-                                    recovery_seconds=entry.recovery_seconds, target=entry.target))
-            session.add(DatabaseReportRow(run_pk=run.id, database=entry.database,
-                                          report=entry.model_dump(mode="json")))
+            self._add_entry(session, run, entry)
             return True
 
     @_retried
-    def rotation(self) -> dict[str, tuple[bool, datetime | None]]:
-        """Per database: whether its newest entry is an "error" (restoreproof could not finish it:
-        killed, timed out, no target), and when it was last verified to a verdict (None: never).
-        The order of a run's databases: errors first, then never verified, then least recently."""
+    def rotation(self, identities: Sequence[DatabaseIdentity]) -> dict[str, tuple[bool, datetime | None]]:
+        """Per identity's key: whether its newest entry is an "error" (restoreproof could not finish it:
+        killed, timed out, no target), and when it was last verified to a verdict (None: never). The
+        order of a run's databases: errors first, then never verified, then least recently. A database
+        of another source, or another cluster under the same name, does not move this one's place;
+        rows recorded before identities were kept count by their run's source and name."""
+        by_key = {identity.key: identity.key for identity in identities}
+        by_name = {(identity.source, identity.name): identity.key for identity in identities}
+        newest: dict[str, str] = {}
+        last: dict[str, datetime] = {}
         with Session(self.engine) as session:
-            newest: dict[str, str] = {}
-            query = (select(DatabaseRow.database, DatabaseRow.verdict).join(RunRow)
-                     .order_by(RunRow.started_at, DatabaseRow.id))
-            for name, verdict in session.execute(query):
-                newest[name] = verdict
-        last = self.last_verified()
-        return {name: (verdict == "error", last.get(name)) for name, verdict in newest.items()}
+            query = (select(DatabaseRow.identity, RunRow.source, DatabaseRow.database, DatabaseRow.verdict,
+                            RunRow.started_at).join(RunRow).order_by(RunRow.started_at, DatabaseRow.id))
+            for key, source, name, verdict, started in session.execute(query):
+                mine = by_key.get(key) if key is not None else by_name.get((source, name))
+                if mine is None:
+                    continue
+                newest[mine] = verdict
+                if verdict != "error":
+                    last[mine] = started
+        return {key: (verdict == "error", last.get(key)) for key, verdict in newest.items()}
 
     # The listings (verification.results.summaries; imported here, as it maps this module's tables).
 

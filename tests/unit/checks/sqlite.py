@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from verification.checks.baseline import TableBaseline
+from verification.checks.baseline import BaselineBasis, TableBaseline
 from verification.checks.runner import DataCheckRunner
 from verification.checks.suites import Suite, load_suites
 from verification.config import ChecksSettings, Settings
@@ -35,12 +35,13 @@ def access(files: dict[str, Path], main: str | None = "shop", point: datetime | 
 
 
 def run(folder: Path, checks: ChecksSettings, reach: DataAccess, previous: dict[str, TableBaseline] | None = None,
-        rpo_seconds: float = 3600.0, suites: list[Suite] | None = None) -> tuple[dict[str, CheckResult], Evidence]:
+        rpo_seconds: float = 3600.0, suites: list[Suite] | None = None,
+        basis: BaselineBasis | None = None) -> tuple[dict[str, CheckResult], Evidence]:
     """Every check the runner returns, by name (in its order), and the evidence it wrote."""
     settings = Settings(state_dir=folder / "state", checks=checks)
     evidence = Evidence(folder / "ev")
     runner = DataCheckRunner(settings, "shop", load_suites(checks, "shop") if suites is None else suites,
-                             previous or {}, rpo_seconds)
+                             previous or {}, rpo_seconds, basis)
     results = runner(reach, evidence)
     named = {result.name: result for result in results}
     assert len(named) == len(results), [r.name for r in results]

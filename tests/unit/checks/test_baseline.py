@@ -11,6 +11,7 @@ import pytest
 from tests.unit.checks.sqlite import access, checks, run, sqlite_file
 from verification.checks.baseline import (
     ROLE,
+    BaselineBasis,
     TableBaseline,
     expectations,
     missing_tables,
@@ -22,6 +23,7 @@ from verification.checks.results import Outcome
 from verification.checks.runner import DataCheckRunner, _Batch
 from verification.config import BaselineSettings, Settings
 from verification.model import CheckKind, CheckName, CheckStatus
+from verification.results.identity import NAME_MATCH_NOTE, Match
 
 
 def _table(*key: str) -> Table:
@@ -131,7 +133,8 @@ def test_the_first_baseline_passes_records_every_table_and_compares_nothing(firs
                    "shop.main.orders": {"rows": 10, "columns": ["id", "customer_id"]},
                    "shop.main.pairs": {"rows": 2, "columns": ["a", "b"]},
                    "shop.main.scratch": {"rows": 0, "columns": ["id"]}},
-        "compared": False, "notes": [], "row_drop_percent": 10.0, "schema_drift": "report"}
+        "compared": False, "notes": [], "row_drop_percent": 10.0, "schema_drift": "report",
+        "baseline": {"point": "latest", "compared_with": None, "rule": RULE}}
 
 
 def _second(folder: Path, orders: int, notes: bool) -> Path:
@@ -302,3 +305,42 @@ def test_a_row_count_that_raised_is_one_error_and_no_count_at_all_is_another():
     errored.error = "Great Expectations returned no result for it"
     assert runner._baseline_check([errored], [table], [table.qualified], []).findings == [
         "database shop, table public.orders: Great Expectations returned no result for it"]
+
+
+# --- what a verification is held to (issue 29, class 2): said in the check ----------------------------------
+
+RULE = "held only to a passed verification of the same database (source, name, system id) that restored the same point"
+AT = "2026-11-20T00:00:00+00:00"
+
+
+def test_a_point_in_time_with_no_comparable_run_records_its_own_baseline_and_says_so(tmp_path):
+    database = sqlite_file(tmp_path / "shop.db", _first_script())
+    named, _ = run(tmp_path, checks(freshness={"enabled": False}), access({"shop": database}),
+                   basis=BaselineBasis(AT))
+    check = named[CheckName.DATA_BASELINE]
+    assert check.status is CheckStatus.PASSED
+    assert check.summary == (f"5 tables: row counts, keys as expected (the first baseline of the point {AT}: recorded "
+                             "for later verifications of the same point; verifications of other points are not held "
+                             "to it, nor this one to theirs)")
+    assert check.details["baseline"] == {"point": AT, "compared_with": None, "rule": RULE}
+
+
+def test_the_run_held_to_and_how_it_was_found_are_in_the_details(first, tmp_path):
+    database = sqlite_file(tmp_path / "shop.db", _first_script())
+    before = previous_baseline(first[CheckName.DATA_BASELINE].details)
+    named, _ = run(tmp_path, checks(freshness={"enabled": False}), access({"shop": database}), before,
+                   basis=BaselineBasis(AT, "r7", Match.IDENTITY))
+    check = named[CheckName.DATA_BASELINE]
+    assert check.status is CheckStatus.PASSED and "first baseline" not in check.summary
+    assert check.details["baseline"] == {"point": AT, "compared_with": "r7", "rule": RULE, "matched_by": "identity"}
+    named, _ = run(tmp_path, checks(freshness={"enabled": False}), access({"shop": database}), before,
+                   basis=BaselineBasis("latest", "r6", Match.NAME))
+    assert named[CheckName.DATA_BASELINE].details["baseline"] == {
+        "point": "latest", "compared_with": "r6", "rule": RULE, "matched_by": "source and name",
+        "note": NAME_MATCH_NOTE}
+
+
+def test_the_basis_alone():
+    assert BaselineBasis().first() == " (the first baseline: recorded for the next verification)"
+    assert BaselineBasis().details() == {"point": "latest", "compared_with": None, "rule": RULE}
+    assert BaselineBasis(AT).first().startswith(f" (the first baseline of the point {AT}: ")

@@ -22,9 +22,10 @@ from sqlalchemy import create_engine, inspect, make_url, text
 
 from tests.unit.results.conftest import PG_BIN, PG_PASSWORD, Stores
 from verification.errors import StoreVersionError
-from verification.model import RunResult
+from verification.model import DatabaseIdentity, RunResult, SystemIdentifier
 from verification.report_model import DatabaseEntry
 from verification.results import ResultStore
+from verification.results.identity import Match
 from verification.results.migrations import VERSION_TABLE, config, head, masked
 from verification.results.store import Base
 
@@ -142,13 +143,16 @@ def test_a_previous_release_store_is_upgraded_in_place_and_keeps_its_rows(previo
     assert [(run_id, started) for run_id, started, _ in store.report_entries()] == [(RUN_ID, T0), (RUN_ID, T0)]
     store.close()
 
-    assert revision(previous_release) == (head(),) == ("0005",)
+    assert revision(previous_release) == (head(),) == ("0006",)
     assert tables(previous_release) == HEAD_TABLES
     runs = raw_rows(previous_release, "runs")
     # Revision 0004's column comes last, filled from the run's report folder: the listings find it there.
     assert [row[:-1] for row in runs] == kept["runs"]
     assert [row[-1] for row in runs] == ["/var/lib/restoreproof/reports"]
-    assert raw_rows(previous_release, "databases") == kept["databases"]
+    # Revision 0006's identity comes last, unknown for rows recorded before it.
+    databases = raw_rows(previous_release, "databases")
+    assert [row[:-1] for row in databases] == kept["databases"]
+    assert [row[-1] for row in databases] == [None, None]
 
 
 def test_the_upgraded_store_takes_new_runs(previous_release: str) -> None:
@@ -236,6 +240,25 @@ def test_downgrading_0005_leaves_the_schema_0004_made_and_up_again_takes_leases(
     store.close()
 
 
+def test_downgrading_0006_leaves_the_schema_0005_made_and_up_again_keeps_older_rows_by_name(
+        previous_release: str, new_store: Stores) -> None:
+    ResultStore(previous_release).close()
+    migrate(previous_release, "0005", down=True)
+    as_0005 = new_store()
+    migrate(as_0005, "0005")
+    assert revision(previous_release) == ("0005",)
+    assert schema(previous_release) == schema(as_0005)
+    store = ResultStore(previous_release)  # and up again: 0.1.0's rows, with no identity, count by source and name
+    mine = DatabaseIdentity("/backups", "demo1", SystemIdentifier("7", "backup.info"))
+    elsewhere = DatabaseIdentity("/elsewhere", "demo1", SystemIdentifier("7", "backup.info"))
+    assert [(row.run_id, row.match(mine)) for row in store.history(identity=mine)] == [(RUN_ID, Match.NAME)]
+    assert store.history(identity=elsewhere) == []
+    assert store.rotation([mine, elsewhere]) == {mine.key: (False, T0)}
+    assert [(i.source, i.name, i.system_id) for i in store.known_databases()] == [
+        ("/backups", "demo1", None), ("/backups", "demo2", None)]
+    store.close()
+
+
 def test_a_store_from_a_newer_restoreproof_is_refused_by_name(new_store: Stores) -> None:
     url = new_store()
     ResultStore(url).close()
@@ -248,7 +271,7 @@ def test_a_store_from_a_newer_restoreproof_is_refused_by_name(new_store: Stores)
         ResultStore(url)
     assert str(raised.value) == (
         f"the results store {shown} is at schema revision 0042, which this restoreproof does not know "
-        f"(its newest is 0005): a newer restoreproof made it, or it is not a restoreproof results store; "
+        f"(its newest is 0006): a newer restoreproof made it, or it is not a restoreproof results store; "
         f"upgrade restoreproof or set results_url to another store")
     assert PG_PASSWORD not in str(raised.value)
     assert revision(url) == ("0042",)  # left as it was

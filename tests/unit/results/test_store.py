@@ -10,10 +10,11 @@ from sqlalchemy import Column, Integer, MetaData, Table, create_engine, insert, 
 from sqlalchemy.exc import StatementError
 
 from tests.unit.factories import T0
-from verification.model import RunResult
+from verification.model import DatabaseIdentity, RunResult, SystemIdentifier
 from verification.report_model import DatabaseEntry
 from verification.results import ResultStore
-from verification.results.store import UtcDateTime
+from verification.results.identity import Match
+from verification.results.store import StoredBaseline, UtcDateTime
 
 
 @pytest.fixture()
@@ -62,28 +63,91 @@ def test_a_runs_plans_come_back_as_discovery_made_them(tmp_path, mssql_corpus):
     store.close()
 
 
-def _verified(database: str, verdict: str, rows: int, *, target: str = "latest", baseline: str = "passed"):  # type: ignore[no-untyped-def]
+SHOP_S = DatabaseIdentity("/s", "shop", SystemIdentifier("7001", "backup/shop/backup.info [db] db-system-id"))
+AT = "2026-11-20T00:00:00+00:00"
+
+
+def _verified(database: str, verdict: str, rows: int, *, target: str = "latest", baseline: str = "passed",  # type: ignore[no-untyped-def]
+              identity: DatabaseIdentity | None = None):
     from tests.unit.factories import history_entry
 
     entry = history_entry(database, {"engine": "postgres", "image": "i", "host": "h"}, []).model_dump(mode="json")
     entry.update(verdict=verdict, restore_point={"target": target, "achieved": None}, checks=[{
         "name": "data_baseline", "status": baseline, "summary": "s", "kind": "data",
         "details": {"tables": {"postgres.public.t": {"rows": rows, "columns": ["id"]}}}}])
-    return DatabaseEntry.model_validate(entry)
+    return DatabaseEntry.model_validate(entry).model_copy(update={"identity": identity})
 
 
-def test_the_baseline_is_the_last_passed_one_however_many_runs_failed_since(tmp_path):
-    store = ResultStore(f"sqlite:///{tmp_path}/r.db")
-    runs = [("passed", 1000, "latest", "passed"),               # the one held to
-            ("passed", 900, "2026-11-20T00:00:00+00:00", "passed"),  # a point in time: not the data of now
-            ("passed", 800, "latest", "error"),                 # its baseline did not pass
-            *[("failed", 10, "latest", "failed")] * 60]         # more failures than any window
-    for number, (verdict, rows, target, baseline) in enumerate(runs):
+def _record_runs(store: ResultStore, runs: list[tuple[str, DatabaseEntry]], *, first: int = 0) -> None:
+    for number, (source, entry) in enumerate(runs, start=first):
         run_id = f"r{number:03d}"
-        store.start_run(RunResult(run_id=run_id, engine="postgres", source="/s", started_at=T0 + timedelta(hours=number)))
-        store.record_database(run_id, _verified("shop", verdict, rows, target=target, baseline=baseline))
-    assert store.last_passed_baseline("shop") == {"tables": {"postgres.public.t": {"rows": 1000, "columns": ["id"]}}}
-    assert store.last_passed_baseline("other") is None
+        store.start_run(RunResult(run_id=run_id, engine="postgres", source=source,
+                                  started_at=T0 + timedelta(hours=number)))
+        store.record_database(run_id, entry)
+
+
+def _rows(found: StoredBaseline | None) -> tuple[int, str, str] | None:
+    if found is None:
+        return None
+    return found.details["tables"]["postgres.public.t"]["rows"], found.run_id, str(found.matched)
+
+
+def test_the_baseline_is_the_last_passed_one_of_its_point_however_many_runs_failed_since(tmp_path):
+    store = ResultStore(f"sqlite:///{tmp_path}/r.db")
+    runs = [("passed", 1000, "latest", "passed"),               # the one a latest run is held to
+            ("passed", 900, AT, "passed"),                      # a point in time: the one that point is held to
+            ("passed", 800, "latest", "error"),                 # its baseline did not pass
+            ("failed", 700, AT, "failed"),                      # failed: never a baseline
+            *[("failed", 10, "latest", "failed")] * 60]         # more failures than any window
+    _record_runs(store, [("/s", _verified("shop", verdict, rows, target=target, baseline=baseline, identity=SHOP_S))
+                    for verdict, rows, target, baseline in runs])
+    assert _rows(store.last_passed_baseline(SHOP_S)) == (1000, "r000", "identity")
+    assert _rows(store.last_passed_baseline(SHOP_S, "latest")) == (1000, "r000", "identity")
+    # A verification of an earlier point is held only to one of the same point, never to the latest's rows.
+    assert _rows(store.last_passed_baseline(SHOP_S, AT)) == (900, "r001", "identity")
+    assert store.last_passed_baseline(SHOP_S, "2026-11-21T00:00:00+00:00") is None  # the first of its point
+    assert store.last_passed_baseline(DatabaseIdentity("/s", "other", SHOP_S.system_id)) is None
+    store.close()
+
+
+def test_a_baseline_is_never_another_sources_nor_another_clusters_of_the_same_name(tmp_path):
+    shop_t = DatabaseIdentity("/t", "shop", SHOP_S.system_id)  # the same cluster's backups copied elsewhere
+    reborn = DatabaseIdentity("/s", "shop", SystemIdentifier("7002", "backup/shop/backup.info [db] db-system-id"))
+    store = ResultStore(f"sqlite:///{tmp_path}/r.db")
+    _record_runs(store, [("/s", _verified("shop", "passed", 4004, identity=SHOP_S)),
+                    ("/t", _verified("shop", "passed", 1001, identity=shop_t)),
+                    ("/s", _verified("shop", "passed", 12, identity=reborn))])
+    assert _rows(store.last_passed_baseline(SHOP_S)) == (4004, "r000", "identity")
+    assert _rows(store.last_passed_baseline(shop_t)) == (1001, "r001", "identity")
+    assert _rows(store.last_passed_baseline(reborn)) == (12, "r002", "identity")
+    assert [row.run_id for row in store.history(identity=SHOP_S)] == ["r000"]
+    assert [row.run_id for row in store.history()] == ["r002", "r001", "r000"]
+    assert {i.key for i in store.known_databases()} == {SHOP_S.key, shop_t.key, reborn.key}
+    # Each has its own place in the rotation: verifying one never moves another of the same name.
+    assert store.rotation([SHOP_S, shop_t, reborn]) == {SHOP_S.key: (False, T0),
+                                                         shop_t.key: (False, T0 + timedelta(hours=1)),
+                                                         reborn.key: (False, T0 + timedelta(hours=2))}
+    store.close()
+
+
+def test_rows_recorded_before_identities_count_by_source_and_name_and_say_so(tmp_path):
+    store = ResultStore(f"sqlite:///{tmp_path}/r.db")
+    _record_runs(store, [("/s", _verified("shop", "passed", 4004)),   # recorded before identities were kept
+                    ("/t", _verified("shop", "passed", 1001))])
+    assert _rows(store.last_passed_baseline(SHOP_S)) == (4004, "r000", "source and name")
+    assert _rows(store.last_passed_baseline(DatabaseIdentity("/t", "shop", SHOP_S.system_id))) == (
+        1001, "r001", "source and name")
+    assert store.last_passed_baseline(DatabaseIdentity("/u", "shop", SHOP_S.system_id)) is None
+    # A newer row with an identity is the identity's; the older one by name still counts behind it.
+    _record_runs(store, [("/s", _verified("shop", "passed", 4100, identity=SHOP_S))], first=2)
+    assert _rows(store.last_passed_baseline(SHOP_S)) == (4100, "r002", "identity")
+    assert [(row.run_id, row.match(SHOP_S)) for row in store.history(identity=SHOP_S)] == [
+        ("r002", Match.IDENTITY), ("r000", Match.NAME)]
+    # Known: the identity (covering /s's older rows), and /t's older rows under their source and name.
+    assert [(i.source, i.name, i.system_id) for i in store.known_databases()] == [
+        ("/s", "shop", SHOP_S.system_id), ("/t", "shop", None)]
+    assert store.last_passed(source="/t") == {"shop": T0 + timedelta(hours=1)}
+    assert store.last_passed() == {"shop": T0 + timedelta(hours=2)}
     store.close()
 
 
@@ -310,14 +374,19 @@ def test_the_rotation_puts_a_database_that_ended_in_error_first_then_never_then_
         store.start_run(RunResult(run_id=run_id, engine="postgres", source="/b", started_at=T0 + timedelta(days=day)))
         for name, verdict in verdicts.items():
             store.record_database(run_id, entry(name, verdict))
-    rotation = store.rotation()
-    assert rotation == {"old": (False, T0), "recent": (False, T0 + timedelta(days=2)), "killed": (True, T0)}
     names = ["recent", "never", "old", "killed"]
-    assert in_rotation(names, rotation, key=lambda n: n) == ["killed", "never", "old", "recent"]
+    identities = {name: DatabaseIdentity("/b", name) for name in names}
+    rotation = store.rotation(list(identities.values()))
+    assert rotation == {identities["old"].key: (False, T0), identities["recent"].key: (False, T0 + timedelta(days=2)),
+                        identities["killed"].key: (True, T0)}
+    assert in_rotation(names, rotation, key=lambda n: identities[n].key) == ["killed", "never", "old", "recent"]
     # An error is what it ended in last time only: verified since, it takes its place again.
     store.start_run(RunResult(run_id="run3", engine="postgres", source="/b", started_at=T0 + timedelta(days=3)))
     store.record_database("run3", entry("killed", "passed"))
-    assert in_rotation(names, store.rotation(), key=lambda n: n) == ["never", "old", "recent", "killed"]
+    rotation = store.rotation(list(identities.values()))
+    assert in_rotation(names, rotation, key=lambda n: identities[n].key) == ["never", "old", "recent", "killed"]
+    # Another source's database of the same name is not this one: never verified here.
+    assert store.rotation([DatabaseIdentity("/c", "old")]) == {}
     # What was recorded is never replaced by what a reaper concludes.
     assert not store.record_if_absent("run3", entry("killed", "error"))
     assert store.record_if_absent("run3", entry("old", "error"))

@@ -25,6 +25,7 @@ from verification.engines.mssql.mtf import (
     read_trailer_identity,
 )
 from verification.errors import ArchivedObjectError
+from verification.model import SystemIdentifier
 from verification.sources.base import Fingerprint, Source, SourceFile, excluded
 
 if TYPE_CHECKING:
@@ -150,6 +151,19 @@ class Catalog:
         if sum(1 for d in same_name if d.server == db.server) > 1:
             name += f" (created {db.created:%Y-%m-%d %H:%M:%S})" if db.created else " (creation unknown)"
         return name
+
+
+def system_identifier(db: DatabaseCatalog) -> SystemIdentifier | None:
+    """The database as its backups' headers name it: the FamilyGUID all its backup sets share (kept by
+    a database for its life, across restores); else, where they disagree or none carries one, the
+    server, name and creation date the catalog groups them by. None where not even those are known."""
+    guids = {m.header.family_guid for m in db.sets if m.header.family_guid}
+    if len(guids) == 1:
+        return SystemIdentifier(guids.pop(), "FamilyGUID of its backup headers")
+    if db.created is None:
+        return None
+    return SystemIdentifier(f"{db.server}/{db.database} created {db.created.isoformat()}",
+                            "server name, database name and creation date of its backup headers")
 
 
 def walk(source: Source, folder: str = "", depth: int = 0) -> list[str]:

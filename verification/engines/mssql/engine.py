@@ -56,7 +56,7 @@ from verification.engines.base import (
 )
 from verification.engines.mssql import certificates, chain, encryption, page_check, s3_url, secret_files, tsql, work
 from verification.engines.mssql.accounting import account, attach_unread
-from verification.engines.mssql.catalog import looks_like_backup, scan, walk
+from verification.engines.mssql.catalog import looks_like_backup, scan, system_identifier, walk
 from verification.engines.mssql.header_cache import HeaderCache
 from verification.engines.mssql.mtf import COMPRESSED_MAGIC
 from verification.engines.mssql.outputs import (
@@ -233,6 +233,7 @@ class MssqlEngine:
                 sets = [chain.backup_sets(m)[0] for m in db.sets if m.complete]
                 when, rule = choose(point, name, sets, continuous=any(b.type == "log" for b in sets))
             result = chain.plan(db, name, when)
+            result.system_id = system_identifier(db)
             if rule is not None:
                 result.chain.rules.insert(0, rule)
             plans.append(result)

@@ -82,6 +82,7 @@ from verification.engines.postgres.repository import (
     find_stanzas,
     read_stanza,
     stanza_names,
+    system_identifier,
     unrecognised_files,
 )
 from verification.engines.postgres.serverlog import (
@@ -358,6 +359,7 @@ class PostgresEngine:
         result.encryption = stanza.cipher
         result.history = backup_history(source, stanza)
         refuse_beyond(result, archive_end(source, stanza), datetime.now(UTC))
+        result.system_id = system_identifier(stanza)
         return result
 
     # -- restore and checks ----------------------------------------------------------------------

@@ -30,7 +30,7 @@ from verification.engines.postgres.cipher import (
 )
 from verification.engines.postgres.wal import SEGMENT_RE, Segment, parse_lsn, parse_segment
 from verification.errors import SourceError
-from verification.model import BackupSet, BackupType
+from verification.model import BackupSet, BackupType, SystemIdentifier
 from verification.sources.base import Source
 
 # 000000010000000000000004-4886679f65586e32c5d5e075c99513323dc736d5.gz
@@ -101,6 +101,14 @@ class Stanza:
 
     def backup(self, label: str) -> BackupSet | None:
         return next((b for b in self.backups if b.label == label), None)
+
+
+def system_identifier(stanza: Stanza) -> SystemIdentifier | None:
+    """The stanza's cluster as backup.info names it ([db] db-system-id, pg_control's system identifier,
+    made by initdb): what tells two clusters under one stanza name apart. None where it records none."""
+    if not stanza.system_id:
+        return None
+    return SystemIdentifier(str(stanza.system_id), f"{stanza.info_file} [db] db-system-id")
 
 
 def read_info_file(source: Source, path: str,

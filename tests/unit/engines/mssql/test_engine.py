@@ -1180,3 +1180,28 @@ def test_a_certificate_file_that_is_not_there_is_refused_before_a_run_is_recorde
     with pytest.raises(ConfigError, match=f"mssql.certificates.BackupCert.certificate: {cer} does not exist"):
         MssqlEngine(settings).check_settings(LocalSource(mssql_corpus / "RestoreTimeClean"), "docker")
     MssqlEngine(settings).check_settings(LocalSource(mssql_corpus / "RestoreTimeClean"), "offline")  # reads none
+
+
+def test_each_database_is_identified_by_its_backups_family_guid(mssql_corpus: Path) -> None:
+    from dataclasses import replace
+
+    from verification.engines.mssql.catalog import system_identifier
+
+    planned = MssqlEngine(Settings()).plan(LocalSource(mssql_corpus), None)
+    found = [p.system_id for p in planned.plans if p.chain.backups]
+    assert found and all(s is not None for s in found)
+    assert {s.basis for s in found if s is not None} == {"FamilyGUID of its backup headers"}
+    assert all(re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", s.value)
+               for s in found if s is not None)
+    # Where the headers carry none (or disagree): the server, name and creation date the catalog groups by.
+    db = scan(LocalSource(mssql_corpus), []).databases[0]
+    sets = [replace(m, families={n: replace(h, family_guid=None) for n, h in m.families.items()}) for m in db.sets]
+    bare = replace(db, sets=sets)
+    said = system_identifier(bare)
+    assert said is not None and said.value == f"{db.server}/{db.database} created {db.created.isoformat()}"
+    assert said.basis == "server name, database name and creation date of its backup headers"
+    assert system_identifier(replace(bare, created=None)) is None
+    if len(sets) > 1:
+        mixed = [replace(m, families={n: replace(h, family_guid=f"guid-{i}") for n, h in m.families.items()})
+                 for i, m in enumerate(sets)]
+        assert system_identifier(replace(db, sets=mixed)) == said

@@ -145,3 +145,23 @@ def test_a_damaged_encrypted_history_file_is_named(encrypted_copy):
     with pytest.raises(SourceError, match=r"timeline history file archive/crypt1/15-1/00000002.history does not "
                                           r"decrypt with the key archive.info keeps"):
         discover(LocalSource(encrypted_copy.path), MB16, SecretStr(encrypted_copy.passphrase))
+
+
+def test_the_stanzas_cluster_is_identified_by_backup_infos_db_system_id(captured_repo):
+    from dataclasses import replace
+
+    from verification.engines.postgres.repository import system_identifier
+    from verification.model import SystemIdentifier
+
+    (stanza,) = discover(LocalSource(captured_repo), MB16)
+    assert system_identifier(stanza) == SystemIdentifier("7711085630144012330",
+                                                         "backup/demo1/backup.info [db] db-system-id")
+    assert system_identifier(replace(stanza, system_id=0)) is None  # backup.info recorded none
+
+
+def test_a_plan_carries_its_clusters_identifier(captured_repo):
+    from verification.config import Settings
+    from verification.engines.postgres.engine import PostgresEngine
+
+    (plan,) = PostgresEngine(Settings()).plan(LocalSource(captured_repo), None).plans
+    assert plan.system_id is not None and plan.system_id.value == "7711085630144012330"
