@@ -70,6 +70,8 @@ from verification.engines.postgres.repository import (
 )
 from verification.engines.postgres.serverlog import CONFIG_ERRORS, RecoveryLog, parse_server_log
 from verification.engines.postgres.verify_output import parse_pgbackrest_verify, scoped_to_staged_chain
+from verification.engines.postgres.wal_end import prove_to_the_record
+from verification.engines.postgres.wal_read import TargetWalReader
 from verification.errors import ConfigError, SourceError, TargetError
 from verification.model import (
     Chain,
@@ -527,6 +529,11 @@ class _Verification:
             self._recovery_phases(log, wall, started)
             self._restore_point(log)
             proof = prove_recovery(log, self.plan, self.pg.wal_segment_size)
+            # To the record: the WAL the archive holds, read in the target, says where redo had to end.
+            reader = TargetWalReader(self.target, lambda: self.pgbackrest("archive-get", f"--pg1-path={self.data}"),
+                                     self.data, f"{self.target.work_dir}/wal-end", self.cipher_env,
+                                     self.pg.check_timeout, self.evidence)
+            proof = prove_to_the_record(proof, log, self.plan, self.pg.wal_segment_size, reader)
             self.outcome.proofs += proof.proofs
             self.outcome.failures += proof.failures
             self.outcome.errors += proof.errors
