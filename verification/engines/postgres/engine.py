@@ -100,6 +100,8 @@ from verification.engines.postgres.settings import (
     settle,
 )
 from verification.engines.postgres.verify_output import parse_pgbackrest_verify, scoped_to_staged_chain
+from verification.engines.postgres.wal_end import prove_to_the_record
+from verification.engines.postgres.wal_read import TargetWalReader
 from verification.errors import ConfigError, SourceError, TargetError
 from verification.model import (
     Chain,
@@ -613,12 +615,21 @@ class _Verification:
             self.outcome.errors += settled.errors
             self._recovery_phases(log, wall, started)
             self._restore_point(log)
-            proof = (prove_offline(log, self.plan) if self.offline
-                     else prove_recovery(log, self.plan, self.pg.wal_segment_size))
-            if self.plan.consistent_point and not self.offline:
+            if self.offline:
+                proof = prove_offline(log, self.plan)
+            elif self.plan.consistent_point:
+                # Its record is the backup's end (backup-lsn-stop), named by the server itself.
+                proof = prove_recovery(log, self.plan, self.pg.wal_segment_size)
                 point = prove_consistent_point(log, self.plan)
                 proof.proofs, proof.failures, proof.errors = (proof.proofs + point.proofs, proof.failures
                                                               + point.failures, proof.errors + point.errors)
+            else:
+                proof = prove_recovery(log, self.plan, self.pg.wal_segment_size)
+                # To the record: the WAL the archive holds, read in the target, says where redo had to end.
+                reader = TargetWalReader(self.target, lambda: self.pgbackrest("archive-get", f"--pg1-path={self.data}"),
+                                         self.data, f"{self.target.work_dir}/wal-end", self.cipher_env,
+                                         self.pg.check_timeout, self.evidence)
+                proof = prove_to_the_record(proof, log, self.plan, self.pg.wal_segment_size, reader)
             self.outcome.proofs += proof.proofs
             self.outcome.failures += proof.failures
             self.outcome.errors += proof.errors

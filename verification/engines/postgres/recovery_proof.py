@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from verification.engines.postgres.serverlog import SEGMENT_NAME_RE, RecoveryLog
 from verification.engines.postgres.wal import Segment, format_lsn, parse_segment
-from verification.model import RestorePlan
+from verification.model import RestorePlan, WalRange
 
 # How many missing segment names a reason spells out.
 NAMES_SHOWN = 10
@@ -54,6 +54,11 @@ def _planned_segments(steps: tuple[tuple[int, int], ...]) -> Callable[[int], Seg
                 timeline = later
         return Segment(timeline, number)
     return planned
+
+
+def planned_segment(wal: WalRange, first: Segment) -> Callable[[int], Segment]:
+    """The segment a plan's WAL range expects for a number (on the timeline that supplies it)."""
+    return _planned_segments(wal.timelines or ((wal.timeline, first.number),))
 
 
 def _missing(segment: Segment, restored: set[Segment], segment_size: int) -> str:

@@ -131,6 +131,9 @@ class RecoveryLog:
     archive_get_errors: list[str] = field(default_factory=list)
     # FATAL and PANIC lines saying the restored WAL or data are bad (BACKUP_FAULT_MESSAGES), verbatim.
     backup_faults: list[str] = field(default_factory=list)
+    # What the startup process (the one that redoes) logged after fetching its last segment and before
+    # "redo done": its own words on why redo ended there, whatever their language or wording.
+    before_redo_done: list[str] = field(default_factory=list)
 
     @property
     def redo_bytes(self) -> int | None:
@@ -147,6 +150,8 @@ class RecoveryLog:
 def parse_server_log(text: str) -> RecoveryLog:
     log = RecoveryLog()
     continues = False  # the previous line was a pgBackRest error that may go on, indented
+    startup: str | None = None  # the pid of the process that redoes
+    since_restored: list[str] = []  # its lines since it last fetched a segment
     for line in text.splitlines():
         match = LINE_RE.match(line)
         if not match:
@@ -169,12 +174,19 @@ def parse_server_log(text: str) -> RecoveryLog:
             log.backup_faults.append(f"{level}: {msg}")
         if level in ("LOG", "WARNING") and log.redo_done is None and msg.startswith(EARLY_END_MESSAGES):
             log.early_end.append(f"{level}: {msg}")
+        if startup is not None and match["pid"] == startup and log.redo_done is None:
+            if RESTORED_RE.match(msg):
+                since_restored = []
+            elif not REDO_DONE_RE.match(msg):
+                since_restored.append(f"{level}: {msg}")
         if msg.startswith("starting PostgreSQL"):
             log.server_started = when
         elif m := REDO_START_RE.match(msg):
             log.redo_started, log.redo_start_lsn = when, parse_lsn(m["lsn"])
+            startup = match["pid"]
         elif m := REDO_DONE_RE.match(msg):
             log.redo_done, log.redo_done_lsn = when, parse_lsn(m["lsn"])
+            log.before_redo_done = since_restored
             log.redo_elapsed_seconds = float(m["elapsed"]) if m["elapsed"] else None
         elif msg.startswith("redo is not required"):
             log.redo_not_required = True

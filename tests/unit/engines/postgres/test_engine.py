@@ -91,6 +91,27 @@ def demo_plan(tmp_path: Path) -> RestorePlan:
     return plan(source, stanza, None, MB16)
 
 
+# The end-of-redo proof's reading of the flow's last segments (pg_controldata, pg_waldump), modelled on
+# how the demo's archive ends (`pgbackrest check`: a restore point, then an XLOG SWITCH, the record the
+# flow's server log says redo was done at; the system identifier its archive.info records): the flow's WAL
+# was not kept. The parser and the rules are tested on real captures (tests/fixtures/postgres/wal-end/,
+# test_wal_end.py).
+FLOW_WAL_END_READ = """@@fetched 00000001000000000000000C 7711597932471058458
+@@fetched 00000001000000000000000D 7711597932471058458
+@@control
+Database system identifier:           7711597932471058458
+WAL block size:                       8192
+Bytes per WAL segment:                16777216
+Maximum data alignment:               8
+@@exit 0
+@@at
+rmgr: XLOG        len (rec/tot):     24/    24, tx:          0, lsn: 0/0DCB9AB0, prev 0/0DCB9A48, desc: SWITCH
+@@last
+rmgr: XLOG        len (rec/tot):     24/    24, tx:          0, lsn: 0/0DCB9AB0, prev 0/0DCB9A48, desc: SWITCH
+@@stderr
+"""
+
+
 class RecordedTarget:
     """Answers each command with what the real run's tools printed; records what it was sent."""
 
@@ -117,10 +138,13 @@ class RecordedTarget:
             "bash configure": (0, "15\n" + settings_capture("pgbackrest-auto-conf-alter-system.conf")),
             "psql backup-settings": (0, settings_capture("state.json")),
             "psql settings-in-effect": (0, settings_capture("effect.json")),
+            "wal-end-read": (0, FLOW_WAL_END_READ),
             **replace,
         }
 
     def _key(self, argv: list[str]) -> str:
+        if argv[0] == "bash" and argv[3:4] and argv[3].startswith("wal-end-"):
+            return argv[3]  # the end-of-redo proof's reading of the archive's WAL (wal_read.py)
         if argv[0] == "pgbackrest":
             return f"pgbackrest {argv[-1]}"
         if argv[0] == "pg_ctl":
@@ -203,8 +227,9 @@ def test_an_encrypted_plan_gives_the_key_to_pgbackrest_and_the_server_only(demo_
     keyed = sorted(target._key(argv) for argv, env in zip(target.sent, target.env, strict=True)
                    if env.get("PGBACKREST_REPO1_CIPHER_PASS") == CIPHER_PASS
                    and env.get("PGBACKREST_REPO1_CIPHER_TYPE") == "aes-256-cbc")
-    # The server too: its restore_command (pgbackrest archive-get) reads the encrypted archive.
-    assert keyed == ["pg_ctl start", "pgbackrest restore", "pgbackrest verify"]
+    # The server too: its restore_command (pgbackrest archive-get) reads the encrypted archive; and the
+    # end-of-redo proof's archive-get of the last segments.
+    assert keyed == ["pg_ctl start", "pgbackrest restore", "pgbackrest verify", "wal-end-read"]
     assert not any("PGBACKREST_REPO1_CIPHER_PASS" in env for argv, env in zip(target.sent, target.env, strict=True)
                    if target._key(argv) not in keyed)
     assert not any(CIPHER_PASS in arg for argv in target.sent for arg in argv)  # never on a command line
@@ -254,6 +279,9 @@ def test_the_recorded_run_passes_for_the_reasons_it_passed(demo_plan: RestorePla
         "server log: redo done at 0/DCB9AB0 (in segment 00000001000000000000000D), the plan's last segment is "
         "00000001000000000000000D; all 2 planned segments 00000001000000000000000C to 00000001000000000000000D "
         "restored from the archive; no line ending recovery early",
+        "WAL read with pg_waldump from 00000001000000000000000C, 00000001000000000000000D (pgbackrest archive-get): "
+        "its last record is XLOG SWITCH at 0/DCB9AB0, and redo done at 0/DCB9AB0 is that record; the WAL ends with "
+        "an XLOG SWITCH: the rest of the segment is padding and the archive holds no later segment on this timeline",
         "pg_amcheck: 330 tables and 491 indexes in 3 of 3 databases: no corruption",
         "pg_checksums: 16355 blocks in 966 files: 0 bad checksums",
         "pgbackrest_verify: 3 backups and 1 WAL archive(s) valid"]
@@ -262,7 +290,7 @@ def test_the_recorded_run_passes_for_the_reasons_it_passed(demo_plan: RestorePla
     sent = [" ".join(argv[:2]) if argv[0] != "pgbackrest" else f"pgbackrest {argv[-1]}" for argv in target.sent]
     assert [command for command in sent if command != "pgbackrest verify"] == [
         "mkdir -p", "pgbackrest restore", "bash -c", "pg_ctl start", "bash -c", "psql -X", "psql -X", "psql -X",
-        "psql -X", "psql -X", "pg_amcheck -h", "pg_ctl stop", "pg_checksums --check"]
+        "bash -c", "psql -X", "psql -X", "pg_amcheck -h", "pg_ctl stop", "pg_checksums --check"]
     assert sent.count("pgbackrest verify") == 1 and sent.index("pgbackrest verify") > sent.index("pgbackrest restore")
     # pg_amcheck opens one connection per CPU the target is given (Docker's limit; here, this host's).
     (amcheck,) = [argv for argv in target.sent if argv[0] == "pg_amcheck"]
@@ -287,7 +315,7 @@ def test_the_recorded_run_passes_for_the_reasons_it_passed(demo_plan: RestorePla
     assert sorted((tmp_path / "evidence").iterdir()) == sorted(
         tmp_path / "evidence" / name for name in ("pgbackrest-restore.log", "server.log", "server-settings.txt",
                                                    "pg_amcheck.out", "pg_checksums.out", "pgbackrest-verify.out",
-                                                   "pg_database.json"))
+                                                   "pg_database.json", "wal-end-read.out"))
     # One command writes the authentication files and reads what the restore left: PG_VERSION and
     # pgBackRest's recovery settings.
     (configured,) = [argv for argv in target.sent if argv[:2] == ["bash", "-c"] and argv[3] == "configure"]

@@ -174,3 +174,25 @@ def test_a_process_killed_before_the_server_was_ready_is_among_the_errors():
                              "2026-11-25 07:21:40.000 UTC [81] LOG:  server process (PID 99) was terminated by "
                              "signal 9: Killed\n")
     assert later.errors == []
+
+
+def test_the_startup_process_words_since_its_last_segment_before_redo_done():
+    # Only the process that redoes (pid of "redo starts at"), after its last "restored log file", before
+    # "redo done": the polling's FATAL lines (other pids) and what follows the end of redo are left out.
+    assert parse_server_log(fixture_text("server-recovery-zeroed-segment.log")).before_redo_done == [
+        "LOG: completed backup recovery with redo LSN 0/C000028 and end LSN 0/C000100",
+        "LOG: consistent recovery state reached at 0/C000100",
+        "LOG: invalid magic number 0000 in log segment 00000001000000000000000D, offset 0"]
+    assert parse_server_log(fixture_text("server-recovery-pitr.log")).before_redo_done[-1] == (
+        "LOG: recovery stopping before commit of transaction 2740, time 2026-11-22 20:02:10.037546+00")
+    text = fixture_text("server-recovery-latest.log")
+    assert parse_server_log(text.replace("[70] LOG:  consistent", "[71] LOG:  consistent")).before_redo_done == [
+        "LOG: completed backup recovery with redo LSN 0/8000028 and end LSN 0/8000100"]
+    # Nothing before redo starts counts: the process is not known to be the one that redoes.
+    assert parse_server_log(text.replace("LOG:  redo starts at", "LOG:  redo begins at")).before_redo_done == []
+    lines = text.splitlines()
+    after_restore = next(i for i, line in enumerate(lines) if '"00000001000000000000000A"' in line)
+    lines.insert(after_restore, lines[after_restore].replace("restored log file", "WARNING:  earlier words")
+                 .replace("LOG:  WARNING:", "WARNING:"))
+    assert parse_server_log("\n".join(lines)).before_redo_done[0] == "LOG: completed backup recovery with redo LSN " \
+                                                                     "0/8000028 and end LSN 0/8000100"
