@@ -303,7 +303,8 @@ class PostgresEngine:
         when, rule = at, None
         if at is None and point is not None:
             when, rule = choose(point, stanza.name, [b for b in stanza.backups if not b.error])
-        result = chain_rules.plan(source, stanza, when, self.pg.wal_segment_size)
+        result = chain_rules.plan(source, stanza, when, self.pg.wal_segment_size,
+                                  point.timeline if point is not None else None)
         if rule is not None:
             result.chain.rules.insert(0, rule)
         result.files = chain_files(source, stanza, result, self.pg.wal_segment_size)
@@ -419,6 +420,9 @@ class _Verification:
                    f"--tablespace-map-all={self.target.work_dir}/tablespaces"]
         if self.plan.stop_at is not None:
             options += ["--type=time", f"--target={pg_time(self.plan.stop_at)}", "--target-action=promote"]
+        if self.plan.target_timeline is not None:
+            # The history the plan chose (recovery_target_timeline), never PostgreSQL's default of the newest.
+            options.append(f"--target-timeline={self.plan.target_timeline}")
         started, started_at = time.monotonic(), datetime.now(UTC)
         result = self.target.run(self.pgbackrest("restore", *options), timeout=self.pg.restore_timeout,
                                  env=self.cipher_env)
