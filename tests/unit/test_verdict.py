@@ -434,3 +434,18 @@ def test_what_was_proven_without_the_target_still_fails_beside_a_starved_target(
         "page_verification failed: 1 damaged page: page 1:9: checksum mismatch",
         OOM,
         "not taken as a verdict (the target ran out of resources): the restored server did not come online"])
+
+
+def test_a_passed_verdict_on_a_forked_archive_says_which_timeline_was_restored():
+    from verification.model import TimelineFork
+
+    plan = complete_plan()
+    plan.chain.timelines = [TimelineFork(1, None, None, None, "no history file: a first timeline", False),
+                            TimelineFork(2, 1, "0/E000000", None, "unknown", True)]
+    plan.chain.timeline, plan.chain.timeline_choice = 2, "latest: the newest timeline"
+    verdict, reasons = decide(plan, online_outcome(passed_check()))
+    assert verdict is Verdict.PASSED
+    assert reasons[2] == ("restored to latest on timeline 2 (latest: the newest timeline) and online (last transaction: "
+                          "2026-11-22T01:00:00+00:00)")
+    plan.chain.timelines = plan.chain.timelines[:1]  # one timeline: nothing to tell apart
+    assert decide(plan, online_outcome(passed_check()))[1][2].startswith("restored to latest and online")

@@ -46,8 +46,7 @@ from verification.sources.base import Source
 MESSAGE_NAME_LIMIT = 10
 
 
-def choose_backup(stanza: Stanza, at: datetime | None, timeline: int | None = None,
-                  segment_size: int = 0) -> BackupSet | None:
+def choose_backup(stanza: Stanza, at: datetime | None, timeline: int | None, segment_size: int) -> BackupSet | None:
     usable = [b for b in stanza.backups if not b.error]
     if at is not None:
         usable = [b for b in usable if b.finish <= at]

@@ -34,8 +34,8 @@ from verification.engines.postgres.wal import Segment, format_lsn, parse_lsn
 from verification.model import BackupSet, TimelineFork
 
 # "before 2026-11-28 09:30:00.123456+00": a time target's reason, with the commit time recovery stopped at.
-REASON_TIME_RE = re.compile(r"^(?P<side>before|after) (?P<time>\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(\.\d+)?"
-                            r"(?P<zone>[+-]\d{2}(:?\d{2})?))$")
+REASON_TIME_RE = re.compile(r"^(?P<side>before|after) (?P<time>\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(\.\d+)?)"
+                            r"(?P<zone>[+-]\d{2}(:?\d{2})?)$")
 # How many of a parent's newer segments a message names one by one.
 NAMES_SHOWN = 5
 
@@ -76,8 +76,7 @@ def fork_time(reason: str) -> datetime | None:
     match = REASON_TIME_RE.match(reason.strip())
     if match is None:
         return None
-    zone = match["zone"]
-    text = match["time"].replace(" ", "T") + (zone + ":00" if len(zone) == 3 else zone)
+    text = match["time"].replace(" ", "T") + match["zone"]  # Python 3.11 reads an hour-only offset (+00)
     try:
         return datetime.fromisoformat(text).astimezone(UTC)
     except ValueError:
@@ -132,7 +131,8 @@ def shared_until(fork: Fork, backups: list[BackupSet]) -> tuple[datetime | None,
 
     From the history file's reason when it names the commit time recovery stopped at (commits before it
     are on both timelines); else from the backups: one taken on the parent whose WAL ends at or before
-    the fork started at a time whose WAL both timelines hold. None: the fork's time is not known."""
+    the fork started at a time before which both timelines hold the same WAL (a point strictly before the
+    returned time is on the shared history). None: the fork's time is not known."""
     named = fork_time(fork.reason)
     if named is not None:
         return named, f"{fork.history}: recovery stopped \"{fork.reason}\""

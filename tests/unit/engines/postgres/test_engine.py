@@ -617,3 +617,19 @@ def test_a_stanza_the_proven_passphrase_does_not_open_is_damage_not_a_wrong_pass
         shutil.rmtree(repo / kind / stanza)
     with pytest.raises(WrongPassphraseError):
         PostgresEngine(settings).plan(LocalSource(repo), None)
+
+
+def test_the_timeline_the_plan_chose_is_told_to_pgbackrest(demo_plan: RestorePlan, tmp_path: Path) -> None:
+    target = RecordedTarget()
+    demo_plan.target_timeline = 1
+    verify(demo_plan, tmp_path, target)
+    (restore,) = [argv for argv in target.sent if argv[0] == "pgbackrest" and argv[-1] == "restore"]
+    assert "--target-timeline=1" in restore
+    assert not any(arg.startswith("--type=") for arg in restore)
+
+
+def test_no_timeline_chosen_leaves_postgresql_s_default(demo_plan: RestorePlan, tmp_path: Path) -> None:
+    target = RecordedTarget()
+    verify(demo_plan, tmp_path, target)
+    (restore,) = [argv for argv in target.sent if argv[0] == "pgbackrest" and argv[-1] == "restore"]
+    assert not any(arg.startswith("--target-timeline") for arg in restore)
