@@ -227,3 +227,12 @@ def test_entries_list_every_timeline_with_its_fork_and_whether_it_is_restored():
 
 def test_entries_name_the_backup_s_and_the_target_timeline_even_without_wal():
     assert [e.timeline for e in entries(archive([], {}), 1, (1,), 1, [])] == [1]
+
+
+def test_a_real_time_target_history_names_the_commit_time_recovery_stopped_before():
+    # Written by PostgreSQL 15 after pgbackrest restore --type=time --target-action=promote: its log said
+    # "recovery stopping before commit of transaction 726, time 2026-11-28 10:07:47.974078+00".
+    text = (FIXTURES / "timeline" / "00000002-time-target.history").read_text()
+    (switch,) = parse_history(text, "00000002.history")
+    assert (switch.parent, switch.switch_lsn) == (1, 0x30185D8)
+    assert fork_time(switch.reason) == datetime(2026, 11, 28, 10, 7, 47, 974078, tzinfo=UTC)
