@@ -89,6 +89,10 @@ def test_at_a_time_on_timeline_1_after_the_fork_is_refused_naming_both_timelines
     assert refusal["code"] == "timeline-ambiguous"
     assert "timeline 2 forked from timeline 1" in refusal["message"]
     assert "--timeline 1 or --timeline 2" in refusal["message"]
+    run = restoreproof("verify", repo, "--at", at)
+    db = run.database(STANZA)
+    assert (db["verdict"], run.exit_code) == ("error", 2), db["reasons"]  # a request refused, not bad backups
+    assert any("--timeline 1 or --timeline 2" in reason for reason in db["reasons"])
 
 
 def test_at_a_time_on_timeline_1_with_timeline_1_restores_timeline_1_and_passes(two_histories, tmp_path,
