@@ -71,6 +71,9 @@ AtOpt = Annotated[str | None, typer.Option("--at", help="Restore to this point i
 PointOpt = Annotated[PointStrategy, typer.Option(
     "--point", help="Without --at: which point to test per database: latest, an older full, or a random moment "
                     "in the retention window.")]
+TimelineOpt = Annotated[int | None, typer.Option(
+    "--timeline", min=1, help="PostgreSQL: restore the history of this timeline (recovery_target_timeline), "
+    "for an archive where two timelines went on after a fork. Default: the newest timeline.")]
 SeedOpt = Annotated[int | None, typer.Option(help="Seed for --point older-full/random (default: today's date, "
                                                   "so nightly runs rotate).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON on stdout; no progress output.")]
@@ -157,13 +160,15 @@ def plan(
     seed: SeedOpt = None,
     as_json: JsonOpt = False,
     config: ConfigOpt = None,
+    timeline: TimelineOpt = None,
 ) -> None:
     """Plan each database's restore chain and check it, without restoring anything."""
     from verification.pipeline import plan_source
 
     settings = settings_from(config)
     try:
-        chosen, opened, planned = plan_source(settings, source, engine.value, parse_at(at), PointChoice(point, seed))
+        chosen, opened, planned = plan_source(settings, source, engine.value, parse_at(at),
+                                              PointChoice(point, seed, timeline))
     except RestoreproofError as exc:
         fail(Redactor(settings)(str(exc)))
     plans = planned.plans
@@ -193,6 +198,11 @@ def plan(
                           highlight=False)
             if p.chain.wal:
                 err.print(f"  wal   {p.chain.wal.first} .. {p.chain.wal.last} ({p.chain.wal.segments} segments)",
+                          highlight=False)
+            if len(p.chain.timelines) > 1:
+                forks = ", ".join(f"{t.timeline} from {t.parent} at {t.fork_lsn}" for t in p.chain.timelines
+                                  if t.parent is not None)
+                err.print(f"  timeline {p.chain.timeline} ({p.chain.timeline_choice or 'none chosen'}); forks: {forks}",
                           highlight=False)
             for said in encryption_said(p.chain.backups):
                 err.print(f"  {escape(said)}", highlight=False)
@@ -278,11 +288,13 @@ def verify(
     config: ConfigOpt = None,
     database: DatabaseOpt = None,
     pages: PagesOpt = None,
+    timeline: TimelineOpt = None,
 ) -> None:
     """Restore every database's chain in a disposable target, check it, and report."""
     settings = settings_from(config, pages)
     _run_and_report(settings, source, engine=engine.value, at=parse_at(at), target=target.value,
-                    report_dir=report_dir, as_json=as_json, point=PointChoice(point, seed), databases=database)
+                    report_dir=report_dir, as_json=as_json, point=PointChoice(point, seed, timeline),
+                    databases=database)
 
 
 @app.command()

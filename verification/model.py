@@ -262,6 +262,23 @@ class WalRange:
     timelines: tuple[tuple[int, int], ...] = ()
 
 
+@dataclass(frozen=True)
+class TimelineFork:
+    """One timeline of a WAL archive: where it forked from its parent, and whether the restore replays it."""
+
+    __pydantic_config__ = _REPORTED
+
+    timeline: int
+    # None: a timeline with no history file (the cluster's first).
+    parent: int | None
+    fork_lsn: str | None
+    # The time of the fork when something proves it (the history file's reason naming the commit time
+    # recovery stopped at); None when not known: `fork_time_basis` says what is known instead.
+    fork_time: datetime | None
+    fork_time_basis: str
+    restored: bool
+
+
 @dataclass
 class Chain:
     status: ChainStatus
@@ -279,6 +296,11 @@ class Chain:
     # a point newer than the chain's end. Nothing then proves the backups wrong or right, so without a
     # known-bad backup or a failed check the database is "error", never "failed" and never "passed".
     unread: list[Problem] = field(default_factory=list)
+    # Every timeline of the archive the restore reads, with its fork; `timeline` is the one restored
+    # to (None: no WAL planned), and how it was chosen.
+    timelines: list[TimelineFork] = field(default_factory=list)
+    timeline: int | None = None
+    timeline_choice: str | None = None
 
 
 @dataclass(frozen=True)
@@ -425,6 +447,9 @@ class RestorePlan:
     # The identifier the database's backups record (db-system-id, FamilyGUID): with the source and the
     # name, what tells this database's history from another's of the same name (DatabaseIdentity).
     system_id: SystemIdentifier | None = None
+    # The timeline recovery is told to follow (pgBackRest --target-timeline, PostgreSQL's
+    # recovery_target_timeline); None: PostgreSQL's default, the newest timeline in the archive.
+    target_timeline: int | None = None
 
 
 @dataclass

@@ -33,6 +33,7 @@ from verification.model import (
     PhaseStatus,
     Problem,
     RuleCheck,
+    TimelineFork,
     UnreadableFile,
     Verdict,
     WalRange,
@@ -162,6 +163,11 @@ class ChainEntry(ReportModel):
     defects: list[Problem] = Field(default_factory=list)
     # Backups of the database that could not be read and may hold what the chain lacks (1.7).
     unread: list[Problem] = Field(default_factory=list)
+    # Every timeline of the archive with its fork (parent, fork LSN, fork time when proven) and whether
+    # the restore replays it; the timeline restored to, and how it was chosen.
+    timelines: list[TimelineFork] = Field(default_factory=list)
+    timeline: int | None = None
+    timeline_choice: str | None = None
 
 
 # ---- prediction (1.3) ------------------------------------------------------------------------------------

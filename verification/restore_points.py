@@ -29,6 +29,9 @@ class PointStrategy(StrEnum):
 class PointChoice:
     strategy: PointStrategy = PointStrategy.LATEST
     seed: int | None = None
+    # The timeline whose history to restore (--timeline): where an archive holds two histories, the
+    # point alone does not say which one; None: the newest timeline, PostgreSQL's default.
+    timeline: int | None = None
 
     def effective_seed(self) -> int:
         return self.seed if self.seed is not None else int(date.today().strftime("%Y%m%d"))

@@ -108,7 +108,9 @@ def _decide(plan: RestorePlan, outcome: RestoreOutcome | None) -> tuple[Verdict,
         reasons.append(f"restored to the newest point before {point} and online (last transaction: {achieved}): "
                        f"{rounded.detail}")
     else:
-        reasons.append(f"restored to {point} and online (last transaction: {achieved})")
+        # Where the archive forked, the history restored is part of the point.
+        on = f" on timeline {chain.timeline} ({chain.timeline_choice})" if len(chain.timelines) > 1 else ""
+        reasons.append(f"restored to {point}{on} and online (last transaction: {achieved})")
     reasons += outcome.proofs + _passed(outcome)
     return Verdict.PASSED, reasons + notes
 

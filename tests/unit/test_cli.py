@@ -215,3 +215,15 @@ def test_plan_lists_what_a_sql_server_target_will_need_to_read_the_backups(mssql
             "encrypted (BACKUP ... WITH ENCRYPTION or TDE)") in result.output
     data = json.loads(runner.invoke(app, ["plan", str(mssql_corpus / "restoretimeclean2016"), "--json"]).stdout)
     assert {b["encryption"]["state"] for b in data["databases"][0]["chain"]["backups"]} == {"unknown"}
+
+
+def test_plan_timeline_reaches_the_plan_and_a_timeline_not_there_is_refused_exit_2(captured_repo):
+    chosen = runner.invoke(app, ["plan", str(captured_repo), "--json", "--timeline", "1"])
+    assert chosen.exit_code == 0, chosen.stderr
+    chain = json.loads(chosen.stdout)["databases"][0]["chain"]
+    assert (chain["timeline"], chain["timeline_choice"]) == (1, "--timeline 1")
+    missing = runner.invoke(app, ["plan", str(captured_repo), "--json", "--timeline", "3"])
+    assert missing.exit_code == 2
+    (refusal,) = json.loads(missing.stdout)["databases"][0]["chain"]["unread"]
+    assert refusal["code"] == "timeline-unknown" and "has no timeline 3" in refusal["message"]
+    assert runner.invoke(app, ["plan", str(captured_repo), "--timeline", "0"]).exit_code == 2

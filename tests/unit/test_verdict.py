@@ -522,3 +522,18 @@ def test_a_database_a_data_check_says_it_left_out_does_not_block_a_pass():
     verdict, reasons = decide(complete_plan(), online_outcome(amcheck, data))
     assert verdict is Verdict.PASSED
     assert "pg_amcheck: summary" in reasons
+
+
+def test_a_passed_verdict_on_a_forked_archive_says_which_timeline_was_restored():
+    from verification.model import TimelineFork
+
+    plan = complete_plan()
+    plan.chain.timelines = [TimelineFork(1, None, None, None, "no history file: a first timeline", False),
+                            TimelineFork(2, 1, "0/E000000", None, "unknown", True)]
+    plan.chain.timeline, plan.chain.timeline_choice = 2, "latest: the newest timeline"
+    verdict, reasons = decide(plan, online_outcome(passed_check()))
+    assert verdict is Verdict.PASSED
+    assert reasons[2] == ("restored to latest on timeline 2 (latest: the newest timeline) and online (last transaction: "
+                          "2026-11-22T01:00:00+00:00)")
+    plan.chain.timelines = plan.chain.timelines[:1]  # one timeline: nothing to tell apart
+    assert decide(plan, online_outcome(passed_check()))[1][2].startswith("restored to latest and online")

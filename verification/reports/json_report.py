@@ -78,7 +78,8 @@ def check_entry(check: CheckResult) -> CheckEntry:
 def chain_entry(chain: Chain) -> ChainEntry:
     return ChainEntry(status=chain.status, backups=[backup_entry(b) for b in chain.backups], wal=chain.wal,
                       problems=chain.problems, rules=chain.rules, defects=chain.defects,
-                      unread=chain.unread)
+                      unread=chain.unread, timelines=chain.timelines, timeline=chain.timeline,
+                      timeline_choice=chain.timeline_choice)
 
 
 def database_entry(result: DatabaseResult) -> DatabaseEntry:

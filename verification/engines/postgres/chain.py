@@ -11,9 +11,13 @@ Rules, each kept with its outcome:
   archive for "latest", or, for a point in time, the start of the first backup after it
   (an upper bound: WAL up to there certainly covers the target);
 - WAL on a newer timeline (after a failover or an earlier restore) is followed as PostgreSQL
-  follows it: through the newest timeline's history file, which must exist and descend from the
-  backup's timeline after the backup started; each segment is expected on the timeline that
-  supplies it.
+  follows it: through the newest timeline's history file (or the history of the timeline asked for
+  with --timeline), which must exist and descend from the backup's timeline after the backup started;
+  each segment is expected on the timeline that supplies it;
+- one history (timelines.py): no timeline's WAL goes on after a child forked from it. Two histories
+  fail "latest" (a default restore silently takes the child's); a point in time is restored on the
+  timeline that held it, told to PostgreSQL explicitly, or refused (error) when nothing proves which
+  one did; --timeline chooses one history explicitly.
 """
 
 from __future__ import annotations
@@ -24,8 +28,18 @@ from datetime import datetime
 from verification.engines.postgres.cipher import backup_encryption
 from verification.engines.postgres.manifest import ManifestRead, read_manifest
 from verification.engines.postgres.repository import Stanza, WalArchive, archive_id_for
+from verification.engines.postgres.timelines import divergences, entries, fork_segment_note, forks, shared_until
 from verification.engines.postgres.wal import Segment, format_lsn, parse_lsn, parse_segment
-from verification.model import BackupSet, Chain, ChainStatus, Problem, RestorePlan, RuleCheck, WalRange
+from verification.model import (
+    BackupSet,
+    Chain,
+    ChainStatus,
+    Problem,
+    RestorePlan,
+    RuleCheck,
+    TimelineFork,
+    WalRange,
+)
 from verification.sources.base import Source
 
 # How many missing segment names a message spells out; `files` always carries all of them.
@@ -34,20 +48,51 @@ MESSAGE_NAME_LIMIT = 10
 REFUSALS = frozenset({"point-after-offline-backup", "point-beyond-archive"})
 
 
-def choose_backup(stanza: Stanza, at: datetime | None) -> BackupSet | None:
+def choose_backup(stanza: Stanza, at: datetime | None, timeline: int | None, segment_size: int) -> BackupSet | None:
     usable = [b for b in stanza.backups if not b.error]
     if at is not None:
         usable = [b for b in usable if b.finish <= at]
+    if timeline is not None:
+        usable = [b for b in usable if on_history(stanza, b, timeline, segment_size)]
     return max(usable, key=lambda b: (b.finish, b.label), default=None)
 
 
-def plan(source: Source, stanza: Stanza, at: datetime | None, segment_size: int) -> RestorePlan:
+def on_history(stanza: Stanza, backup: BackupSet, timeline: int, segment_size: int) -> bool:
+    """Whether recovery along `timeline` can start from the backup: the backup was taken on the timeline,
+    or on an ancestor before the timeline's history left it (its history file says where)."""
+    if not backup.start_wal:
+        return False
+    taken_on = parse_segment(backup.start_wal, segment_size).timeline
+    if taken_on == timeline:
+        return True
+    archive = stanza.archives.get(archive_id_for(stanza, backup))
+    history = archive.histories.get(timeline, []) if archive is not None else []
+    left = next((s.switch_lsn for s in history if s.parent == taken_on), None)
+    return left is not None and backup.start_lsn is not None and parse_lsn(backup.start_lsn) < left
+
+
+def known_timelines(stanza: Stanza, segment_size: int) -> set[int]:
+    found = {t for archive in stanza.archives.values() for t in archive.timelines()}
+    return found | {parse_segment(b.start_wal, segment_size).timeline for b in stanza.backups if b.start_wal}
+
+
+def plan(source: Source, stanza: Stanza, at: datetime | None, segment_size: int,
+         timeline: int | None = None) -> RestorePlan:
     rules: list[RuleCheck] = []
     problems: list[Problem] = []
-    target = choose_backup(stanza, at)
+    if timeline is not None and timeline not in (known := known_timelines(stanza, segment_size)):
+        # A request the archive cannot serve: refused (error), nothing is wrong with the backups.
+        refusal = Problem(code="timeline-unknown",
+                          message=f"--timeline {timeline}: stanza {stanza.name} has no timeline {timeline} (its "
+                                  f"archive and backups hold timelines {', '.join(map(str, sorted(known)))})")
+        rules.append(RuleCheck("timeline-chosen", False, refusal.message))
+        return RestorePlan("postgres", stanza.name, Chain(ChainStatus.BROKEN, [], [refusal], rules, unread=[refusal]),
+                           at)
+    target = choose_backup(stanza, at, timeline, segment_size)
     if target is None:
         when = f"finished before {at.isoformat()}" if at else "usable"
-        problems.append(Problem(code="no-backup", message=f"stanza {stanza.name} has no backup {when}"))
+        on = f" from which timeline {timeline} can be recovered" if timeline is not None else ""
+        problems.append(Problem(code="no-backup", message=f"stanza {stanza.name} has no backup {when}{on}"))
         rules.append(RuleCheck("backup-available", False, problems[-1].message))
         return RestorePlan("postgres", stanza.name, Chain(ChainStatus.BROKEN, [], problems, rules), at)
     rules.append(RuleCheck(
@@ -57,11 +102,84 @@ def plan(source: Source, stanza: Stanza, at: datetime | None, segment_size: int)
     ))
 
     backups = _chain_backups(source, stanza, target, rules, problems)
-    wal = _check_wal(stanza, target, at, segment_size, rules, problems)
+    wal = _check_wal(stanza, target, at, segment_size, rules, problems, timeline)
     defects = _newer_in_error(stanza, target, at, rules)
+    unread: list[Problem] = []
+    history = _check_histories(stanza, target, at, timeline, wal, segment_size, rules, problems, unread)
     status = (ChainStatus.COMPLETE if not problems else ChainStatus.REFUSED
               if all(p.code in REFUSALS for p in problems) else ChainStatus.BROKEN)
-    return RestorePlan("postgres", stanza.name, Chain(status, backups, problems, rules, wal, defects), at, target)
+    chain = Chain(status, backups, problems, rules, wal, defects, unread,
+                  timelines=history.entries, timeline=wal.timeline if wal else None, timeline_choice=history.choice)
+    return RestorePlan("postgres", stanza.name, chain, at, target, target_timeline=history.target_timeline)
+
+
+@dataclass(frozen=True)
+class _Histories:
+    entries: list[TimelineFork]
+    choice: str | None
+    target_timeline: int | None  # told to PostgreSQL explicitly; None: its default (the newest)
+
+
+def _check_histories(stanza: Stanza, target: BackupSet, at: datetime | None, timeline: int | None,
+                     wal: WalRange | None, segment_size: int, rules: list[RuleCheck], problems: list[Problem],
+                     unread: list[Problem]) -> _Histories:
+    """The rule that the archive holds one history (timelines.py), and the timeline the restore takes."""
+    if wal is None or not target.start_wal:
+        return _Histories([], None, timeline)
+    archive = stanza.archives.get(archive_id_for(stanza, target)) or WalArchive("", segment_size)
+    restored = wal.timeline
+    path = tuple(t for t, _ in wal.timelines) or (restored,)
+    listed = entries(archive, parse_segment(target.start_wal, segment_size).timeline, path, restored, stanza.backups)
+    split = divergences(archive, segment_size)
+    notes = "".join(f"; {note}" for note in fork_segment_note(archive, segment_size))
+    two = "; ".join(d.describe(segment_size) for d in split)
+    if timeline is not None:
+        rules.append(RuleCheck("one-history", True, f"timeline {timeline} chosen with --timeline {timeline}"
+                               + (f"; the archive holds two histories: {two}" if split else "") + notes))
+        return _Histories(listed, f"--timeline {timeline}", timeline)
+    forked = bool(forks(archive))
+    if not split:
+        rules.append(RuleCheck("one-history", True, ("no timeline's WAL goes on after a fork from it"
+                                                     if forked else "one timeline, no fork") + notes))
+        if at is None:
+            return _Histories(listed, "latest: the newest timeline", None)
+        # A point in time on a forked archive: the timeline is said to PostgreSQL, never left to its default.
+        return _Histories(listed, f"the one history holding {at.isoformat()}", restored if forked else None)
+    if at is None:
+        newest = max(archive.timelines() | {restored})  # PostgreSQL's default, recovery_target_timeline = 'latest'
+        for divergence in split:
+            problems.append(Problem(
+                code="two-histories",
+                message=f"two histories in archive {archive.archive_id} of stanza {stanza.name}: "
+                        f"{divergence.describe(segment_size)}; a restore to latest follows timeline {newest} and "
+                        f"leaves that WAL out. Restore one history explicitly: --timeline "
+                        f"{divergence.fork.parent} or --timeline {divergence.fork.timeline}",
+                files=tuple(s.name(segment_size) for s in divergence.newer)))
+        rules.append(RuleCheck("one-history", False, f"two histories: {two}{notes}"))
+        return _Histories(listed, None, None)
+    unknown = []
+    for divergence in split:
+        until, basis = shared_until(divergence.fork, stanza.backups)
+        if until is None or at >= until:
+            unknown.append((divergence, basis))
+    if not unknown:
+        rules.append(RuleCheck("one-history", True, f"two histories ({two}), but {at.isoformat()} is before each "
+                               f"fork, on the history both share{notes}"))
+        return _Histories(listed, f"the history all timelines share before {at.isoformat()}", restored)
+    for divergence, basis in unknown:
+        fork = divergence.fork
+        refusal = Problem(
+            code="timeline-ambiguous",
+            message=f"--at {at.isoformat()}: which history held that time is not proven: timeline {fork.timeline} "
+                    f"forked from timeline {fork.parent} at {format_lsn(fork.lsn)} (fork time {basis}) and both went "
+                    f"on after it ({divergence.describe(segment_size)}). Choose one: --timeline {fork.parent} or "
+                    f"--timeline {fork.timeline}",
+            files=(fork.history,))
+        unread.append(refusal)
+        problems.append(refusal)
+    rules.append(RuleCheck("one-history", False, f"two histories, and {at.isoformat()} may be after the fork: "
+                           + "; ".join(p.message for p in unread)))
+    return _Histories(listed, None, None)
 
 
 def _newer_in_error(stanza: Stanza, target: BackupSet, at: datetime | None, rules: list[RuleCheck]) -> list[Problem]:
@@ -181,8 +299,9 @@ class TimelinePath:
 
 
 def _timeline_path(archive: WalArchive, backup_timeline: int, start_lsn: int | None, segment_size: int,
-                   problems: list[Problem], rules: list[RuleCheck]) -> TimelinePath | None:
-    newest = max([backup_timeline, *archive.timelines()])
+                   problems: list[Problem], rules: list[RuleCheck], wanted: int | None = None) -> TimelinePath | None:
+    """The path to `wanted` (--timeline), else to the newest timeline of the archive (PostgreSQL's 'latest')."""
+    newest = wanted if wanted is not None else max([backup_timeline, *archive.timelines()])
     if newest == backup_timeline:
         return TimelinePath(((backup_timeline, 0),))
     history = archive.histories.get(newest)
@@ -230,6 +349,7 @@ def _check_wal(
     segment_size: int,
     rules: list[RuleCheck],
     problems: list[Problem],
+    timeline: int | None = None,
 ) -> WalRange | None:
     if target.online is False and not target.start_wal and not target.stop_wal:
         # pgBackRest records no WAL for a backup of a stopped server: it needs none, and pgBackRest
@@ -254,7 +374,7 @@ def _check_wal(
     archive_id = archive_id_for(stanza, target)
     archive = stanza.archives.get(archive_id) or WalArchive(archive_id, segment_size)
     start_lsn = parse_lsn(target.start_lsn) if target.start_lsn else None
-    path = _timeline_path(archive, start.timeline, start_lsn, segment_size, problems, rules)
+    path = _timeline_path(archive, start.timeline, start_lsn, segment_size, problems, rules, timeline)
     if path is None:
         path = TimelinePath(((start.timeline, 0),))  # still name the backup's own missing WAL below
 
@@ -267,7 +387,9 @@ def _check_wal(
         if newest is not None and newest > end:
             end, bound = newest, "the end of the archive"
     else:
-        later = [b for b in stanza.backups if b.start > at and b.start_wal and not b.error]
+        # Only a backup on the history restored bounds it: another timeline's backup says nothing of its WAL.
+        later = [b for b in stanza.backups if b.start > at and b.start_wal and not b.error
+                 and (timeline is None or on_history(stanza, b, timeline, segment_size))]
         if later:
             next_backup = min(later, key=lambda b: b.start)
             assert next_backup.start_wal is not None

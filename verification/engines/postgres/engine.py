@@ -349,7 +349,8 @@ class PostgresEngine:
         when, rule = at, None
         if at is None and point is not None:
             when, rule = choose(point, stanza.name, [b for b in stanza.backups if not b.error])
-        result = chain_rules.plan(source, stanza, when, self.pg.wal_segment_size)
+        result = chain_rules.plan(source, stanza, when, self.pg.wal_segment_size,
+                                  point.timeline if point is not None else None)
         # "older-full" asks for a full backup's own end: its consistent point, not a moment (a time needs
         # a transaction after it to stop at, which a quiet database never writes).
         backup = result.target_backup
@@ -478,6 +479,9 @@ class _Verification:
             # (An offline backup is planned for a point only at its end, its server stopped since before
             # its start: its own state is that point, restored as it is.)
             options += ["--type=time", f"--target={pg_time(self.plan.stop_at)}", "--target-action=promote"]
+        if self.plan.target_timeline is not None:
+            # The history the plan chose (recovery_target_timeline), never PostgreSQL's default of the newest.
+            options.append(f"--target-timeline={self.plan.target_timeline}")
         started, started_at = time.monotonic(), datetime.now(UTC)
         result = self.target.run(self.pgbackrest("restore", *options), timeout=self.pg.restore_timeout,
                                  env=self.cipher_env)

@@ -55,10 +55,13 @@ class RepositoryFileError(SourceError):
 
 @dataclass(frozen=True)
 class TimelineSwitch:
-    """One line of a timeline history file: `parent` ended at `switch_lsn`, the next timeline began."""
+    """One line of a timeline history file: `parent` ended at `switch_lsn`, the next timeline began.
+    `reason` is the rest of the line, PostgreSQL's words for why recovery ended there (xlogrecovery.c
+    getRecoveryStopReason: "no recovery target specified", "before 2026-11-28 09:30:00.1+00", ...)."""
 
     parent: int
     switch_lsn: int
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -353,9 +356,10 @@ def parse_history(text: str, name: str) -> list[TimelineSwitch]:
         line = line.strip()
         if not line or line.startswith("#"):
             continue
-        fields = line.split()
+        fields = line.split(None, 2)
         try:
-            switches.append(TimelineSwitch(int(fields[0]), parse_lsn(fields[1])))
+            switches.append(TimelineSwitch(int(fields[0]), parse_lsn(fields[1]),
+                                           fields[2].strip() if len(fields) > 2 else ""))
         except (IndexError, ValueError) as exc:
             raise RepositoryFileError(name, f"timeline history file {name}: cannot read line {line!r}") from exc
     return switches

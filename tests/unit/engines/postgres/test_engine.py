@@ -876,3 +876,19 @@ def test_server_options_go_on_the_command_line_after_the_forced_settings(demo_pl
     # The wait for the end of recovery connects with the forced client options too.
     (wait,) = [env for argv, env in zip(target.sent, target.env, strict=True) if argv[3:4] == ["wait"]]
     assert "-c default_transaction_read_only=off" in wait["PGOPTIONS"]
+
+
+def test_the_timeline_the_plan_chose_is_told_to_pgbackrest(demo_plan: RestorePlan, tmp_path: Path) -> None:
+    target = RecordedTarget()
+    demo_plan.target_timeline = 1
+    verify(demo_plan, tmp_path, target)
+    (restore,) = [argv for argv in target.sent if argv[0] == "pgbackrest" and argv[-1] == "restore"]
+    assert "--target-timeline=1" in restore
+    assert not any(arg.startswith("--type=") for arg in restore)
+
+
+def test_no_timeline_chosen_leaves_postgresql_s_default(demo_plan: RestorePlan, tmp_path: Path) -> None:
+    target = RecordedTarget()
+    verify(demo_plan, tmp_path, target)
+    (restore,) = [argv for argv in target.sent if argv[0] == "pgbackrest" and argv[-1] == "restore"]
+    assert not any(arg.startswith("--target-timeline") for arg in restore)
