@@ -75,7 +75,7 @@ def _mode(st: os.stat_result) -> str:
 def unreadable(root: Path, paths: Iterable[str], reader: Reader) -> list[str]:
     """Each file under `root` (paths relative to it) that `reader` cannot read, or a folder on its way
     it cannot search, said with its mode and owner; folders are looked at once each."""
-    problems: dict[str, str] = {}
+    problems: list[str] = []
     searched: dict[Path, bool] = {}
 
     def searchable(folder: Path) -> bool:
@@ -84,26 +84,26 @@ def unreadable(root: Path, paths: Iterable[str], reader: Reader) -> list[str]:
             try:
                 st = folder.stat()
             except OSError as exc:
-                problems.setdefault(str(folder), f"{folder}: {exc.strerror or exc}")
+                problems.append(f"{folder}: {exc.strerror}")
                 searched[folder] = False
                 return False
             searched[folder] = parent_ok and reader.allows(st, stat.S_IXUSR)
             if parent_ok and not searched[folder]:
-                problems.setdefault(str(folder), f"folder {folder} ({_mode(st)}) cannot be searched")
+                problems.append(f"folder {folder} ({_mode(st)}) cannot be searched")
         return searched[folder]
 
-    for relative in paths:
+    for relative in dict.fromkeys(paths):
         path = root / relative
         if not searchable(path.parent):
             continue
         try:
             st = path.stat()
         except OSError as exc:
-            problems.setdefault(str(path), f"{path}: {exc.strerror or exc}")
+            problems.append(f"{path}: {exc.strerror}")
             continue
         if not reader.allows(st, stat.S_IRUSR):
-            problems[str(path)] = f"file {path} ({_mode(st)}) cannot be read"
-    return list(problems.values())
+            problems.append(f"file {path} ({_mode(st)}) cannot be read")
+    return problems
 
 
 def unreadable_message(root: Path, problems: list[str], reader: Reader) -> str:

@@ -121,3 +121,52 @@ def test_a_target_is_asked_only_when_it_says_who_reads(repo: Path) -> None:
     mode(repo / "backup" / "s" / "other", 0o600)
     refused = unreadable_by(Said(), str(repo), ["backup/s/other"])
     assert refused is not None and f"file {repo}/backup/s/other (mode 0600" in refused
+
+
+def test_a_reader_is_described_by_uid_and_sorted_groups() -> None:
+    assert Reader(7, frozenset({30, 4})).describe() == "uid 7 (groups 4, 30)"
+    assert Reader(7, frozenset()).describe() == "uid 7 (groups none)"
+
+
+@pytest.mark.parametrize(("bits", "grant"), [
+    (0o754, Grant(groups=(GROUP,))),  # others may read but not search
+    (0o751, Grant(groups=(GROUP,))),  # others may search but not read
+    (0o740, Grant(uid=OWNER, groups=(GROUP,))),  # the group may read but not search
+    (0o710, Grant(uid=OWNER, groups=(GROUP,))),  # the group may search but not read
+    (0o600, Grant()),  # nobody may search it
+    (0o300, Grant()),  # nobody may read it
+])
+def test_read_and_search_are_both_needed_for_each_class(tmp_path: Path, bits: int, grant: Grant) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give the folder another owner")
+    (tmp_path / "repo").mkdir()
+    assert grant_for(mode(tmp_path / "repo", bits)) == grant
+
+
+def test_a_missing_folder_is_named_once_and_the_next_files_are_still_looked_at(repo: Path) -> None:
+    mode(repo / "backup" / "s" / "other", 0o600, uid=0, gid=0)
+    assert unreadable(repo, ["backup/gone/a", "backup/gone/b", "backup/s/other", "backup/s/other"], MEMBER) == [
+        f"{repo}/backup/gone: No such file or directory",
+        f"file {repo}/backup/s/other (mode 0600, owner uid 0 gid 0) cannot be read"]
+
+
+def test_a_missing_file_does_not_stop_the_look_at_the_next(repo: Path) -> None:
+    mode(repo / "backup" / "s" / "other", 0o600, uid=0, gid=0)
+    assert unreadable(repo, ["backup/s/gone", "backup/s/other"], MEMBER) == [
+        f"{repo}/backup/s/gone: No such file or directory",
+        f"file {repo}/backup/s/other (mode 0600, owner uid 0 gid 0) cannot be read"]
+
+
+def test_the_whole_message_with_five_paths_and_with_six(tmp_path: Path) -> None:
+    five = unreadable_message(tmp_path, [f"p{n}" for n in range(5)], MEMBER)
+    assert five == (f"the target reads the repository {tmp_path} as uid {OTHER} (groups {GROUP}), and cannot read 5 "
+                    "path(s) the restore needs: p0; p1; p2; p3; p4. Give that reader read access (files readable and "
+                    "folders searchable by the repository's owner or group, as pgBackRest makes them), nothing more: "
+                    "the repository stays read-only to the target")
+    assert "p4; and 1 more. Give" in unreadable_message(tmp_path, [f"p{n}" for n in range(6)], MEMBER)
+
+
+def test_the_refusal_names_the_repository_root(repo: Path) -> None:
+    mode(repo / "backup" / "s" / "other", 0o600, uid=0, gid=0)
+    refused = unreadable_by(Said(), str(repo), ["backup/s/other"])
+    assert refused is not None and refused.startswith(f"the target reads the repository {repo} as uid {OTHER}")

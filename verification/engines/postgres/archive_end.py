@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import PurePosixPath
 
 from verification.engines.postgres.repository import Stanza
 from verification.model import ChainStatus, Problem, RestorePlan, RuleCheck
@@ -38,7 +39,7 @@ def archive_end(source: Source, stanza: Stanza) -> ArchiveEnd:
     if not ends:
         return ArchiveEnd(None, "the stanza holds no backup and no WAL")
     end = max(ends)
-    what = (f"WAL segment {newest[2].rsplit('/', 1)[-1][:24]} archived at {end.isoformat()}"
+    what = (f"WAL segment {PurePosixPath(newest[2]).name[:24]} archived at {end.isoformat()}"
             if newest is not None and archived == end else f"the newest backup's end, {end.isoformat()}")
     return ArchiveEnd(end, what)
 

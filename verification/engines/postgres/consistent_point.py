@@ -19,7 +19,8 @@ from verification.model import RestorePlan
 def prove_consistent_point(log: RecoveryLog, plan: RestorePlan) -> RecoveryProof:
     proof = RecoveryProof()
     backup = plan.target_backup
-    assert backup is not None and plan.consistent_point, "only for a plan to its backup's consistent point"
+    if backup is None or not plan.consistent_point:
+        raise ValueError(f"not a plan to a backup's consistent point: {plan.database}")
     if backup.stop_lsn is None:
         proof.errors.append(f"backup {backup.label} records no stop LSN (backup-lsn-stop), so its consistent point "
                             "cannot be checked")

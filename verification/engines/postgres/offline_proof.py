@@ -26,8 +26,9 @@ CLOCK_ROUNDING = timedelta(seconds=1)
 def prove_offline(log: RecoveryLog, plan: RestorePlan) -> RecoveryProof:
     proof = RecoveryProof()
     backup = plan.target_backup
-    assert backup is not None and backup.online is False, "only for an offline backup's plan"
-    if log.redo_started is not None or log.redo_start_lsn is not None:
+    if backup is None or backup.online is not False:
+        raise ValueError(f"not a plan of an offline backup: {plan.database}")
+    if log.redo_start_lsn is not None:
         proof.errors.append(f"offline backup {backup.label}: the server replayed WAL on start (redo starts at "
                             "... in its log), so the folder was not cleanly shut down when it was backed up; the "
                             "point reached is not the backup's own and is not proven")

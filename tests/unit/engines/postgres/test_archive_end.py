@@ -89,3 +89,52 @@ def test_a_broken_chain_stays_broken_with_the_refusal_beside_it(captured_repo: P
     plan = _planned(captured_repo, NOW + timedelta(days=1), ArchiveEnd(INCR_END, "x"))
     assert plan.chain.status is ChainStatus.BROKEN
     assert [p.code for p in plan.chain.problems] == ["missing-wal", "point-beyond-archive"]
+
+
+class NoTimes(LocalSource):
+    """A copy that did not keep its files' times (an object store listing without them, say)."""
+
+    def modified(self, path: str) -> datetime | None:
+        return None
+
+
+def test_an_archive_whose_newest_segment_has_no_time_has_no_known_end(captured_repo: Path) -> None:
+    source = NoTimes(captured_repo)
+    end = archive_end(source, read_stanza(source, "demo1", MB16))
+    newest = _newest_segment(captured_repo).relative_to(captured_repo)
+    assert end == ArchiveEnd(None, f"the archive time of {newest} is not known")
+
+
+def test_a_stanza_without_wal_ends_at_its_newest_backup(captured_repo: Path) -> None:
+    for segment in (captured_repo / "archive" / "demo1" / "15-1" / "0000000100000000").iterdir():
+        segment.unlink()
+    source = NoTimes(captured_repo)
+    assert archive_end(source, read_stanza(source, "demo1", MB16)) == ArchiveEnd(
+        INCR_END, f"the newest backup's end, {INCR_END.isoformat()}")
+
+
+def test_a_stanza_without_backups_or_wal_has_no_end(captured_repo: Path) -> None:
+    from dataclasses import replace
+
+    for segment in (captured_repo / "archive" / "demo1" / "15-1" / "0000000100000000").iterdir():
+        segment.unlink()
+    source = LocalSource(captured_repo)
+    stanza = replace(read_stanza(source, "demo1", MB16), backups=[])
+    assert archive_end(source, stanza) == ArchiveEnd(None, "the stanza holds no backup and no WAL")
+
+
+def test_the_rules_say_the_point_and_the_end_both_ways(captured_repo: Path) -> None:
+    archived = INCR_END + timedelta(seconds=30)
+    end = _end(captured_repo, archived)
+    held = _planned(captured_repo, archived, end)
+    (rule,) = [r for r in held.chain.rules if r.rule == "point-within-archive"]
+    assert rule.detail == f"{archived.isoformat()} is not after the archive's end ({end.what})"
+    refused = _planned(captured_repo, archived + timedelta(seconds=1), end)
+    (rule,) = [r for r in refused.chain.rules if r.rule == "point-within-archive"]
+    assert rule.detail == refused.chain.problems[0].message
+
+
+def test_a_point_at_now_after_the_archive_is_said_to_be_after_the_archive(captured_repo: Path) -> None:
+    plan = _planned(captured_repo, NOW, ArchiveEnd(INCR_END, "its end"))
+    assert plan.chain.problems[0].message.startswith(f"the point {NOW.isoformat()} is after the end of stanza demo1's "
+                                                     "archive: its end;")

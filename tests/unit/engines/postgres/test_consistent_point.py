@@ -65,3 +65,11 @@ def test_a_backup_without_a_stop_lsn_cannot_be_checked() -> None:
     assert proof.proofs == [] and proof.failures == []
     assert proof.errors == ["backup 20261128-092612F records no stop LSN (backup-lsn-stop), so its consistent point "
                             "cannot be checked"]
+
+
+def test_only_a_plan_to_a_consistent_point_is_proven_so() -> None:
+    from dataclasses import replace
+
+    for wrong in (replace(plan(), consistent_point=False), replace(plan(), target_backup=None)):
+        with pytest.raises(ValueError, match="not a plan to a backup's consistent point: demo1"):
+            prove_consistent_point(parse_server_log(LOG), wrong)

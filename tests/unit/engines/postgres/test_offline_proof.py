@@ -44,7 +44,10 @@ def test_a_shutdown_after_the_backup_began_is_not_its_state(start: datetime, pro
     proof = prove_offline(parse_server_log(LOG), plan(replace(BACKUP, start=start)))
     assert bool(proof.proofs) is proven and bool(proof.errors) is not proven and proof.failures == []
     if not proven:
-        assert "was shut down at 2026-11-28T09:45:32+00:00, after the backup started" in proof.errors[0]
+        assert proof.errors == [
+            "offline backup 20261128-094533F: the restored folder says its server was shut down at "
+            f"2026-11-28T09:45:32+00:00, after the backup started ({start.isoformat()}); the backup cannot hold that "
+            "state, so the point reached is unproven"]
 
 
 def test_redo_on_start_means_no_clean_shutdown_and_proves_nothing() -> None:
@@ -53,9 +56,18 @@ def test_redo_on_start_means_no_clean_shutdown_and_proves_nothing() -> None:
     crashed += "2026-11-28 09:47:17.260 UTC [79] LOG:  redo starts at 0/1000028\n"
     proof = prove_offline(parse_server_log(crashed), plan())
     assert proof.proofs == [] and proof.failures == []
-    assert proof.errors[0].startswith("offline backup 20261128-094533F: the server replayed WAL on start")
+    assert proof.errors == ["offline backup 20261128-094533F: the server replayed WAL on start (redo starts at ... in "
+                            "its log), so the folder was not cleanly shut down when it was backed up; the point reached "
+                            "is not the backup's own and is not proven"]
 
 
 def test_a_log_without_the_shutdown_line_proves_nothing() -> None:
     proof = prove_offline(parse_server_log(LOG.replace("was shut down at", "was shut down in recovery at")), plan())
     assert proof.proofs == [] and "does not say it found a clean shutdown" in proof.errors[0]
+
+
+@pytest.mark.parametrize("backup", [None, replace(BACKUP, online=True), replace(BACKUP, online=None)])
+def test_only_an_offline_backups_plan_is_proven_so(backup: BackupSet | None) -> None:
+    with pytest.raises(ValueError, match="not a plan of an offline backup: off1"):
+        prove_offline(parse_server_log(LOG), RestorePlan("postgres", "off1", Chain(ChainStatus.COMPLETE, []),
+                                                         target_backup=backup))
