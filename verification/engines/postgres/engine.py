@@ -143,14 +143,21 @@ alive() {
 }
 while :; do
   if [ $((n % 20)) -eq 0 ] || grep -q 'database system is ready to accept connections' "$log" 2>/dev/null; then
-    r=$(psql -X -A -t -q -h "$sock" -p "$port" -U "$user" -d template1 -c 'select pg_is_in_recovery()' 2>/dev/null)
-    [ "$r" = f ] && exit 0
+    for db in ${MAINTENANCE_DATABASES:-template1 postgres}; do
+      r=$(psql -X -A -t -q -h "$sock" -p "$port" -U "$user" -d "$db" -c 'select pg_is_in_recovery()' 2>/dev/null)
+      [ "$r" = f ] && { echo "$db"; exit 0; }
+    done
   fi
   n=$((n + 1))
   alive || { sleep 0.2; alive || exit 3; }
   sleep 0.05
 done
 """
+
+
+# Where restoreproof's own sessions connect, the first that accepts them: a cluster may keep template1
+# closed to connections (legal, if odd), and then the wait and the checks' set-up use postgres.
+MAINTENANCE_DATABASES = ("template1", "postgres")
 
 
 def pg_time(at: datetime) -> str:
@@ -404,6 +411,8 @@ class _Verification:
         self.docker_cpus = engine.settings.docker.cpus
         # When each phase ran, to say which ran alongside which.
         self.spans = Spans()
+        # The database restoreproof's own sessions connect to (the wait finds the first that accepts them).
+        self.maintenance_db = MAINTENANCE_DATABASES[0]
         # pg_database as the checks found it (open_databases), None until read or when unreadable.
         self.catalog: list[Database] | None = None
 
@@ -577,14 +586,17 @@ class _Verification:
             self.outcome.errors.append(f"cannot configure the restored server: its PG_VERSION reads {version!r}")
             return None
         try:
-            return self.server_settings(int(version), pgbackrest_recovery(auto_conf))
+            # An offline backup is restored without recovery settings (pgBackRest's type none): nothing
+            # to hold to the plan, recovery and archiving are all left inert.
+            recovery = {} if self.offline else pgbackrest_recovery(auto_conf)
+            return self.server_settings(int(version), recovery)
         except SettingsError as exc:
             self.outcome.errors.append(f"cannot configure the restored server: {exc}")
             return None
 
     def _settings_query(self, sql: str, env: dict[str, str]) -> tuple[bool, str]:
         result = self.target.run(["psql", "-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1", "-h", self.socket_dir,
-                                  "-p", str(PORT), "-U", self.pg.superuser, "-d", "template1", "-c", sql],
+                                  "-p", str(PORT), "-U", self.pg.superuser, "-d", self.maintenance_db, "-c", sql],
                                  timeout=120, env=env)
         return result.ok, result.stdout if result.ok else result.output
 
@@ -604,13 +616,16 @@ class _Verification:
             waited = self.target.run(["bash", "-c", WAIT_ONLINE, "wait", self.socket_dir,
                                       str(PORT), self.pg.superuser, self.data, self.log],
                                      timeout=max(30.0, timeout - (time.monotonic() - started)),
-                                     env={"PGOPTIONS": forced.client_options()})
+                                     env={"PGOPTIONS": forced.client_options(),
+                                          "MAINTENANCE_DATABASES": " ".join(MAINTENANCE_DATABASES)})
         wall = time.monotonic() - started
         log_text = self._read_log()
         self.evidence.write("server.log", log_text)
         log = parse_server_log(log_text)
         if waited is not None and waited.ok:
             self.outcome.online = True
+            said = waited.stdout.strip().splitlines()
+            self.maintenance_db = said[-1] if said and said[-1] in MAINTENANCE_DATABASES else MAINTENANCE_DATABASES[0]
             # Before any check connects: the catalog's per-database and per-role settings reset, every
             # forced value read back from the server; the backup's values it overrode reported.
             settled = settle(self._settings_query, forced, self.data)
@@ -749,7 +764,7 @@ class _Verification:
         """Every row of pg_database, read before any check starts; each database that refuses
         connections is made to allow them (the target is a disposable copy), so that pg_amcheck and the
         data checks can look at it. None when the list could not be read (said in the errors)."""
-        listed = self._psql("template1", LIST_SQL)
+        listed = self._psql(self.maintenance_db, LIST_SQL)
         self.evidence.write("pg_database.json", listed.output)
         if not listed.ok:
             self.outcome.errors.append(f"cannot list the restored server's databases: {_said(listed)}")
@@ -760,7 +775,7 @@ class _Verification:
             self.outcome.errors.append(f"cannot read the restored server's list of databases (pg_database): {exc}")
             return None
         for database in to_open(databases):
-            allowed = self._psql("template1", allow_sql(database.name))
+            allowed = self._psql(self.maintenance_db, allow_sql(database.name))
             databases[databases.index(database)] = opened(database, None if allowed.ok else _said(allowed))
         return databases
 

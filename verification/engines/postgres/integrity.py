@@ -41,6 +41,17 @@ def parse_pg_amcheck(output: str, exit_code: int) -> CheckResult:
                            details=details)
     if exit_code == 0 and heaps == 0:
         return CheckResult(CheckName.PG_AMCHECK, CheckStatus.ERROR, "pg_amcheck checked no table", findings, details)
+    if (mismatch := _collation_mismatch(lines)) is not None:
+        # Indexes on text sorted by another collation library than the target's: an order amcheck
+        # finds wrong (or right) there is no proof about the backup either way.
+        return CheckResult(CheckName.PG_AMCHECK, CheckStatus.ERROR,
+                           f"pg_amcheck's findings are not proof: the server warned \"{mismatch}\": the target's "
+                           "collation library is not the one the database was created with; verify with a target "
+                           "image whose ICU/glibc matches the source's (docker.postgres_image)", findings, details)
+    if exit_code == 0 and not _reports_on_the_data(lines):
+        # pg_amcheck found nothing, but the server said something restoreproof does not know to be harmless.
+        return CheckResult(CheckName.PG_AMCHECK, CheckStatus.ERROR, "pg_amcheck found no corruption, but the server "
+                           f"warned: {_server_said(lines)}", findings, details)
     # Exit 2 means corruption was found; 1 means pg_amcheck itself could not run.
     corruption = exit_code == 2 or _reports_on_the_data(lines)
     status = CheckStatus.FAILED if corruption else CheckStatus.ERROR
@@ -49,18 +60,44 @@ def parse_pg_amcheck(output: str, exit_code: int) -> CheckResult:
     return CheckResult(CheckName.PG_AMCHECK, status, summary, findings, details)
 
 
+# A server message libpq passes on as it is (pg_amcheck --verbose adds its SQLSTATE): WARNING, NOTICE
+# and the lines that go on from one. Only data-corrupted and index-corrupted (class XX) speak of the data.
+SERVER_LINE = re.compile(r"^(?P<level>WARNING|NOTICE|INFO|DETAIL|HINT|LOCATION|CONTEXT):  "
+                         r"(?:(?P<state>[0-9A-Z]{5}): )?(?P<text>.*)$")
+DATA_STATES = frozenset({"XX001", "XX002"})
+COLLATION_MISMATCH = re.compile(r'database ".*" has (a collation version mismatch|no actual collation version)|'
+                                r'collation ".*" has (version mismatch|no actual collation version)')
+
+
 def _reports_on_the_data(lines: list[str]) -> bool:
     """Whether a line reports on the checked data: one that is not progress, nor pg_amcheck's own
     message (every one begins 'pg_amcheck: ': error, detail, hint, getopt's complaint), nor a line that
     goes on from such a message (the server's DETAIL and HINT of a refused connection, libpq's
-    indented hint)."""
+    indented hint), nor a server notice or warning about anything but corrupted data."""
     own = False
     for line in lines:
+        server = SERVER_LINE.match(line)
         if line.startswith("pg_amcheck: "):
             own = not AMCHECK_PROGRESS.match(line)
+        elif server is not None:
+            if server["level"] == "WARNING" and server["state"] in DATA_STATES:
+                return True
         elif line.strip() and not own:
             return True
     return False
+
+
+def _collation_mismatch(lines: list[str]) -> str | None:
+    """The server's warning that a database's collation library version differs from the target's."""
+    for line in lines:
+        if (server := SERVER_LINE.match(line)) and server["level"] == "WARNING" and COLLATION_MISMATCH.search(line):
+            return server["text"]
+    return None
+
+
+def _server_said(lines: list[str]) -> str:
+    said = [m["text"] for line in lines if (m := SERVER_LINE.match(line)) and m["level"] in ("WARNING", "NOTICE")]
+    return "; ".join(dict.fromkeys(said)) or "(nothing restoreproof could read)"
 
 
 CHECKSUMS_NUMBER = re.compile(r"^(Files scanned|Blocks scanned|Bad checksums|Data checksum version):\s+(\d+)")

@@ -647,8 +647,8 @@ def test_the_wait_for_the_end_of_recovery_asks_the_server_only_once_its_log_says
     tools, data, log, asked = tmp_path / "bin", tmp_path / "data", tmp_path / "server.log", tmp_path / "asked"
     tools.mkdir()
     data.mkdir()
-    (tools / "psql").write_text(f'#!/bin/sh\necho x >> {asked}\ngrep -q "ready to accept connections" {log} '
-                                '&& echo f || exit 2\n')
+    (tools / "psql").write_text(f'#!/bin/sh\ncase "$*" in *"-d template1 "*) echo x >> {asked};; esac\n'
+                                f'grep -q "ready to accept connections" {log} && echo f || exit 2\n')
     (tools / "psql").chmod(stat.S_IRWXU)
     server = subprocess.Popen(["sleep", "30"])  # stands for the postmaster
     (data / "postmaster.pid").write_text(f"{server.pid}\n{data}\n")
@@ -670,6 +670,30 @@ def test_the_wait_for_the_end_of_recovery_asks_the_server_only_once_its_log_says
         server.kill()
         server.wait()
         assert waiting.wait(5) == 3  # the server is gone: no waiting for the timeout
+    finally:
+        server.kill()
+
+
+def test_the_wait_asks_postgres_when_template1_refuses_connections_and_says_which(tmp_path: Path) -> None:
+    import stat
+    import subprocess
+
+    from verification.engines.postgres.engine import WAIT_ONLINE
+
+    tools, data, log = tmp_path / "bin", tmp_path / "data", tmp_path / "server.log"
+    tools.mkdir()
+    data.mkdir()
+    # The server's own refusal for a database that does not allow connections.
+    (tools / "psql").write_text('#!/bin/sh\ncase "$*" in *"-d template1 "*) echo \'psql: error: FATAL:  database '
+                                '"template1" is not currently accepting connections\' >&2; exit 2;; esac\necho f\n')
+    (tools / "psql").chmod(stat.S_IRWXU)
+    server = subprocess.Popen(["sleep", "30"])
+    (data / "postmaster.pid").write_text(f"{server.pid}\n{data}\n")
+    log.write_text("LOG:  database system is ready to accept connections\n")
+    try:
+        waited = subprocess.run(["bash", "-c", WAIT_ONLINE, "wait", "/sock", "5432", "postgres", str(data), str(log)],
+                                env={"PATH": f"{tools}:/usr/bin:/bin"}, text=True, capture_output=True, timeout=10)
+        assert (waited.returncode, waited.stdout) == (0, "postgres\n")
     finally:
         server.kill()
 

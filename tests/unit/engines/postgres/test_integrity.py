@@ -214,3 +214,32 @@ def test_exit_one_of_a_program_that_ran_is_still_read_as_its_own_words() -> None
     # 1 is pg_amcheck's "could not run" and pg_checksums' "bad checksums": not a program missing.
     assert parse_pg_checksums(fixture_text("pg_checksums-corrupt.out"), 1).status is CheckStatus.FAILED
     assert parse_pg_amcheck(fixture_text("pg_amcheck-corrupt.out"), 2).status is CheckStatus.FAILED
+
+
+# Real pg_amcheck 15 outputs on a database created with another collation library version than the
+# target image's (ICU 70 as on Ubuntu 22.04 / RHEL 9; a glibc version recorded where the target has none).
+@pytest.mark.parametrize(("fixture", "warning"), [
+    ("pg_amcheck-collation-icu-mismatch.out", 'database "app" has a collation version mismatch'),
+    ("pg_amcheck-collation-glibc-recorded.out",
+     'database "app" has no actual collation version, but a version was recorded'),
+])
+@pytest.mark.parametrize("exit_code", [0, 2])
+def test_a_collation_library_other_than_the_sources_is_an_error_never_corruption(fixture, warning, exit_code):  # type: ignore[no-untyped-def]
+    check = parse_pg_amcheck(fixture_text(fixture), exit_code)
+    assert check.status is CheckStatus.ERROR
+    assert check.summary.startswith(f'pg_amcheck\'s findings are not proof: the server warned "{warning}": the '
+                                    "target's collation library is not the one the database was created with")
+
+
+def test_a_server_warning_restoreproof_does_not_know_keeps_a_clean_run_from_passing():
+    output = fixture_text("pg_amcheck-clean.out") + "WARNING:  01000: something the server wants said\n"
+    check = parse_pg_amcheck(output, 0)
+    assert (check.status, check.summary) == (
+        CheckStatus.ERROR, "pg_amcheck found no corruption, but the server warned: something the server wants said")
+
+
+def test_a_data_corrupted_warning_is_a_report_on_the_data_whatever_the_exit_code():
+    output = fixture_text("pg_amcheck-clean.out") + ("WARNING:  XX001: page verification failed, calculated "
+                                                     "checksum 3037 but expected 18571\n")
+    assert parse_pg_amcheck(output, 0).status is CheckStatus.FAILED
+    assert parse_pg_amcheck(fixture_text("pg_amcheck-corrupt.out"), 2).status is CheckStatus.FAILED
