@@ -128,13 +128,13 @@ def test_a_point_after_the_archives_end_is_refused_before_any_restore(kinds_repo
     from datetime import UTC, datetime, timedelta
 
     newest = max(p.stat().st_mtime for p in (kinds_repo / "archive" / "bundled").rglob("0000*"))
-    at = (datetime.fromtimestamp(newest, UTC) + timedelta(seconds=5)).isoformat()
+    at = (datetime.fromtimestamp(newest, UTC) + timedelta(minutes=10)).isoformat()
     result = CliRunner().invoke(app, ["verify", str(kinds_repo), "-d", "bundled", "--at", at, "--json",
                                       "--report-dir", str(tmp_path)], catch_exceptions=False)
     db = json.loads(result.stdout)["databases"][0]
     assert (result.exit_code, db["verdict"], db["chain"]["status"]) == (2, "error", "refused"), db["reasons"]
-    assert db["reasons"][0].startswith(f"not restored: the point {at} is after the end of stanza bundled's archive: "
-                                       "WAL segment ")
+    # (Ten minutes after it, beyond the two clocks' tolerance: perhaps after now too, said as such.)
+    assert db["reasons"][0].startswith(f"not restored: the point {at} is after ")
     assert not any(p["name"] == "transfer" and p["status"] == "measured" for p in db["phases"])
 
 

@@ -53,19 +53,29 @@ class Grant:
     uid: int | None = None
 
 
+# The folders a grant is read from: the repository's, and the ones the backup tool makes in it (a
+# repository folder made by root with 0755, or a mount point, says nothing of what is inside).
+GRANT_FOLDERS = (".", "backup", "archive")
+
+
 def grant_for(root: Path) -> Grant:
-    """What reading the repository at `root` needs, from its top folder's owner, group and mode."""
-    try:
-        st = root.stat()
-    except OSError:
-        return Grant()  # said by the check of the files, with the reason the system gives
-    if st.st_mode & stat.S_IROTH and st.st_mode & stat.S_IXOTH:
-        return Grant()
-    if st.st_mode & stat.S_IRGRP and st.st_mode & stat.S_IXGRP:
-        return Grant(groups=(st.st_gid,))
-    if st.st_mode & stat.S_IRUSR and st.st_mode & stat.S_IXUSR and st.st_uid != 0:
-        return Grant(groups=(st.st_gid,), uid=st.st_uid)
-    return Grant()
+    """What reading the repository at `root` needs, from the owner, group and mode of its folder and of
+    the folders the backup tool makes in it."""
+    groups: list[int] = []
+    uid: int | None = None
+    for name in GRANT_FOLDERS:
+        try:
+            st = (root / name).stat()
+        except OSError:
+            continue  # said by the check of the files, with the reason the system gives
+        if st.st_mode & stat.S_IROTH and st.st_mode & stat.S_IXOTH:
+            continue
+        if st.st_mode & stat.S_IRGRP and st.st_mode & stat.S_IXGRP:
+            groups.append(st.st_gid)
+        elif st.st_mode & stat.S_IRUSR and st.st_mode & stat.S_IXUSR and st.st_uid != 0:
+            groups.append(st.st_gid)
+            uid = st.st_uid if uid is None else uid
+    return Grant(tuple(dict.fromkeys(groups)), uid)
 
 
 def _mode(st: os.stat_result) -> str:

@@ -170,3 +170,18 @@ def test_the_refusal_names_the_repository_root(repo: Path) -> None:
     mode(repo / "backup" / "s" / "other", 0o600, uid=0, gid=0)
     refused = unreadable_by(Said(), str(repo), ["backup/s/other"])
     assert refused is not None and refused.startswith(f"the target reads the repository {repo} as uid {OTHER}")
+
+
+def test_a_world_readable_repository_folder_with_pgbackrests_folders_in_it_grants_their_group(tmp_path: Path) -> None:
+    # The repository folder made by root (0755) or a mount point; pgBackRest's own folders 0750 inside.
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give folders other owners")
+    root = tmp_path / "repo"
+    (root / "backup").mkdir(parents=True)
+    (root / "archive").mkdir()
+    mode(root, 0o755, uid=0, gid=0)
+    mode(root / "backup", 0o750)
+    mode(root / "archive", 0o700)
+    assert grant_for(root) == Grant(groups=(GROUP,), uid=OWNER)
+    mode(root / "archive", 0o750)
+    assert grant_for(root) == Grant(groups=(GROUP,))

@@ -12,7 +12,7 @@ newest segment's time (a copy that did not keep it), only a point in the future 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import PurePosixPath
 
 from verification.engines.postgres.repository import Stanza
@@ -20,6 +20,9 @@ from verification.model import ChainStatus, Problem, RestorePlan, RuleCheck
 from verification.sources.base import Source
 
 CODE = "point-beyond-archive"
+# The repository host's clock writes the archive times, the database host's the commit times: a point
+# within this of the end is let through (if no transaction follows it there, the restore says so).
+CLOCK_TOLERANCE = timedelta(minutes=5)
 
 
 @dataclass(frozen=True)
@@ -49,12 +52,12 @@ def refuse_beyond(plan: RestorePlan, end: ArchiveEnd, now: datetime) -> None:
     at = plan.stop_at
     if at is None:
         return
-    limit = min(now, end.at) if end.at is not None else now
+    limit = (min(now, end.at) if end.at is not None else now) + CLOCK_TOLERANCE
     if at <= limit:
         plan.chain.rules.append(RuleCheck("point-within-archive", True, f"{at.isoformat()} is not after the "
                                           f"archive's end ({end.what})"))
         return
-    where = (f"after now ({now.isoformat()})" if at > now else
+    where = (f"after now ({now.isoformat()})" if at > now + CLOCK_TOLERANCE else
              f"after the end of stanza {plan.database}'s archive: {end.what}")
     problem = Problem(code=CODE, message=f"the point {at.isoformat()} is {where}; the repository holds nothing "
                                          "that leads there: ask for a point at or before that end, or latest")

@@ -54,7 +54,10 @@ RECORD_RE = re.compile(
 STOP_RE = re.compile(r"^recovery stopping (?:before|after) (?P<kind>commit|abort) of transaction (?P<xid>\d+), "
                      r"time (?P<ts>.+)$")
 # pg_waldump's description of a transaction's end: "COMMIT 2026-11-28 09:26:46.614236 UTC[; ...]".
-TRANSACTION_DESC_RE = re.compile(r"^(?P<kind>COMMIT|ABORT) (?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? UTC)")
+# A prepared transaction's COMMIT PREPARED / ABORT PREPARED names its own xid in the description (the
+# record's header tx is the finishing session's, 0): that is the xid the server's stop line names.
+TRANSACTION_DESC_RE = re.compile(r"^(?P<kind>COMMIT|ABORT)(?P<prepared>_PREPARED (?P<xid>\d+):)? "
+                                 r"(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? UTC)")
 # pg_controldata's lines (the restored cluster's own pg_control): its identity and the WAL's geometry.
 CONTROL_FIELDS = {"WAL block size": "page_size", "Bytes per WAL segment": "segment_size",
                   "Maximum data alignment": "max_align", "Database system identifier": "system_id"}
@@ -413,14 +416,14 @@ def _prove_stop(proof: RecoveryProof, said: str, done: int, read: WalRead, last:
                             "shown in the archive's WAL")
         return _unproven(proof)
     described = TRANSACTION_DESC_RE.match(record.description)
+    xid = int(described["xid"]) if described is not None and described["xid"] else record.xid
     matches = (record.rmgr == "Transaction" and described is not None
-               and described["kind"].lower() == stop["kind"] and record.xid == int(stop["xid"])
+               and described["kind"].lower() == stop["kind"] and xid == int(stop["xid"])
                and parse_pg_timestamp(described["ts"]) == parse_pg_timestamp(stop["ts"]))
     if not matches:
         proof.errors.append(f"the server said \"{said}\" and redo done at {done_at}, but the record there is "
-                            f"{record.describe()} (transaction {record.xid}): the stop is not the record the WAL "
-                            "holds")
+                            f"{record.describe()} (transaction {xid}): the stop is not the record the WAL holds")
         return _unproven(proof)
     proof.proofs.append(f"WAL read with pg_waldump from {', '.join(read.segments)}: the record at {done_at} is "
-                        f"{record.describe()} of transaction {record.xid}, the one the server stopped for")
+                        f"{record.describe()} of transaction {xid}, the one the server stopped for")
     return proof

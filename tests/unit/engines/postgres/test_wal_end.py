@@ -627,3 +627,30 @@ def test_a_last_segment_of_zeros_after_a_switch_is_named_from_its_start():
     assert proof.failures[-1].startswith(
         "WAL segment 00000001000000000000000D of the archive ends early: its records stop at 0/D000000, inside the "
         "segment, after XLOG SWITCH at 0/C000138, with zeros from there (offset 0) to the end of the segment")
+
+
+# pg_waldump 15's line for a prepared transaction's COMMIT PREPARED (real, from a 2PC workload): its xid
+# is in the description, the header's tx is the committing session's (0). The server's stop names 792.
+PREPARED = ("rmgr: Transaction len (rec/tot):     46/    46, tx:          0, lsn: 0/0300AB98, "
+            "prev 0/0300AB60, desc: COMMIT_PREPARED 792: 2026-11-28 09:57:53.481396 UTC")
+
+
+@pytest.mark.parametrize(("said", "proven"), [
+    ("recovery stopping before commit of transaction 792, time 2026-11-28 09:57:53.481396+00", True),
+    ("recovery stopping before commit of transaction 0, time 2026-11-28 09:57:53.481396+00", False),
+    ("recovery stopping before commit of transaction 793, time 2026-11-28 09:57:53.481396+00", False),
+    ("recovery stopping before abort of transaction 792, time 2026-11-28 09:57:53.481396+00", False),
+])
+def test_a_stop_at_a_commit_prepared_is_its_prepared_transactions(said: str, proven: bool) -> None:
+    from verification.engines.postgres.recovery_proof import RecoveryProof
+    from verification.engines.postgres.wal_end import WalRead, _prove_stop, parse_record
+
+    record = parse_record(PREPARED)
+    assert record is not None
+    read = WalRead(segments=["000000010000000000000003"], at_redo_done=record, last=record, exit_code=0)
+    proof = _prove_stop(RecoveryProof(proofs=["segment level"]), said, record.lsn, read, record)
+    assert bool(proof.errors) is not proven
+    if proven:
+        assert proof.proofs[-1].endswith("of transaction 792, the one the server stopped for")
+    else:
+        assert "(transaction 792): the stop is not the record the WAL holds" in proof.errors[0]
