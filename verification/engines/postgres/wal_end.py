@@ -230,15 +230,18 @@ def next_record(record: WalRecord, geometry: Geometry) -> int:
     return position
 
 
-def planned_names(plan: RestorePlan, numbers: list[int], restored: set[str], segment_size: int) -> list[str]:
+def planned_names(plan: RestorePlan, numbers: list[int], restored: set[str], segment_size: int,
+                  through: int | None = None) -> list[str]:
     """The planned segments of these numbers that pg_waldump can read as one run: inside the planned
-    range, restored by the server (the WAL it replayed, nothing it never asked for), on the timeline
-    of the last one (pg_waldump follows no timeline switch), without a gap."""
+    range (or on its last timeline through `through`), restored by the server (the WAL it replayed,
+    nothing it never asked for), on the timeline of the last one (pg_waldump follows no timeline
+    switch), without a gap."""
     wal = plan.chain.wal
     assert wal is not None
     first, last = parse_segment(wal.first, segment_size), parse_segment(wal.last, segment_size)
     planned = planned_segment(wal, first)
-    inside = [planned(n) for n in numbers if first.number <= n <= last.number]
+    end = max(last.number, through if through is not None else last.number)
+    inside = [planned(n) for n in numbers if first.number <= n <= end]
     inside = [s for s in inside if s.name(segment_size) in restored]
     if not inside:
         return []
@@ -273,9 +276,14 @@ def prove_to_the_record(proof: RecoveryProof, log: RecoveryLog, plan: RestorePla
     restored = set(log.segments_restored)
     if plan.stop_at is None:
         # The archive's last segment and the one before it: the record that crosses into it is read whole.
+        # A live repository (production archiving while the restore runs) may have given the server
+        # segments archived since the plan, on its last timeline: the archive's end is then the newest.
         last = parse_segment(wal.last, segment_size)
-        names = planned_names(plan, [last.number - 1, last.number], restored, segment_size)
-        if last.name(segment_size) not in names or done // segment_size < last.number - 1:
+        later = [s.number for s in (parse_segment(name, segment_size) for name in restored)
+                 if s.timeline == last.timeline and s.number > last.number]
+        end = Segment(last.timeline, max([last.number, *later]))
+        names = planned_names(plan, [end.number - 1, end.number], restored, segment_size, through=end.number)
+        if end.name(segment_size) not in names or done // segment_size < end.number - 1:
             return proof
     else:
         # The segment holding the record the server stopped at, and the next one that record may run into.

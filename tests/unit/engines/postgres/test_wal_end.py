@@ -654,3 +654,16 @@ def test_a_stop_at_a_commit_prepared_is_its_prepared_transactions(said: str, pro
         assert proof.proofs[-1].endswith("of transaction 792, the one the server stopped for")
     else:
         assert "(transaction 792): the stop is not the record the WAL holds" in proof.errors[0]
+
+
+def test_a_live_repository_s_segment_archived_after_the_plan_is_read_as_the_archive_s_end() -> None:
+    # The 'running' capture (a busy cluster): the server restored 02, 03, 04 and redo ended in 04. Planned
+    # before 04 was archived (production archiving while the restore runs), the plan's range is 02..03:
+    # the server's newest segment on the plan's last timeline is the archive's end, read with the one before.
+    plan = plan_of("running")
+    plan.chain.wal = WalRange(1, "000000010000000000000002", "000000010000000000000003", 2, "the end of the archive")
+    proof, reader = prove("running", plan=plan)
+    assert reader.asked[0][:2] == ("read", ["000000010000000000000003", "000000010000000000000004"])
+    assert (proof.failures, proof.errors) == ([], [])
+    assert proof.proofs[-1].startswith("WAL read with pg_waldump from 000000010000000000000003, "
+                                       "000000010000000000000004 (pgbackrest archive-get): its last record is ")
