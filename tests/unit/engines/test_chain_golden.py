@@ -333,7 +333,11 @@ def _edit_entry(repo: Path, label: str, old: str, new: str) -> None:
 
 
 def _history(repo: Path, text: str) -> None:
-    (_segments(repo).parent / "00000002.history").write_text(text)
+    """Timeline 2, its history file archived a minute after timeline 1's segments (given up at the fork)."""
+    history = _segments(repo).parent / "00000002.history"
+    history.write_text(text)
+    later = max(p.stat().st_mtime for p in _segments(repo).iterdir()) + 60
+    os.utime(history, (later, later))
     (_segments(repo) / f"000000020000000000000009-{'0' * 40}.gz").write_bytes(b"")
 
 

@@ -22,6 +22,7 @@ Rules, each kept with its outcome:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -105,7 +106,8 @@ def plan(source: Source, stanza: Stanza, at: datetime | None, segment_size: int,
     wal = _check_wal(stanza, target, at, segment_size, rules, problems, timeline)
     defects = _newer_in_error(stanza, target, at, rules)
     unread: list[Problem] = []
-    history = _check_histories(stanza, target, at, timeline, wal, segment_size, rules, problems, unread)
+    history = _check_histories(stanza, target, at, timeline, wal, segment_size, rules, problems, unread,
+                               source.modified)
     status = (ChainStatus.COMPLETE if not problems else ChainStatus.REFUSED
               if all(p.code in REFUSALS for p in problems) else ChainStatus.BROKEN)
     chain = Chain(status, backups, problems, rules, wal, defects, unread,
@@ -122,7 +124,7 @@ class _Histories:
 
 def _check_histories(stanza: Stanza, target: BackupSet, at: datetime | None, timeline: int | None,
                      wal: WalRange | None, segment_size: int, rules: list[RuleCheck], problems: list[Problem],
-                     unread: list[Problem]) -> _Histories:
+                     unread: list[Problem], archived_at: Callable[[str], datetime | None]) -> _Histories:
     """The rule that the archive holds one history (timelines.py), and the timeline the restore takes."""
     if wal is None or not target.start_wal:
         return _Histories([], None, timeline)
@@ -130,8 +132,16 @@ def _check_histories(stanza: Stanza, target: BackupSet, at: datetime | None, tim
     restored = wal.timeline
     path = tuple(t for t, _ in wal.timelines) or (restored,)
     listed = entries(archive, parse_segment(target.start_wal, segment_size).timeline, path, restored, stanza.backups)
-    split = divergences(archive, segment_size)
+    split = divergences(archive, segment_size, archived_at)
     notes = "".join(f"; {note}" for note in fork_segment_note(archive, segment_size))
+    if at is None and timeline is None:
+        # "Latest" follows the child past a parent's WAL archived before the child existed: given up.
+        for given_up in [d for d in split if d.went_on is False]:
+            fork = given_up.fork
+            notes += (f"; timeline {fork.parent}'s {len(given_up.newer)} segment(s) from the fork of timeline "
+                      f"{fork.timeline} at {format_lsn(fork.lsn)} on were all archived before {fork.history}: an "
+                      "abandoned history (a restore in place, a lagging standby promoted), not replayed")
+        split = [d for d in split if d.went_on is not False]
     two = "; ".join(d.describe(segment_size) for d in split)
     if timeline is not None:
         rules.append(RuleCheck("one-history", True, f"timeline {timeline} chosen with --timeline {timeline}"
@@ -148,6 +158,18 @@ def _check_histories(stanza: Stanza, target: BackupSet, at: datetime | None, tim
     if at is None:
         newest = max(archive.timelines() | {restored})  # PostgreSQL's default, recovery_target_timeline = 'latest'
         for divergence in split:
+            if divergence.went_on is None:
+                unproven = Problem(
+                    code="two-histories-unproven",
+                    message=f"archive {archive.archive_id} of stanza {stanza.name}: {divergence.describe(segment_size)}"
+                            f"; whether it went on after timeline {divergence.fork.timeline} existed or was given "
+                            "up before is not known (the repository does not keep the files' archive times). "
+                            f"Restore one history explicitly: --timeline {divergence.fork.parent} or --timeline "
+                            f"{divergence.fork.timeline}",
+                    files=(divergence.fork.history,))
+                unread.append(unproven)
+                problems.append(unproven)
+                continue
             problems.append(Problem(
                 code="two-histories",
                 message=f"two histories in archive {archive.archive_id} of stanza {stanza.name}: "

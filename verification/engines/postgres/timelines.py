@@ -21,11 +21,22 @@ WAL out. Which parent segments prove that the parent went on after the fork:
   the fork may be no more than what an old primary writes as it stops behind a lagging standby (its
   last records, a segment switch). That segment alone is not taken as a second history: it is named in
   the rule, and the segments after it decide.
+
+Abandoned, not two. The parent's newer segments may all have been archived before the child existed:
+production restored in place to a point before a mistake and promoted, or a standby promoted while
+it lagged; the parent's WAL after the fork is then the history that was given up, kept until expire
+removes it, and "latest" rightly follows the child. The archive tells the two apart by time: a parent
+that went on archived a newer segment after the child's history file (the promoted server archives
+that file at once). So each newer segment's archive time is compared with the history file's (the
+repository's modification times): all before it, the parent's WAL is an abandoned history and is said
+so; one after it, two histories; a time not known, not proven either way (an error for the operator,
+who can choose with --timeline, never a verdict on the backups).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -58,6 +69,9 @@ class Divergence:
     fork: Fork
     newer: tuple[Segment, ...]  # the parent's segments that begin at or after the fork LSN
     at_fork: Segment | None  # the parent's segment that holds the fork LSN inside it, when archived
+    # Whether a newer segment was archived after the child's history file (True: the parent went on),
+    # all before it (False: an abandoned history), or a time is not known (None).
+    went_on: bool | None = True
 
     def describe(self, segment_size: int) -> str:
         names = [s.name(segment_size) for s in self.newer]
@@ -98,8 +112,11 @@ def forks(archive: WalArchive) -> dict[int, Fork]:
     return found
 
 
-def divergences(archive: WalArchive, segment_size: int) -> list[Divergence]:
-    """Every fork after which its parent's WAL goes on (see the module's note for the boundary)."""
+def divergences(archive: WalArchive, segment_size: int,
+                archived_at: Callable[[str], datetime | None] | None = None) -> list[Divergence]:
+    """Every fork after which its parent's WAL goes on (see the module's note for the boundary), each
+    with whether the parent went on after the child existed (`archived_at`: a repository file's
+    archive time; without it, every one is taken as having gone on)."""
     found = []
     for fork in sorted(forks(archive).values(), key=lambda f: f.timeline):
         parent = sorted(s for s in archive.segments if s.timeline == fork.parent)
@@ -108,8 +125,22 @@ def divergences(archive: WalArchive, segment_size: int) -> list[Divergence]:
             continue
         holding = fork.lsn // segment_size if fork.lsn % segment_size else None
         at_fork = next((s for s in parent if s.number == holding), None)
-        found.append(Divergence(fork, newer, at_fork))
+        went_on = (True if archived_at is None
+                   else _went_on(archived_at, archive.history_files.get(fork.timeline),
+                                 [archive.segments[s].file for s in newer]))
+        found.append(Divergence(fork, newer, at_fork, went_on))
     return found
+
+
+def _went_on(archived_at: Callable[[str], datetime | None], history: str | None, newer: list[str]) -> bool | None:
+    """Whether any of the parent's `newer` segment files was archived after the child's history file."""
+    born = archived_at(history) if history is not None else None
+    times = [archived_at(file) for file in newer]
+    if born is not None and any(t is not None and t > born for t in times):
+        return True
+    if born is None or any(t is None or t == born for t in times):
+        return None  # (the same time: a file system's clock ticks coarser than two writes)
+    return False
 
 
 def fork_segment_note(archive: WalArchive, segment_size: int) -> list[str]:

@@ -1,6 +1,7 @@
 """WAL on a newer timeline, as a real restore-and-promote left it (fixtures/postgres/timeline):
 timeline 2 forked from timeline 1 at 0/E000000 after the newest backup."""
 
+import os
 import shutil
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -91,8 +92,12 @@ AFTER_FORK = datetime(2026, 11, 22, 21, 0, tzinfo=UTC)
 
 
 def timeline_one(repo: Path, name: str) -> None:
+    """A segment timeline 1 wrote on: archived a minute after timeline 2's history file."""
     folder = next(repo.rglob("0000000100000000"))
-    (folder / f"{name}-{'0' * 40}.gz").write_bytes(b"")
+    segment = folder / f"{name}-{'0' * 40}.gz"
+    segment.write_bytes(b"")
+    later = next(repo.rglob("00000002.history")).stat().st_mtime + 60
+    os.utime(segment, (later, later))
 
 
 def plan_at(repo: Path, at: datetime | None = None, timeline: int | None = None):  # type: ignore[no-untyped-def]
@@ -303,3 +308,27 @@ def test_a_backup_without_a_wal_range_has_no_timeline_and_is_not_read_for_one(ti
     stanza.backups[-1] = replace(offline, start_wal=None)
     assert known_timelines(stanza, MB16) == {1, 2}
     assert not on_history(stanza, replace(stanza.backups[0], db_id=None), 2, MB16)  # no archive to read
+
+
+def test_latest_on_a_parent_that_may_have_gone_on_is_an_error_naming_both_timelines(captured_repo) -> None:  # type: ignore[no-untyped-def]
+    # The captured archive, a timeline 2 forking at the start of segment 9 of timeline 1, whose segments 9
+    # and A are there: from a copy that kept no archive times, which came first is not known.
+    from verification.engines.postgres import chain
+    from verification.engines.postgres.repository import read_stanza
+    from verification.model import ChainStatus
+    from verification.sources.local import LocalSource
+
+    segments = captured_repo / "archive" / "demo1" / "15-1" / "0000000100000000"
+    (segments.parent / "00000002.history").write_text("1\t0/9000000\tno recovery target specified\n")
+    (segments / f"000000020000000000000009-{'0' * 40}.gz").write_bytes(b"")
+
+    class NoTimes(LocalSource):
+        def modified(self, path: str):  # type: ignore[no-untyped-def]
+            return None
+
+    source = NoTimes(captured_repo)
+    planned = chain.plan(source, read_stanza(source, "demo1", 16 * 1024 * 1024), None, 16 * 1024 * 1024)
+    assert planned.chain.status is ChainStatus.BROKEN
+    assert [p.code for p in planned.chain.problems] == ["two-histories-unproven"]
+    assert planned.chain.unread == planned.chain.problems  # not judged: the verdict is error, not failed
+    assert "Restore one history explicitly: --timeline 1 or --timeline 2" in planned.chain.problems[0].message

@@ -236,3 +236,51 @@ def test_a_real_time_target_history_names_the_commit_time_recovery_stopped_befor
     (switch,) = parse_history(text, "00000002.history")
     assert (switch.parent, switch.switch_lsn) == (1, 0x30185D8)
     assert fork_time(switch.reason) == datetime(2026, 11, 28, 10, 7, 47, 974078, tzinfo=UTC)
+
+
+# --- went on, or given up: the parent's newer segments' archive times against the child's history file ---
+
+def _restored_in_place() -> tuple[WalArchive, dict[str, datetime]]:
+    """Production on timeline 1 wrote segments 3..6; at 10:00 it was restored in place to 09:30 and
+    promoted: timeline 2 forks inside segment 4, its history file archived at once."""
+    found = archive([(1, 3), (1, 4), (1, 5), (1, 6), (2, 4), (2, 5)],
+                    {2: "1\t0/4A00000\tbefore 2026-11-28 09:30:00.000001+00\n"})
+    found.history_files[2] = "archive/x/15-1/00000002.history"
+    born = datetime(2026, 11, 28, 10, 0, tzinfo=UTC)
+    times = {found.segments[Segment(1, n)].file: born - timedelta(minutes=10 - n) for n in (3, 4, 5, 6)}
+    times[found.history_files[2]] = born
+    return found, times
+
+
+def test_a_parents_segments_all_archived_before_the_child_existed_are_a_history_given_up():
+    found, times = _restored_in_place()
+    (given_up,) = divergences(found, MB16, times.get)
+    assert given_up.went_on is False
+    assert [s.number for s in given_up.newer] == [5, 6]
+
+
+@pytest.mark.parametrize(("after", "went_on"), [(timedelta(seconds=1), True), (timedelta(0), None),
+                                                (-timedelta(seconds=1), False)])
+def test_one_newer_segment_archived_after_the_childs_history_means_the_parent_went_on(after, went_on):
+    found, times = _restored_in_place()
+    times[found.segments[Segment(1, 6)].file] = times[found.history_files[2]] + after
+    assert divergences(found, MB16, times.get)[0].went_on is went_on
+
+
+def test_a_time_not_known_proves_neither():
+    found, times = _restored_in_place()
+    del times[found.segments[Segment(1, 5)].file]
+    assert divergences(found, MB16, times.get)[0].went_on is None
+    found, times = _restored_in_place()
+    del times[found.history_files[2]]
+    assert divergences(found, MB16, times.get)[0].went_on is None
+    # One known to come after is proof enough, whatever else is not known.
+    times[found.history_files[2]] = datetime(2026, 11, 28, 10, 0, tzinfo=UTC)
+    del times[found.segments[Segment(1, 5)].file]
+    times[found.segments[Segment(1, 6)].file] = datetime(2026, 11, 28, 10, 5, tzinfo=UTC)
+    assert divergences(found, MB16, times.get)[0].went_on is True
+
+
+def test_without_archive_times_every_divergence_is_taken_as_gone_on():
+    found, _ = _restored_in_place()
+    assert divergences(found, MB16)[0].went_on is True
