@@ -61,8 +61,24 @@ def quiet(cluster: _SourceCluster) -> None:
     cluster.backup("full")
 
 
+def tablespace_zst(cluster: _SourceCluster) -> None:
+    """A table and its index in a tablespace outside the data folder; zstd compression, two processes and
+    hard links between backups (repo1-hardlink): options production sets, none changing what is restored."""
+    cluster.sh("mkdir -p /var/lib/restoreproof/ts1", user="root")
+    cluster.sh("chown postgres:postgres /var/lib/restoreproof/ts1", user="root")
+    cluster.psql("create tablespace ts1 location '/var/lib/restoreproof/ts1'")
+    cluster.psql("create table moved (id int primary key, note text) tablespace ts1")
+    cluster.psql("create index moved_note on moved (note) tablespace ts1")
+    cluster.psql("insert into moved select g, 'moved ' || g from generate_series(1, 2000) g")
+    cluster.sh(f"printf 'compress-type=zst\nprocess-max=2\nrepo1-hardlink=y\n' >> {CONF}", user="root")
+    cluster.backup("full")
+    cluster.psql("insert into moved select g, 'moved ' || g from generate_series(2001, 2500) g")
+    cluster.backup("incr")
+
+
 KINDS: dict[str, Callable[[_SourceCluster], None]] = {
-    "offline": offline, "bundled": bundled_annotated, "archivecopy": archive_copy, "quiet": quiet}
+    "offline": offline, "bundled": bundled_annotated, "archivecopy": archive_copy, "quiet": quiet,
+    "tablespace": tablespace_zst}
 # Written after the kind's backups, before the WAL is switched for the last time.
 AFTER = {"quiet": 0}
 
@@ -106,6 +122,8 @@ def test_each_kind_of_backup_verifies_to_passed(kinds_repo: Path, tmp_path: Path
     assert any(r.startswith('server log: "database system was shut down at ') for r in offline_db["reasons"])
     assert [b["type"] for b in by_name["bundled"]["chain"]["backups"]] == ["full", "incr"]
     assert [b["type"] for b in by_name["archivecopy"]["chain"]["backups"]] == ["full", "diff"]
+    assert [b["type"] for b in by_name["tablespace"]["chain"]["backups"]] == ["full", "incr"]
+    assert any(path.suffix == ".zst" for path in (kinds_repo / "archive" / "tablespace").rglob("0000*"))
     assert leftovers(report["run_id"]) == []
 
 
