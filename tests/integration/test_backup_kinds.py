@@ -55,6 +55,28 @@ def archive_copy(cluster: _SourceCluster) -> None:
     cluster.backup("diff")
 
 
+STANDBY = "/var/lib/restoreproof/standby"
+
+
+def from_standby(cluster: _SourceCluster) -> None:
+    """backup-standby: a physical standby of the primary, in the same container on its own port,
+    streaming from it; two fulls (an older one for --point older-full) and an incr, their files copied
+    from the standby (pg2), the primary (pg1) starting and stopping each."""
+    cluster.sh(f"pg_basebackup -h /tmp -D {STANDBY} -R -X stream -c fast && "
+               f"printf 'port = 5433\\n' >> {STANDBY}/postgresql.conf && "
+               f"pg_ctl start -w -D {STANDBY} -l /var/lib/restoreproof/standby.log >/dev/null")
+    cluster.sh(f"printf 'pg2-path={STANDBY}\\npg2-port=5433\\npg2-socket-path=/tmp\\nbackup-standby=y\\n' >> {CONF}",
+               user="root")
+    for kind in ("full", "full", "incr"):
+        said = cluster.sh(f"pgbackrest --stanza={cluster.stanza} --type={kind} --log-level-console=info backup")
+        # pgBackRest waits for the standby to replay to the backup's start before copying from it.
+        assert "replay on the standby reached" in said, said
+        _rows(cluster, 500)
+    # Gone before the repository is read: `check` and the restores that follow know the primary only.
+    cluster.sh(f"pg_ctl stop -w -m fast -D {STANDBY} >/dev/null && rm -rf {STANDBY}")
+    cluster.sh(f"sed -i '/^pg2-/d; /^backup-standby=/d' {CONF} && chown postgres: {CONF}", user="root")
+
+
 def quiet(cluster: _SourceCluster) -> None:
     """Two fulls and nothing written after the first: no transaction follows its end."""
     cluster.backup("full")
@@ -70,7 +92,7 @@ def tablespace_zst(cluster: _SourceCluster) -> None:
     cluster.psql("create table moved (id int primary key, note text) tablespace ts1")
     cluster.psql("create index moved_note on moved (note) tablespace ts1")
     cluster.psql("insert into moved select g, 'moved ' || g from generate_series(1, 2000) g")
-    cluster.sh(f"printf 'compress-type=zst\nprocess-max=2\nrepo1-hardlink=y\n' >> {CONF}", user="root")
+    cluster.sh(f"printf 'compress-type=zst\\nprocess-max=2\\nrepo1-hardlink=y\\n' >> {CONF}", user="root")
     cluster.backup("full")
     cluster.psql("insert into moved select g, 'moved ' || g from generate_series(2001, 2500) g")
     cluster.backup("incr")
@@ -78,7 +100,7 @@ def tablespace_zst(cluster: _SourceCluster) -> None:
 
 KINDS: dict[str, Callable[[_SourceCluster], None]] = {
     "offline": offline, "bundled": bundled_annotated, "archivecopy": archive_copy, "quiet": quiet,
-    "tablespace": tablespace_zst}
+    "tablespace": tablespace_zst, "standby": from_standby}
 # Written after the kind's backups, before the WAL is switched for the last time.
 AFTER = {"quiet": 0}
 
@@ -124,6 +146,12 @@ def test_each_kind_of_backup_verifies_to_passed(kinds_repo: Path, tmp_path: Path
     assert [b["type"] for b in by_name["archivecopy"]["chain"]["backups"]] == ["full", "diff"]
     assert [b["type"] for b in by_name["tablespace"]["chain"]["backups"]] == ["full", "incr"]
     assert any(path.suffix == ".zst" for path in (kinds_repo / "archive" / "tablespace").rglob("0000*"))
+    standby = by_name["standby"]["chain"]
+    assert [b["type"] for b in standby["backups"]] == ["full", "incr"]
+    labels = ", ".join(f"{b['type']} {b['label']}" for b in standby["backups"])
+    assert {"rule": "copied-from-standby", "passed": True, "detail": (
+        f"{labels} copied from a standby (option-backup-standby in backup/standby/backup.info), begun and ended on "
+        "the primary (backup_label, WAL range and backup-lsn-stop are the primary's)")} in standby["rules"]
     assert leftovers(report["run_id"]) == []
 
 
@@ -156,15 +184,17 @@ def test_a_point_after_the_archives_end_is_refused_before_any_restore(kinds_repo
     assert not any(p["name"] == "transfer" and p["status"] == "measured" for p in db["phases"])
 
 
-def test_an_older_full_on_a_quiet_database_is_restored_to_its_consistent_point(kinds_repo: Path,
-                                                                             tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["verify", str(kinds_repo), "-d", "quiet", "--point", "older-full", "--json",
+@pytest.mark.parametrize("stanza", ["quiet", "standby"])
+def test_an_older_full_is_restored_to_its_consistent_point(kinds_repo: Path, tmp_path: Path, stanza: str) -> None:
+    """On a quiet database no transaction follows the full; a standby's full ends where the primary ended it."""
+    result = CliRunner().invoke(app, ["verify", str(kinds_repo), "-d", stanza, "--point", "older-full", "--json",
                                       "--report-dir", str(tmp_path)], catch_exceptions=False)
     db = json.loads(result.stdout)["databases"][0]
     assert (result.exit_code, db["verdict"]) == (0, "passed"), db["reasons"]
-    assert [b["type"] for b in db["chain"]["backups"]] == ["full"]
-    assert any(r.startswith('server log: "consistent recovery state reached at ') and "backup-lsn-stop" in r
-               for r in db["reasons"])
+    (full,) = db["chain"]["backups"]
+    assert full["type"] == "full"
+    assert f'server log: "consistent recovery state reached at {full["stop_lsn"]}", backup {full["label"]}\'s end ' \
+        "(backup-lsn-stop)" in "\n".join(db["reasons"]), db["reasons"]
 
 
 def test_a_time_with_no_transaction_after_it_is_an_error_never_failed(kinds_repo: Path, tmp_path: Path) -> None:

@@ -269,7 +269,23 @@ def _chain_backups(
         rules.append(RuleCheck("starts-with-full", False, f"first backup {chain[0].label} is {chain[0].type}"))
     elif chain:
         rules.append(RuleCheck("starts-with-full", True, f"full {chain[0].label}"))
+    if source_rule := _copied_from_standby(chain, stanza.info_file):
+        rules.append(source_rule)
     return chain
+
+
+def _copied_from_standby(chain: list[BackupSet], info_file: str) -> RuleCheck | None:
+    """Where the chain's files were copied from, said when a standby was (backup-standby): shown, never
+    decided on. pgBackRest still begins and ends such a backup on the primary, so its WAL range and
+    its end (backup-lsn-stop) are the primary's and prove it as they prove any online backup."""
+    standby = [b for b in chain if b.extra.get("backup_standby") is True]
+    if not standby:
+        return None
+    primary = [b for b in chain if b not in standby]
+    return RuleCheck("copied-from-standby", True, (
+        f"{', '.join(f'{b.type} {b.label}' for b in standby)} copied from a standby (option-backup-standby in "
+        f"{info_file}), begun and ended on the primary (backup_label, WAL range and backup-lsn-stop are the primary's)"
+        + (f"; {', '.join(f'{b.type} {b.label}' for b in primary)} copied from the primary" if primary else "")))
 
 
 def _check_manifests(manifests: list[ManifestRead], target: BackupSet, cipher: str | None,

@@ -250,6 +250,7 @@ def _backup_from_info(stanza: str, label: str, data: dict[str, Any], cipher: str
             "compress": data.get("option-compress"),
             "checksum_page": data.get("option-checksum-page"),
             "backrest_version": data.get("backrest-version"),
+            "backup_standby": data.get("option-backup-standby"),
         },
     )
 

@@ -94,3 +94,25 @@ def test_no_backup_before_the_target_is_a_broken_chain(captured_repo):
     assert result.target_backup is None
     assert result.chain.problems[0].code == "no-backup"
     assert "2020-01-01" in result.chain.problems[0].message
+
+
+def test_a_chain_copied_from_a_standby_names_its_backups_and_the_primary_s_part():
+    from dataclasses import replace
+
+    from tests.unit.factories import backup
+    from verification.engines.postgres.chain import _copied_from_standby
+    from verification.model import BackupType
+
+    full = replace(backup("20261122-010000F"), extra={"backup_standby": True})
+    incr = replace(backup("20261122-010000F_20261122-020000I", BackupType.INCR), extra={"backup_standby": False})
+    rule = _copied_from_standby([full, incr], "backup/demo1/backup.info")
+    assert rule is not None and rule.passed
+    assert rule.detail == (
+        "full 20261122-010000F copied from a standby (option-backup-standby in backup/demo1/backup.info), begun and "
+        "ended on the primary (backup_label, WAL range and backup-lsn-stop are the primary's); "
+        "incr 20261122-010000F_20261122-020000I copied from the primary")
+    assert _copied_from_standby([incr], "backup/demo1/backup.info") is None
+
+
+def test_a_chain_copied_from_the_primary_says_nothing_of_a_standby(captured_repo):
+    assert "copied-from-standby" not in rules(make_plan(captured_repo))
