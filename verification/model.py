@@ -425,6 +425,23 @@ def identity_of(source: str, plan: RestorePlan) -> DatabaseIdentity:
     return DatabaseIdentity(source, plan.database, plan.system_id)
 
 
+@dataclass(frozen=True)
+class ChosenPoint:
+    """A point in time restoreproof chose itself (`--point random`), not one asked for, and what lets
+    its restore go on to the end of the archive where the archive holds no transaction after it (the
+    state at the point is then the archive's end; an explicit point stays an error)."""
+
+    strategy: str
+    # The newest backup on the history restored, and its end: each online backup waits for its WAL to
+    # be archived, so the archive covers every moment up to that end.
+    newest_backup: str | None
+    newest_backup_end: datetime | None
+    # The WAL from the target backup to the archive's end, as a restore to latest replays it; None when
+    # the archive does not hold it whole (`gap` says why).
+    wal_to_end: WalRange | None
+    gap: str | None = None
+
+
 @dataclass
 class RestorePlan:
     """What to restore for one database: the backup, the chain it needs, and the point to reach."""
@@ -454,6 +471,8 @@ class RestorePlan:
     # The timeline recovery is told to follow (pgBackRest --target-timeline, PostgreSQL's
     # recovery_target_timeline); None: PostgreSQL's default, the newest timeline in the archive.
     target_timeline: int | None = None
+    # Set when restoreproof chose the point (a strategy, not --at): see ChosenPoint.
+    chosen_point: ChosenPoint | None = None
 
 
 @dataclass

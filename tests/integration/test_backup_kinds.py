@@ -209,3 +209,32 @@ def test_a_time_with_no_transaction_after_it_is_an_error_never_failed(kinds_repo
     db = json.loads(result.stdout)["databases"][0]
     assert (result.exit_code, db["verdict"]) == (2, "error"), db["reasons"]
     assert any(r.startswith(f"the archive holds no transaction after {at}") for r in db["reasons"]), db["reasons"]
+
+
+def test_a_random_point_on_a_quiet_database_is_proven_as_the_archive_s_end(kinds_repo: Path,
+                                                                          tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    info = (kinds_repo / "backup" / "quiet" / "backup.info").read_text()
+    stops = sorted(int(part.split(":")[1]) for part in info.replace(",", "\n").splitlines()
+                   if part.startswith('"backup-timestamp-stop"'))
+    result = CliRunner().invoke(app, ["verify", str(kinds_repo), "-d", "quiet", "--point", "random", "--seed", "7",
+                                      "--json", "--report-dir", str(tmp_path)], catch_exceptions=False)
+    db = json.loads(result.stdout)["databases"][0]
+    at = db["restore_point"]["target"]
+    # The moment lies after the first full's end, where nothing was written: the server refuses it.
+    assert stops[0] <= datetime.fromisoformat(at).timestamp() <= stops[-1], (at, stops)
+    assert (result.exit_code, db["verdict"]) == (0, "passed"), db["reasons"]
+    said = (f'random: {at}; the archive holds no transaction after {at} (server: "recovery ended before configured '
+            f"recovery target was reached\"), so the state at {at} is the archive's end: recovery continued to the "
+            "end and is proven as latest")
+    assert said in db["reasons"], db["reasons"]
+    assert db["restore_point"]["detail"].startswith(said)
+    # Proven as latest: every segment to the archive's end, its last record read with pg_waldump.
+    assert any(r.startswith("server log: redo done at ") and "the plan's last segment is" in r for r in db["reasons"])
+    assert any(r.startswith("WAL read with pg_waldump from ") and "redo done at" in r for r in db["reasons"])
+    phases = {p["name"]: p for p in db["phases"]}
+    assert len(phases["server_start"]["details"]["starts_seconds"]) == 2
+    assert "both starts are counted" in phases["redo"]["details"]["note"]
+    assert {"server.log", "server-to-end.log"} <= set(db["evidence"]), db["evidence"]
+    assert datetime.fromisoformat(db["restore_point"]["achieved"]) <= datetime.fromisoformat(at).astimezone(UTC)

@@ -115,6 +115,20 @@ def plan(source: Source, stanza: Stanza, at: datetime | None, segment_size: int,
     return RestorePlan("postgres", stanza.name, chain, at, target, target_timeline=history.target_timeline)
 
 
+
+def wal_to_end(stanza: Stanza, target: BackupSet, segment_size: int,
+               timeline: int | None = None) -> tuple[WalRange | None, str | None]:
+    """The WAL a restore of `target` to latest replays (to the archive's end, along the same timelines
+    as any point from it), or None and why where the archive does not hold it whole."""
+    rules: list[RuleCheck] = []
+    problems: list[Problem] = []
+    wal = _check_wal(stanza, target, None, segment_size, rules, problems, timeline)
+    if problems:
+        return None, "; ".join(p.message for p in problems)
+    if wal is None:
+        return None, f"backup {target.label} records no WAL range"
+    return wal, None
+
 @dataclass(frozen=True)
 class _Histories:
     entries: list[TimelineFork]

@@ -27,7 +27,11 @@ import os
 import re
 import shlex
 import time
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
+from typing import Any, TypeVar
 
 from pydantic import SecretStr
 
@@ -75,6 +79,15 @@ from verification.engines.postgres.pgbackrest_errors import (
     named_paths,
     transport_cause,
 )
+from verification.engines.postgres.quiet_point import (
+    achieved_detail,
+    chosen_point,
+    continued,
+    explained,
+    replay_gap,
+    to_latest,
+    why_not_to_end,
+)
 from verification.engines.postgres.recovery_proof import prove_recovery
 from verification.engines.postgres.repository import (
     RepositoryFileError,
@@ -95,6 +108,7 @@ from verification.engines.postgres.settings import (
     Forced,
     SettingsError,
     forced_settings,
+    latest_recovery,
     pgbackrest_recovery,
     server_option_conflicts,
     settle,
@@ -154,6 +168,8 @@ while :; do
 done
 """
 
+
+N = TypeVar("N", int, float)
 
 # Where restoreproof's own sessions connect, the first that accepts them: a cluster may keep template1
 # closed to connections (legal, if odd), and then the wait and the checks' set-up use postgres.
@@ -365,6 +381,10 @@ class PostgresEngine:
                                        and backup is not None and backup.finish == when)
         if rule is not None:
             result.chain.rules.insert(0, rule)
+        if point is not None and when is not None and at is None and not result.consistent_point:
+            # A moment restoreproof chose: a quiet archive after it may be proven as its end instead.
+            result.chosen_point = chosen_point(stanza, result, point.strategy.value, self.pg.wal_segment_size,
+                                               point.timeline)
         result.files = chain_files(source, stanza, result, self.pg.wal_segment_size)
         result.encryption = stanza.cipher
         result.history = backup_history(source, stanza)
@@ -384,6 +404,34 @@ class PostgresEngine:
                           data_checks: DataChecks | None = None) -> RestoreOutcome:
         run = _Verification(self, plan, target, evidence, outcome or RestoreOutcome(), data_checks)
         return run.execute()
+
+
+@dataclass
+class _Run:
+    """One start of the restored server: pg_ctl's answer, the wait's, and its log."""
+
+    start: ExecResult
+    waited: ExecResult | None
+    asked: float  # when pg_ctl start was asked (this process's monotonic clock)
+    wall: float  # seconds from then to online (or to giving up)
+    log: RecoveryLog
+
+    @property
+    def online(self) -> bool:
+        return self.waited is not None and self.waited.ok
+
+    def at(self, when: datetime | None) -> float | None:
+        """A time of the log on this process's clock: the server started as `pg_ctl start` was asked."""
+        started = self.log.server_started
+        return None if when is None or started is None else self.asked + (when - started) / timedelta(seconds=1)
+
+
+def _total(parts: Iterable[N | None]) -> N | None:
+    """The sum of parts all known, else None."""
+    known = list(parts)
+    if any(part is None for part in known):
+        return None
+    return sum(p for p in known if p is not None)
 
 
 class _Verification:
@@ -415,6 +463,9 @@ class _Verification:
         self.maintenance_db = MAINTENANCE_DATABASES[0]
         # pg_database as the checks found it (open_databases), None until read or when unreadable.
         self.catalog: list[Database] | None = None
+        # The restored data's major version and postgresql.auto.conf, as _configure read them.
+        self.major: int | None = None
+        self.auto_conf: str | None = None
 
     def pgbackrest(self, command: str, *options: str) -> list[str]:
         # Lock and log folders inside the target: the repository is mounted read-only (or is in S3).
@@ -585,6 +636,8 @@ class _Verification:
         if not version.strip().isdigit():
             self.outcome.errors.append(f"cannot configure the restored server: its PG_VERSION reads {version!r}")
             return None
+        # Kept: a start refused for want of a transaction after the point may go on to the end with them.
+        self.major, self.auto_conf = int(version), auto_conf
         try:
             # An offline backup is restored without recovery settings (pgBackRest's type none): nothing
             # to hold to the plan, recovery and archiving are all left inert.
@@ -604,9 +657,23 @@ class _Verification:
         forced = self._configure()
         if forced is None:
             return None
+        run = self._start(forced, self.log, "server.log")
+        if run.online:
+            self._settle(run, forced)
+            self._recovery_phases([run])
+            self._restore_point(run.log)
+            self._prove(run.log)
+            return run.log
+        if self._no_transaction_after_target(run) and why_not_to_end(self.plan) is None:
+            return self._continue_to_end(run)
+        self._not_online(run)
+        return None
+
+    def _start(self, forced: Forced, log_path: str, evidence: str) -> _Run:
+        """`pg_ctl start`, then the wait until recovery has ended (or the server died); its log read."""
         timeout = self.pg.recovery_timeout
         started = time.monotonic()
-        start = self.target.run(["pg_ctl", "start", "-w", "-t", str(int(timeout)), "-D", self.data, "-l", self.log,
+        start = self.target.run(["pg_ctl", "start", "-w", "-t", str(int(timeout)), "-D", self.data, "-l", log_path,
                                  "-o", forced.command_line(self.pg.server_options)],
                                 timeout=timeout + 30, env=self.cipher_env)
         waited = None
@@ -614,114 +681,202 @@ class _Verification:
             # Its sessions give the forced settings as client options: what the catalog sets per database
             # and role (a library to preload, say) cannot keep the wait from connecting.
             waited = self.target.run(["bash", "-c", WAIT_ONLINE, "wait", self.socket_dir,
-                                      str(PORT), self.pg.superuser, self.data, self.log],
+                                      str(PORT), self.pg.superuser, self.data, log_path],
                                      timeout=max(30.0, timeout - (time.monotonic() - started)),
                                      env={"PGOPTIONS": forced.client_options(),
                                           "MAINTENANCE_DATABASES": " ".join(MAINTENANCE_DATABASES)})
         wall = time.monotonic() - started
-        log_text = self._read_log()
-        self.evidence.write("server.log", log_text)
-        log = parse_server_log(log_text)
-        if waited is not None and waited.ok:
-            self.outcome.online = True
-            said = waited.stdout.strip().splitlines()
-            self.maintenance_db = said[-1] if said and said[-1] in MAINTENANCE_DATABASES else MAINTENANCE_DATABASES[0]
-            # Before any check connects: the catalog's per-database and per-role settings reset, every
-            # forced value read back from the server; the backup's values it overrode reported.
-            settled = settle(self._settings_query, forced, self.data)
-            self.evidence.write("server-settings.txt", settled.said)
-            self.outcome.overridden_settings += settled.overridden
-            self.outcome.errors += settled.errors
-            self._recovery_phases(log, wall, started)
-            self._restore_point(log)
-            if self.offline:
-                proof = prove_offline(log, self.plan)
-            elif self.plan.consistent_point:
-                # Its record is the backup's end (backup-lsn-stop), named by the server itself.
-                proof = prove_recovery(log, self.plan, self.pg.wal_segment_size)
-                point = prove_consistent_point(log, self.plan)
-                proof.proofs, proof.failures, proof.errors = (proof.proofs + point.proofs, proof.failures
-                                                              + point.failures, proof.errors + point.errors)
-            else:
-                proof = prove_recovery(log, self.plan, self.pg.wal_segment_size)
-                # To the record: the WAL the archive holds, read in the target, says where redo had to end.
-                reader = TargetWalReader(self.target, lambda: self.pgbackrest("archive-get", f"--pg1-path={self.data}"),
-                                         self.data, f"{self.target.work_dir}/wal-end", self.cipher_env,
-                                         self.pg.check_timeout, self.evidence)
-                proof = prove_to_the_record(proof, log, self.plan, self.pg.wal_segment_size, reader)
-            self.outcome.proofs += proof.proofs
-            self.outcome.failures += proof.failures
-            self.outcome.errors += proof.errors
-            return log
-        said = [*log.early_end, *log.archive_get_errors, *log.errors]
-        if (waited is not None and waited.timed_out) or start.timed_out or PG_CTL_TIMEOUT in start.output:
-            # Our own limit ran out: nothing says the backups are at fault.
-            self.outcome.errors.append(f"the restored server did not finish starting and recovering within "
-                                       f"{timeout:.0f} s (postgres.recovery_timeout)"
-                                       + (f"; the server said: {'; '.join(said)}" if said else ""))
-        else:
-            reasons = "; ".join(said) or (start.output.strip()[-400:] if not start.ok else "server stopped")
-            if log.backup_faults or log.early_end or log.archive_get_errors:
-                # The server's own words say the backups' WAL or data are missing or bad.
-                self.outcome.failures.append(f"the restored server did not come online: {reasons}")
-            elif any(NO_RECORD_AFTER_TARGET in line for line in log.errors):
-                # Every planned segment was replayed and none held a transaction after the target.
-                at = self.plan.stop_at.isoformat() if self.plan.stop_at else "the target"
-                self.outcome.errors.append(
-                    f"the archive holds no transaction after {at}: PostgreSQL replayed all the WAL it could get and "
-                    f"stops at a time only on a transaction after it, so it refused the point ({reasons}); not a "
-                    "fault of the backups: verify latest, or a point with a later write (--point older-full "
-                    "restores a backup's own consistent point)")
-            elif any(CONFIG_ERROR in line for line in log.errors for CONFIG_ERROR in CONFIG_ERRORS):
-                # The server refused its configuration (ours, or a setting the target image cannot
-                # honour): restoreproof could not finish, the backup is not shown to be at fault.
-                self.outcome.errors.append(f"the restored server refused its configuration and did not start: "
-                                           f"{reasons} (check postgres.server_options and the target image)")
-            else:
-                # Nothing recognised blames the backups (a missing library, the target's resources):
-                # restoreproof could not finish, and says so in the server's words.
-                self.outcome.errors.append(f"the restored server did not come online, for a reason not shown to "
-                                           f"be a fault of the backups: {reasons}")
-        return None
+        log_text = self._read_log(log_path)
+        self.evidence.write(evidence, log_text)
+        return _Run(start, waited, started, wall, parse_server_log(log_text))
 
-    def _read_log(self) -> str:
+    def _settle(self, run: _Run, forced: Forced) -> None:
+        """The server is online: before any check connects, the catalog's per-database and per-role
+        settings reset, every forced value read back from the server; the backup's values it overrode
+        reported."""
+        assert run.waited is not None
+        self.outcome.online = True
+        said = run.waited.stdout.strip().splitlines()
+        self.maintenance_db = said[-1] if said and said[-1] in MAINTENANCE_DATABASES else MAINTENANCE_DATABASES[0]
+        settled = settle(self._settings_query, forced, self.data)
+        self.evidence.write("server-settings.txt", settled.said)
+        self.outcome.overridden_settings += settled.overridden
+        self.outcome.errors += settled.errors
+
+    def _wal_reader(self) -> TargetWalReader:
+        return TargetWalReader(self.target, lambda: self.pgbackrest("archive-get", f"--pg1-path={self.data}"),
+                               self.data, f"{self.target.work_dir}/wal-end", self.cipher_env,
+                               self.pg.check_timeout, self.evidence)
+
+    def _prove(self, log: RecoveryLog) -> None:
+        if self.offline:
+            proof = prove_offline(log, self.plan)
+        elif self.plan.consistent_point:
+            # Its record is the backup's end (backup-lsn-stop), named by the server itself.
+            proof = prove_recovery(log, self.plan, self.pg.wal_segment_size)
+            point = prove_consistent_point(log, self.plan)
+            proof.proofs, proof.failures, proof.errors = (proof.proofs + point.proofs, proof.failures
+                                                          + point.failures, proof.errors + point.errors)
+        else:
+            proof = prove_recovery(log, self.plan, self.pg.wal_segment_size)
+            # To the record: the WAL the archive holds, read in the target, says where redo had to end.
+            proof = prove_to_the_record(proof, log, self.plan, self.pg.wal_segment_size, self._wal_reader())
+        self.outcome.proofs += proof.proofs
+        self.outcome.failures += proof.failures
+        self.outcome.errors += proof.errors
+
+    def _no_transaction_after_target(self, run: _Run) -> bool:
+        """The server refused the point for want of a transaction after it, and for nothing else."""
+        log = run.log
+        return (not self._out_of_time(run) and not (log.backup_faults or log.early_end or log.archive_get_errors)
+                and any(NO_RECORD_AFTER_TARGET in line for line in log.errors))
+
+    def _out_of_time(self, run: _Run) -> bool:
+        return (run.waited is not None and run.waited.timed_out) or run.start.timed_out or \
+            PG_CTL_TIMEOUT in run.start.output
+
+    def _continue_to_end(self, first: _Run) -> RecoveryLog | None:
+        """The archive holds no transaction after the point restoreproof chose (the server said so): its
+        state there is the archive's end. Recovery goes on to it on the same restored data, started again
+        with the recovery pgBackRest writes for latest (no target), and is proven as latest is."""
+        assert self.auto_conf is not None and self.major is not None
+        context = f"{explained(self.plan)}; but "
         try:
-            return self.target.read_text(self.log)
+            auto_conf = latest_recovery(self.auto_conf)
+            forced = self.server_settings(self.major, pgbackrest_recovery(auto_conf))
+        except SettingsError as exc:
+            self.outcome.errors.append(f"{context}it cannot be configured: {exc}")
+            return None
+        # The first start left recovery unfinished: recovery.signal is still there, and the data folder
+        # resumes from its last restartpoint.
+        signal = self.target.run(["test", "-f", f"{self.data}/recovery.signal"], timeout=60)
+        if not signal.ok:
+            self.outcome.errors.append(f"{context}the data folder has no recovery.signal after the first start "
+                                       f"(exit {signal.exit_code}): it would not recover from the archive")
+            return None
+        self.target.write_text(f"{self.data}/postgresql.auto.conf", auto_conf)
+        second = self._start(forced, f"{self.target.work_dir}/server-to-end.log", "server-to-end.log")
+        if not second.online:
+            self._not_online(second, context=f"{context}continuing recovery to the archive's end: ")
+            return None
+        self._settle(second, forced)
+        self._recovery_phases([first, second])
+        self._restore_point_at_end(first.log, second.log)
+        latest = to_latest(self.plan)
+        log = continued(first.log, second.log)
+        size = self.pg.wal_segment_size
+        proof = prove_recovery(log, latest, size)
+        if gap := replay_gap(first.log, second.log):
+            proof.errors.append(gap)
+        proof = prove_to_the_record(proof, log, latest, size, self._wal_reader())
+        if proof.proofs:
+            proof.proofs.insert(0, explained(self.plan))
+        self.outcome.proofs += proof.proofs
+        self.outcome.failures += proof.failures
+        self.outcome.errors += proof.errors
+        return second.log
+
+    def _not_online(self, run: _Run, context: str = "") -> None:
+        """Why the restored server did not come online: the backups' fault only where the server's own
+        words name bad WAL or data."""
+        log = run.log
+        said = [*log.early_end, *log.archive_get_errors, *log.errors]
+        if self._out_of_time(run):
+            # Our own limit ran out: nothing says the backups are at fault.
+            self.outcome.errors.append(f"{context}the restored server did not finish starting and recovering within "
+                                       f"{self.pg.recovery_timeout:.0f} s (postgres.recovery_timeout)"
+                                       + (f"; the server said: {'; '.join(said)}" if said else ""))
+            return
+        reasons = "; ".join(said) or (run.start.output.strip()[-400:] if not run.start.ok else "server stopped")
+        if log.backup_faults or log.early_end or log.archive_get_errors:
+            # The server's own words say the backups' WAL or data are missing or bad.
+            self.outcome.failures.append(f"{context}the restored server did not come online: {reasons}")
+        elif any(NO_RECORD_AFTER_TARGET in line for line in log.errors):
+            # Every planned segment was replayed and none held a transaction after the target.
+            at = self.plan.stop_at.isoformat() if self.plan.stop_at else "the target"
+            chosen = (f"; restoreproof chose this point, but cannot prove it as the archive's end: "
+                      f"{why_not_to_end(self.plan)}" if self.plan.chosen_point is not None else "")
+            self.outcome.errors.append(
+                f"{context}the archive holds no transaction after {at}: PostgreSQL replayed all the WAL it could get "
+                f"and stops at a time only on a transaction after it, so it refused the point ({reasons}); not a "
+                "fault of the backups: verify latest, or a point with a later write (--point older-full "
+                f"restores a backup's own consistent point){chosen}")
+        elif any(CONFIG_ERROR in line for line in log.errors for CONFIG_ERROR in CONFIG_ERRORS):
+            # The server refused its configuration (ours, or a setting the target image cannot
+            # honour): restoreproof could not finish, the backup is not shown to be at fault.
+            self.outcome.errors.append(f"{context}the restored server refused its configuration and did not start: "
+                                       f"{reasons} (check postgres.server_options and the target image)")
+        else:
+            # Nothing recognised blames the backups (a missing library, the target's resources):
+            # restoreproof could not finish, and says so in the server's words.
+            self.outcome.errors.append(f"{context}the restored server did not come online, for a reason not shown "
+                                       f"to be a fault of the backups: {reasons}")
+
+    def _read_log(self, path: str) -> str:
+        try:
+            return self.target.read_text(path)
         except Exception as exc:  # the log is evidence; its absence must not hide the real failure
             return f"(server log unreadable: {exc})"
 
-    def _recovery_phases(self, log: RecoveryLog, wall: float, asked: float) -> None:
+    def _recovery_phases(self, runs: list[_Run]) -> None:
+        """Server start, redo and the end of recovery, from the server log's own times. Where recovery was
+        started twice (to a point, then on to the archive's end), both starts count: server start holds
+        both starts and the restart between them, redo both replays, so the phases add up to the time
+        from the first start to the server online."""
         phases = self.outcome.phases
-        started = log.server_started
-        redo_from = log.redo_started
-        redo_to = log.redo_done
-        if started is not None:
-            # The log's times on this process's clock: the server started as `pg_ctl start` was asked.
-            def at(when: datetime | None) -> float | None:
-                return None if when is None or started is None else asked + (when - started) / timedelta(seconds=1)
-
-            for name, begin, end in ((PhaseName.SERVER_START, started, redo_from or log.ready),
-                                     (PhaseName.REDO, redo_from, redo_to),
-                                     (PhaseName.RECOVERY_END, redo_to or redo_from or started, log.ready)):
-                if (first := at(begin)) is not None and (last := at(end)) is not None:
-                    self.spans.add(name, first, last)
-        phases.append(PhaseTiming(PhaseName.SERVER_START, PhaseStatus.MEASURED,
-                                  seconds=seconds_between(started, redo_from or log.ready), started_at=started,
-                                  details={"source": "server log: 'starting PostgreSQL' to 'redo starts at'",
-                                           "wall_seconds_start_to_online": round(wall, 3)}))
-        if log.redo_not_required:
+        for index, run in enumerate(runs):
+            self._recovery_spans(run, last=index == len(runs) - 1)
+        for before, after in pairwise(runs):
+            # From the end of one start's redo to the next start: the refusal, the stop, the restart.
+            if (first := before.at(before.log.redo_done)) is not None and \
+                    (last := after.at(after.log.server_started)) is not None:
+                self.spans.add(PhaseName.SERVER_START, first, last)
+        first_run, last_run = runs[0], runs[-1]
+        log = last_run.log
+        wall = sum(run.wall for run in runs)
+        starts = [seconds_between(run.log.server_started, run.log.redo_started or run.log.ready) for run in runs]
+        restarts = [seconds_between(a.log.redo_done, b.log.server_started) for a, b in pairwise(runs)]
+        redos = [seconds_between(run.log.redo_started, run.log.redo_done) for run in runs]
+        start_details: dict[str, Any] = {"source": "server log: 'starting PostgreSQL' to 'redo starts at'",
+                                         "wall_seconds_start_to_online": round(wall, 3)}
+        redo_details: dict[str, Any] = {"reported_elapsed_seconds": _total(r.log.redo_elapsed_seconds for r in runs),
+                                        "segments_restored": len(log.segments_restored) if len(runs) == 1 else
+                                        len({s for r in runs for s in r.log.segments_restored}),
+                                        "source": "server log: 'redo starts at' to 'redo done at'"}
+        if len(runs) > 1:
+            note = ("recovery started twice: to the point, which the server refused for want of a transaction "
+                    "after it, then on to the archive's end on the same data; both starts are counted")
+            start_details.update(note=note, starts_seconds=starts, restart_seconds=restarts,
+                                 source="server log, each start: 'starting PostgreSQL' to 'redo starts at', and "
+                                        "from the first's 'redo done at' to the second's 'starting PostgreSQL'")
+            redo_details.update(note=note, redo_seconds=redos,
+                                source="server log, each start: 'redo starts at' to 'redo done at'")
+        phases.append(PhaseTiming(PhaseName.SERVER_START, PhaseStatus.MEASURED, seconds=_total([*starts, *restarts]),
+                                  started_at=first_run.log.server_started, details=start_details))
+        if log.redo_not_required and len(runs) == 1:
             phases.append(PhaseTiming(PhaseName.REDO, PhaseStatus.MEASURED, seconds=0.0, bytes=0,
                                       details={"why": "redo is not required"}))
         else:
-            phases.append(PhaseTiming(PhaseName.REDO, PhaseStatus.MEASURED, seconds=seconds_between(redo_from, redo_to),
-                                      bytes=log.redo_bytes, started_at=redo_from,
-                                      details={"reported_elapsed_seconds": log.redo_elapsed_seconds,
-                                               "segments_restored": len(log.segments_restored),
-                                               "source": "server log: 'redo starts at' to 'redo done at'"}))
+            phases.append(PhaseTiming(PhaseName.REDO, PhaseStatus.MEASURED, seconds=_total(redos),
+                                      bytes=_total(run.log.redo_bytes for run in runs),
+                                      started_at=first_run.log.redo_started, details=redo_details))
         phases.append(PhaseTiming(PhaseName.RECOVERY_END, PhaseStatus.MEASURED,
-                                  seconds=seconds_between(redo_to or redo_from or started, log.ready),
-                                  started_at=redo_to,
+                                  seconds=seconds_between(log.redo_done or log.redo_started or log.server_started,
+                                                          log.ready),
+                                  started_at=log.redo_done,
                                   details={"source": "server log: 'redo done at' to 'ready to accept connections'"}))
+
+    def _recovery_spans(self, run: _Run, last: bool) -> None:
+        """When one start's phases ran, on this process's clock (a start that did not end recovery has no
+        end of recovery)."""
+        log = run.log
+        spans = [(PhaseName.SERVER_START, log.server_started, log.redo_started or log.ready),
+                 (PhaseName.REDO, log.redo_started, log.redo_done)]
+        if last:
+            spans.append((PhaseName.RECOVERY_END, log.redo_done or log.redo_started or log.server_started, log.ready))
+        for name, begin, end in spans:
+            if (first := run.at(begin)) is not None and (until := run.at(end)) is not None:
+                self.spans.add(name, first, until)
 
     @property
     def offline(self) -> bool:
@@ -747,10 +902,24 @@ class _Verification:
             return
         if log.stopped_at is None and log.last_transaction is None:
             self.outcome.failures.append(f"recovery to {at.isoformat()} reported no transaction time")
-        elif log.last_transaction is not None and log.last_transaction > at:
+        else:
+            self._not_past(at, log.last_transaction)
+
+    def _restore_point_at_end(self, first: RecoveryLog, second: RecoveryLog) -> None:
+        """The point restoreproof chose, reached as the archive's end: the newest transaction either start
+        replayed (none may follow the point), else the point itself."""
+        at = self.plan.stop_at
+        assert at is not None
+        replayed = [t for t in (first.last_transaction, second.last_transaction) if t is not None]
+        last = max(replayed, default=None)
+        self._not_past(at, last)
+        self.outcome.achieved = last or at
+        self.outcome.achieved_detail = achieved_detail(self.plan, last)
+
+    def _not_past(self, at: datetime, last: datetime | None) -> None:
+        if last is not None and last > at:
             self.outcome.failures.append(
-                f"recovery went past the target: last transaction {log.last_transaction.isoformat()} "
-                f"is after {at.isoformat()}")
+                f"recovery went past the target: last transaction {last.isoformat()} is after {at.isoformat()}")
 
     # checks --------------------------------------------------------------------------------------
 

@@ -215,6 +215,27 @@ def pgbackrest_recovery(auto_conf: str) -> dict[str, str]:
     return written
 
 
+
+# What pgBackRest writes for a point in time and not for latest (its type default): the target and what
+# to do on reaching it.
+POINT_ONLY = (*TARGETS, "recovery_target_action", "recovery_target_inclusive")
+POINT_REMOVED = "# removed by restoreproof: recovery goes on to the archive's end"
+
+
+def latest_recovery(auto_conf: str) -> str:
+    """postgresql.auto.conf as pgBackRest writes it for a restore to latest: its block (after its last
+    header) without the point's settings, each commented out as pgBackRest comments out what it removes.
+    The restore command and the timeline stay as it wrote them."""
+    lines = auto_conf.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith(PGBACKREST_HEADER)]
+    if not starts:
+        raise SettingsError(f"postgresql.auto.conf has no {PGBACKREST_HEADER.strip()!r} block: the recovery "
+                            "pgBackRest wrote cannot be changed to go on to the archive's end")
+    for i in range(starts[-1] + 1, len(lines)):
+        if (match := _AUTO_CONF_LINE.match(lines[i])) and match.group(1).lower() in POINT_ONLY:
+            lines[i] = f"# {lines[i]} {POINT_REMOVED}"
+    return "\n".join(lines) + "\n"
+
 def forced_settings(major: int, plumbing: Mapping[str, str], recovery: Mapping[str, str]) -> Forced:
     """Every setting the restored server of this major version is started with: the target's plumbing,
     the safe values, and recovery as pgBackRest wrote it for the plan (the rest of recovery and

@@ -16,6 +16,8 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +34,17 @@ from verification.engines.postgres.databases import TEMPLATE_LEFT_OUT
 from verification.engines.postgres.engine import PostgresEngine
 from verification.engines.postgres.repository import discover
 from verification.errors import TargetError
-from verification.model import ChainStatus, CheckKind, CheckResult, CheckStatus, PhaseStatus, RestorePlan, Verdict
+from verification.model import (
+    ChainStatus,
+    CheckKind,
+    CheckResult,
+    CheckStatus,
+    ChosenPoint,
+    PhaseStatus,
+    RestorePlan,
+    Verdict,
+    WalRange,
+)
 from verification.sources import LocalSource
 from verification.targets.base import ExecResult
 from verification.verdict import decide
@@ -916,3 +928,118 @@ def test_no_timeline_chosen_leaves_postgresql_s_default(demo_plan: RestorePlan, 
     verify(demo_plan, tmp_path, target)
     (restore,) = [argv for argv in target.sent if argv[0] == "pgbackrest" and argv[-1] == "restore"]
     assert not any(arg.startswith("--target-timeline") for arg in restore)
+
+
+# A quiet archive: the first start (to a point) refused for want of a transaction after it, then the
+# start on to the archive's end, both as PostgreSQL 15.18 logged them for a stanza of two fulls and
+# nothing written after the first (tests/integration/test_backup_kinds.py).
+QUIET_POINT = datetime(2026, 11, 28, 12, 38, 12, tzinfo=UTC)
+QUIET_WAL = WalRange(1, "000000010000000000000002", "000000010000000000000005", 4, "the end of the archive")
+# Its end read as the proof reads it (pg_waldump of the last two segments): the XLOG SWITCH at redo done.
+QUIET_WAL_END_READ = FLOW_WAL_END_READ.replace("00000001000000000000000C", "000000010000000000000004").replace(
+    "00000001000000000000000D", "000000010000000000000005").replace("0/0DCB9AB0", "0/05000090")
+POINT_AUTO_CONF = ("15\n" + settings_capture("pgbackrest-auto-conf-alter-system.conf")
+                   + "recovery_target_time = '2026-11-28 12:38:12.000000+00'\nrecovery_target_action = 'promote'\n")
+
+
+class QuietTarget(RecordedTarget):
+    """The first start refused at the point, the second (on to the archive's end) online."""
+
+    def __init__(self) -> None:
+        super().__init__(**{"bash configure": (0, POINT_AUTO_CONF), "wal-end-read": (0, QUIET_WAL_END_READ)})
+        self.starts = [(1, PG_CTL_FAILED), (0, "waiting for server to start.... done\nserver started\n")]
+        self.logs = {f"{self.work_dir}/server.log": fixture_text("server-recovery-no-transaction-after-target.log"),
+                     f"{self.work_dir}/server-to-end.log": fixture_text("server-recovery-continued-to-end.log")}
+
+    def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> ExecResult:
+        if argv[:2] == ["pg_ctl", "start"]:
+            self.answers["pg_ctl start"] = self.starts.pop(0)
+        return super().run(argv, timeout=timeout, env=env)
+
+    def read_text(self, path: str) -> str:
+        return self.logs[path]
+
+
+def quiet_plan(plan: RestorePlan, chosen: bool = True, newest_end: datetime | None = None) -> RestorePlan:
+    backup = plan.target_backup
+    assert backup is not None
+    point = ChosenPoint("random", backup.label, newest_end or QUIET_POINT + timedelta(seconds=2), QUIET_WAL)
+    return replace(plan, stop_at=QUIET_POINT, chosen_point=point if chosen else None)
+
+
+def test_a_chosen_point_with_no_transaction_after_it_is_proven_as_the_archive_s_end(demo_plan: RestorePlan,
+                                                                                   tmp_path: Path) -> None:
+    target = QuietTarget()
+    plan = quiet_plan(demo_plan)
+    outcome, (verdict, reasons) = verify(plan, tmp_path, target)
+    assert verdict is Verdict.PASSED, reasons
+    said = ('random: 2026-11-28T12:38:12+00:00; the archive holds no transaction after 2026-11-28T12:38:12+00:00 '
+            '(server: "recovery ended before configured recovery target was reached"), so the state at '
+            "2026-11-28T12:38:12+00:00 is the archive's end: recovery continued to the end and is proven as latest")
+    assert reasons[3:6] == [
+        said,
+        "server log: redo done at 0/5000090 (in segment 000000010000000000000005), the plan's last segment is "
+        "000000010000000000000005; all 4 planned segments 000000010000000000000002 to 000000010000000000000005 "
+        "restored from the archive; no line ending recovery early",
+        "WAL read with pg_waldump from 000000010000000000000004, 000000010000000000000005 (pgbackrest archive-get): "
+        "its last record is XLOG SWITCH at 0/5000090, and redo done at 0/5000090 is that record; the WAL ends with "
+        "an XLOG SWITCH: the rest of the segment is padding and the archive holds no later segment on this timeline"]
+    assert outcome.achieved == QUIET_POINT and outcome.achieved_detail == (
+        f"{said} (no transaction replayed after the backup's start: its time is the point's)")
+    # The second start on the same data (no second restore), with pgBackRest's recovery for latest.
+    sent = [" ".join(argv[:2]) if argv[0] != "pgbackrest" else f"pgbackrest {argv[-1]}" for argv in target.sent]
+    assert sent.count("pgbackrest restore") == 1 and sent.count("pg_ctl start") == 2
+    first, second = [shlex.split(argv[argv.index("-o") + 1]) for argv in target.sent if argv[:2] == ["pg_ctl", "start"]]
+    assert "recovery_target_time=2026-11-28 12:38:12.000000+00" in first
+    assert "recovery_target_time=" in second and "recovery_target_action=pause" in second
+    assert [argv[argv.index("-l") + 1] for argv in target.sent if argv[:2] == ["pg_ctl", "start"]] == [
+        "/var/lib/restoreproof/server.log", "/var/lib/restoreproof/server-to-end.log"]
+    written = target.files["/var/lib/restoreproof/data/postgresql.auto.conf"]
+    assert "\n# recovery_target_time = '2026-11-28 12:38:12.000000+00' # removed by restoreproof" in written
+    assert "\nrestore_command = " in written
+    # Both starts count: the phases add up to the first start's 'starting' to the second's 'ready'.
+    phases = {p.name: p for p in outcome.phases}
+    assert phases["server_start"].seconds == pytest.approx(0.757 + 0.552 + 0.131)
+    assert phases["server_start"].details["starts_seconds"] == pytest.approx([0.757, 0.131])
+    assert phases["redo"].seconds == pytest.approx(0.231 + 0.4)
+    assert sum(phases[name].seconds or 0 for name in ("server_start", "redo", "recovery_end")) == pytest.approx(
+        36.573 - 34.153)
+    assert {"server.log", "server-to-end.log"} <= {p.name for p in (tmp_path / "evidence").iterdir()}
+
+
+def test_a_point_asked_for_with_no_transaction_after_it_stays_an_error(demo_plan: RestorePlan,
+                                                                        tmp_path: Path) -> None:
+    target = QuietTarget()
+    _, (verdict, reasons) = verify(quiet_plan(demo_plan, chosen=False), tmp_path, target)
+    assert verdict is Verdict.ERROR
+    assert reasons[0].startswith("the archive holds no transaction after 2026-11-28T12:38:12+00:00: PostgreSQL "
+                                 "replayed all the WAL it could get"), reasons
+    assert "restoreproof chose" not in reasons[0]
+    assert [argv[:2] for argv in target.sent].count(["pg_ctl", "start"]) == 1 and not target.files
+
+
+def test_a_chosen_point_after_the_newest_backup_s_end_stays_an_error(demo_plan: RestorePlan, tmp_path: Path) -> None:
+    target = QuietTarget()
+    newest = QUIET_POINT - timedelta(minutes=1)
+    _, (verdict, reasons) = verify(quiet_plan(demo_plan, newest_end=newest), tmp_path, target)
+    assert verdict is Verdict.ERROR
+    assert reasons[0].startswith("the archive holds no transaction after 2026-11-28T12:38:12+00:00"), reasons
+    assert reasons[0].endswith(
+        "; restoreproof chose this point, but cannot prove it as the archive's end: 2026-11-28T12:38:12+00:00 is after "
+        f"the newest backup's end ({INCR}, 2026-11-28T12:37:12+00:00): the archive is not shown to cover it, and a "
+        "transaction after it may never have been archived")
+    assert [argv[:2] for argv in target.sent].count(["pg_ctl", "start"]) == 1 and not target.files
+
+
+def test_a_transaction_after_the_chosen_point_in_the_continued_recovery_fails_it(demo_plan: RestorePlan,
+                                                                                tmp_path: Path) -> None:
+    target = QuietTarget()
+    log = f"{target.work_dir}/server-to-end.log"
+    # The server said no transaction follows the point, then replayed one after it: its words disagree.
+    target.logs[log] = target.logs[log].replace(
+        "elapsed: 0.39 s\n", "elapsed: 0.39 s\n2026-11-28 12:38:36.224 UTC [155] LOG:  last completed transaction was "
+                             "at log time 2026-11-28 12:38:20.5+00\n")
+    _, (verdict, reasons) = verify(quiet_plan(demo_plan), tmp_path, target)
+    assert verdict is Verdict.FAILED
+    assert reasons[0] == ("recovery went past the target: last transaction 2026-11-28T12:38:20.500000+00:00 is after "
+                          "2026-11-28T12:38:12+00:00"), reasons
