@@ -98,9 +98,27 @@ def tablespace_zst(cluster: _SourceCluster) -> None:
     cluster.backup("incr")
 
 
+def outside_config(cluster: _SourceCluster) -> None:
+    """Debian's layout: postgresql.conf, pg_hba.conf and pg_ident.conf outside the data folder, so no backup
+    holds them; max_prepared_transactions 5 there, and a prepared transaction left pending across the
+    backups (an orphan of a distributed transaction manager)."""
+    etc = "/var/lib/restoreproof/etc"
+    lines = f"max_prepared_transactions = 5\nhba_file = '{etc}/pg_hba.conf'\nident_file = '{etc}/pg_ident.conf'\n"
+    cluster.sh(f"pg_ctl stop -w -m fast -D {DATA} >/dev/null && mkdir -p {etc} && "
+               f"mv {DATA}/postgresql.conf {DATA}/pg_hba.conf {DATA}/pg_ident.conf {etc}/ && "
+               f'printf "%s" "$LINES" >> {etc}/postgresql.conf && '
+               f"pg_ctl start -w -D {DATA} -o '-c config_file={etc}/postgresql.conf' "
+               "-l /var/lib/restoreproof/source.log >/dev/null", env={"LINES": lines})
+    cluster.sh("psql -X -q -v ON_ERROR_STOP=1 -h /tmp -d postgres -c \"begin; insert into t (note) "
+               "values ('prepared'); prepare transaction 'orphan';\"")
+    cluster.backup("full")
+    _rows(cluster, 500)
+    cluster.backup("incr")
+
+
 KINDS: dict[str, Callable[[_SourceCluster], None]] = {
     "offline": offline, "bundled": bundled_annotated, "archivecopy": archive_copy, "quiet": quiet,
-    "tablespace": tablespace_zst, "standby": from_standby}
+    "tablespace": tablespace_zst, "standby": from_standby, "etcconf": outside_config}
 # Written after the kind's backups, before the WAL is switched for the last time.
 AFTER = {"quiet": 0}
 

@@ -52,6 +52,8 @@ from verification.engines.postgres import work
 from verification.engines.postgres.archive_end import archive_end, refuse_beyond
 from verification.engines.postgres.cipher import CIPHER, WrongPassphraseError, missing_passphrase
 from verification.engines.postgres.consistent_point import prove_consistent_point
+from verification.engines.postgres.control import MARK as CONTROL_MARK
+from verification.engines.postgres.control import floors
 from verification.engines.postgres.databases import (
     LIST_SQL,
     Database,
@@ -466,6 +468,8 @@ class _Verification:
         # The restored data's major version and postgresql.auto.conf, as _configure read them.
         self.major: int | None = None
         self.auto_conf: str | None = None
+        # The settings recovery needs at least, from the restored pg_control (control.py).
+        self.floors: dict[str, str] = {}
 
     def pgbackrest(self, command: str, *options: str) -> list[str]:
         # Lock and log folders inside the target: the repository is mounted read-only (or is in S3).
@@ -613,7 +617,7 @@ class _Verification:
                     "hba_file": f"{work}/pg_hba.conf", "ident_file": f"{work}/pg_ident.conf",
                     # Inside the target (it cannot be unset once the backup names a path elsewhere).
                     "external_pid_file": f"{work}/external.pid"}
-        forced = forced_settings(major, plumbing, recovery)
+        forced = forced_settings(major, plumbing, recovery, self.floors)
         if conflicts := server_option_conflicts(self.pg.server_options, forced):
             raise SettingsError("; ".join(conflicts))
         return forced
@@ -627,12 +631,15 @@ class _Verification:
         # folder, so the backup may not contain one.
         script = (f"set -e; printf 'local all all trust\\n' > {work}/pg_hba.conf; : > {work}/pg_ident.conf; "
                   f"test -f {data}/postgresql.conf || : > {data}/postgresql.conf; "
-                  f"cat {data}/PG_VERSION {data}/postgresql.auto.conf")
+                  f"cat {data}/PG_VERSION {data}/postgresql.auto.conf; "
+                  f"printf '\\n%s\\n' {shlex.quote(CONTROL_MARK)}; pg_controldata {data} || true")
         configured = self.target.run(["bash", "-c", script, "configure"], timeout=60)
         if not configured.ok:
             self.outcome.errors.append(f"cannot configure the restored server: {configured.output.strip()[-300:]}")
             return None
-        version, _, auto_conf = configured.stdout.partition("\n")
+        said, _, control = configured.stdout.partition(f"\n{CONTROL_MARK}\n")
+        version, _, auto_conf = said.partition("\n")
+        self.floors = floors(control)
         if not version.strip().isdigit():
             self.outcome.errors.append(f"cannot configure the restored server: its PG_VERSION reads {version!r}")
             return None

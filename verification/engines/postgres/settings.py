@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from verification.engines.postgres.control import FLOOR_WHY
 from verification.model import OverriddenSetting
 
 
@@ -236,15 +237,19 @@ def latest_recovery(auto_conf: str) -> str:
             lines[i] = f"# {lines[i]} {POINT_REMOVED}"
     return "\n".join(lines) + "\n"
 
-def forced_settings(major: int, plumbing: Mapping[str, str], recovery: Mapping[str, str]) -> Forced:
+def forced_settings(major: int, plumbing: Mapping[str, str], recovery: Mapping[str, str],
+                    floors: Mapping[str, str] | None = None) -> Forced:
     """Every setting the restored server of this major version is started with: the target's plumbing,
-    the safe values, and recovery as pgBackRest wrote it for the plan (the rest of recovery and
-    archiving left at values that fetch and send nothing)."""
+    the values recovery needs at least (`floors`, from the backup's pg_control), the safe values, and
+    recovery as pgBackRest wrote it for the plan (the rest of recovery and archiving left at values
+    that fetch and send nothing)."""
     values: dict[str, str] = {}
     why: dict[str, str] = {}
     kinds: dict[str, Kind] = {}
     for name, value in plumbing.items():
         values[name], why[name], kinds[name] = value, PLUMBING_WHY, Kind.STRING
+    for name, value in (floors or {}).items():
+        values[name], why[name], kinds[name] = value, FLOOR_WHY, Kind.INTEGER
     for rule in SAFE_RULES + RECOVERY_RULES:
         if not rule.exists_in(major):
             continue

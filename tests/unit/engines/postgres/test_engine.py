@@ -1043,3 +1043,21 @@ def test_a_transaction_after_the_chosen_point_in_the_continued_recovery_fails_it
     assert verdict is Verdict.FAILED
     assert reasons[0] == ("recovery went past the target: last transaction 2026-11-28T12:38:20.500000+00:00 is after "
                           "2026-11-28T12:38:12+00:00"), reasons
+
+
+def test_the_restored_pg_controls_prepared_transactions_and_locks_are_given_to_the_server(
+        demo_plan: RestorePlan, tmp_path: Path) -> None:
+    from verification.engines.postgres.control import MARK
+
+    control = (Path(__file__).parents[3] / "fixtures" / "postgres" / "pg_controldata-15.out").read_text()
+    auto_conf = settings_capture("pgbackrest-auto-conf-alter-system.conf")
+    target = RecordedTarget(**{"bash configure": (0, f"15\n{auto_conf}\n{MARK}\n{control}")})
+    verify(demo_plan, tmp_path, target)
+    (configured,) = [argv for argv in target.sent if argv[:2] == ["bash", "-c"] and argv[3] == "configure"]
+    assert configured[2].endswith(f"printf '\\n%s\\n' '{MARK}'; pg_controldata /var/lib/restoreproof/data || true")
+    (start,) = [argv for argv in target.sent if argv[:2] == ["pg_ctl", "start"]]
+    options = shlex.split(start[start.index("-o") + 1])
+    assert "max_prepared_transactions=5" in options and "max_locks_per_transaction=128" in options
+    # pgBackRest's recovery settings are read as before: the mark and pg_control are none of them.
+    assert any(o.startswith("restore_command=pgbackrest ") for o in options)
+    assert not any(o.startswith(("pg_control", "Database cluster")) for o in options)
