@@ -341,13 +341,17 @@ class UnreadableKind(StrEnum):
     # restored: it exists, and nothing can read it now. Never read, so the run cannot pass; never
     # "corrupt" either: a database whose plan needs it is "error", naming it and its class.
     ARCHIVED = "archived"
+    # A file the restore needs that the target will not be allowed to read (its mode and owner): an
+    # operator's fix, never a damaged backup, so the database is "error".
+    PERMISSION = "permission"
 
 
 # Kinds that keep a run from passing: a backup file that went unread or is damaged.
 BLOCKING_UNREADABLE = (UnreadableKind.CORRUPT, UnreadableKind.NEEDS_SERVER, UnreadableKind.UNADDRESSABLE,
-                       UnreadableKind.ARCHIVED)
+                       UnreadableKind.ARCHIVED, UnreadableKind.PERMISSION)
 # Of those, the ones that make a run "error" (a file nobody read), not "failed" (a file proven bad).
-UNREAD_KINDS = (UnreadableKind.NEEDS_SERVER, UnreadableKind.UNADDRESSABLE, UnreadableKind.ARCHIVED)
+UNREAD_KINDS = (UnreadableKind.NEEDS_SERVER, UnreadableKind.UNADDRESSABLE, UnreadableKind.ARCHIVED,
+                UnreadableKind.PERMISSION)
 
 
 @dataclass(frozen=True)

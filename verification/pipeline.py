@@ -78,7 +78,7 @@ from verification.results.store import (
 from verification.sources import LocalSource
 from verification.sources.base import Source
 from verification.sources.s3_url import is_s3_url
-from verification.targets.access import unreadable_by
+from verification.targets.access import unreadable_at_plan, unreadable_by
 from verification.targets.base import ResourceLimited, Target, TargetProvider
 from verification.targets.labels import new_run_id, slug
 from verification.targets.lease import Killed, LeaseFacts, describe_phase, this_process, utc_text
@@ -144,6 +144,10 @@ def plan_source(settings: Settings, source_path: str | Path, engine_name: str = 
         engine.check_settings(source, target)
     planned = engine.plan(source, at, point)
     planned.unreadable += objects_not_read(source, planned)
+    if target is None and isinstance(source, LocalSource):
+        # Only a plan (a run's targets say it themselves, as they start): what a Docker target, the
+        # default, will not be allowed to read, said before anything is restored.
+        planned.unreadable += unreadable_at_plan(source.root, planned.plans)
     return engine, source, planned
 
 

@@ -68,3 +68,26 @@ def test_a_file_its_reader_cannot_read_is_an_error_naming_file_mode_owner_and_ui
     assert f"file {manifest} (mode 0600, owner uid 0 gid 0) cannot be read" in reason
     assert "as uid " in reason and f"{HOST_GID}" in reason
     assert not any(p["name"] == "transfer" and p["status"] == "measured" for p in db["phases"])
+
+
+def plan(copy: Path) -> tuple[int, dict]:  # type: ignore[type-arg]
+    result = CliRunner().invoke(app, ["plan", str(copy), "--json"], catch_exceptions=False)
+    return result.exit_code, json.loads(result.stdout)
+
+
+@pytest.mark.parametrize(("folders", "files"), [(0o750, 0o640), (0o700, 0o600)], ids=["group", "owner-only"])
+def test_a_plan_of_a_repository_with_the_hosts_owner_and_modes_names_nothing(demo, tmp_path, folders, files):
+    code, planned = plan(owned_copy(demo, tmp_path, folders, files))
+    assert (code, planned["unreadable"]) == (0, [])
+
+
+def test_a_plan_names_the_file_a_target_will_not_read_as_an_error(demo, tmp_path):
+    copy = owned_copy(demo, tmp_path, 0o750, 0o640)
+    manifest = next((copy / "backup" / "demo1").glob("*F")) / "backup.manifest"
+    os.chown(manifest, 0, 0)
+    os.chmod(manifest, 0o600)
+    code, planned = plan(copy)
+    [found] = [u for u in planned["unreadable"] if u["database"] == "demo1"]
+    assert (code, found["kind"], found["path"]) == (2, "permission", str(manifest.relative_to(copy)))
+    assert f"file {manifest} (mode 0600, owner uid 0 gid 0) cannot be read" in found["reason"]
+    assert f"groups {HOST_GID}" in found["reason"]

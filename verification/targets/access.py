@@ -17,15 +17,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from verification.model import RestorePlan, UnreadableFile, UnreadableKind
+
 # How many unreadable paths an error spells out.
 NAMES_SHOWN = 5
 
 
 @dataclass(frozen=True)
 class Reader:
-    """An OS identity as the kernel checks it: a uid and every group it holds."""
+    """An OS identity as the kernel checks it: a uid and every group it holds. A uid of None is one
+    known only to own none of the files looked at (a target image's own user, before it runs)."""
 
-    uid: int
+    uid: int | None
     groups: frozenset[int]
 
     def allows(self, st: os.stat_result, want: int) -> bool:
@@ -34,14 +37,15 @@ class Reader:
         the others' for the rest (an owner denied by its own bits is denied, whatever the others')."""
         if self.uid == 0:
             return True
-        if st.st_uid == self.uid:
+        if self.uid is not None and st.st_uid == self.uid:
             return st.st_mode & want == want
         if st.st_gid in self.groups:
             return st.st_mode & (want >> 3) == want >> 3
         return st.st_mode & (want >> 6) == want >> 6
 
     def describe(self) -> str:
-        return f"uid {self.uid} (groups {', '.join(str(g) for g in sorted(self.groups)) or 'none'})"
+        who = f"uid {self.uid}" if self.uid is not None else "the target image's own user (no repository file's owner)"
+        return f"{who} (groups {', '.join(str(g) for g in sorted(self.groups)) or 'none'})"
 
 
 @dataclass(frozen=True)
@@ -85,7 +89,12 @@ def _mode(st: os.stat_result) -> str:
 def unreadable(root: Path, paths: Iterable[str], reader: Reader) -> list[str]:
     """Each file under `root` (paths relative to it) that `reader` cannot read, or a folder on its way
     it cannot search, said with its mode and owner; folders are looked at once each."""
-    problems: list[str] = []
+    return [said for _, said in denied(root, paths, reader)]
+
+
+def denied(root: Path, paths: Iterable[str], reader: Reader) -> list[tuple[Path, str]]:
+    """As `unreadable`, each with the path at fault (the file, or the folder on its way)."""
+    problems: list[tuple[Path, str]] = []
     searched: dict[Path, bool] = {}
 
     def searchable(folder: Path) -> bool:
@@ -94,12 +103,12 @@ def unreadable(root: Path, paths: Iterable[str], reader: Reader) -> list[str]:
             try:
                 st = folder.stat()
             except OSError as exc:
-                problems.append(f"{folder}: {exc.strerror}")
+                problems.append((folder, f"{folder}: {exc.strerror}"))
                 searched[folder] = False
                 return False
             searched[folder] = parent_ok and reader.allows(st, stat.S_IXUSR)
             if parent_ok and not searched[folder]:
-                problems.append(f"folder {folder} ({_mode(st)}) cannot be searched")
+                problems.append((folder, f"folder {folder} ({_mode(st)}) cannot be searched"))
         return searched[folder]
 
     for relative in dict.fromkeys(paths):
@@ -109,10 +118,10 @@ def unreadable(root: Path, paths: Iterable[str], reader: Reader) -> list[str]:
         try:
             st = path.stat()
         except OSError as exc:
-            problems.append(f"{path}: {exc.strerror}")
+            problems.append((path, f"{path}: {exc.strerror}"))
             continue
         if not reader.allows(st, stat.S_IRUSR):
-            problems.append(f"file {path} ({_mode(st)}) cannot be read")
+            problems.append((path, f"file {path} ({_mode(st)}) cannot be read"))
     return problems
 
 
@@ -135,3 +144,24 @@ def unreadable_by(target: object, root: str, paths: list[str]) -> str | None:
     if not problems:
         return None
     return unreadable_message(Path(root), problems, reader)
+
+
+def prospective_reader(root: Path) -> Reader:
+    """The reader a Docker target of the repository at `root` will be, as far as the host can tell
+    before one runs: the grant's uid where it is given one, else the image's own user (the owner of
+    no repository file), with the grant's groups."""
+    grant = grant_for(root)
+    return Reader(grant.uid, frozenset(grant.groups))
+
+
+def unreadable_at_plan(root: Path, plans: Iterable[RestorePlan]) -> list[UnreadableFile]:
+    """Per database, the files its restore needs that a Docker target would not be able to read, said
+    as a target would refuse them at its start; a database none of whose files is at fault is not named."""
+    reader = prospective_reader(root)
+    found = []
+    for plan in plans:
+        if problems := denied(root, plan.files, reader):
+            found.append(UnreadableFile(str(problems[0][0].relative_to(root)), UnreadableKind.PERMISSION,
+                                        unreadable_message(root, [said for _, said in problems], reader),
+                                        plan.database))
+    return found

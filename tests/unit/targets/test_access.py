@@ -8,7 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from verification.targets.access import Grant, Reader, grant_for, unreadable, unreadable_by, unreadable_message
+from verification.model import Chain, ChainStatus, RestorePlan, UnreadableKind
+from verification.targets.access import (
+    Grant,
+    Reader,
+    grant_for,
+    prospective_reader,
+    unreadable,
+    unreadable_at_plan,
+    unreadable_by,
+    unreadable_message,
+)
 
 OWNER, GROUP, OTHER = 4321, 4322, 4323
 
@@ -33,6 +43,9 @@ def fake_stat(bits: int, uid: int = OWNER, gid: int = GROUP) -> os.stat_result:
     (Reader(OTHER, frozenset()), 0o004, True),
     (Reader(OTHER, frozenset()), 0o440, False),
     (Reader(0, frozenset()), 0o000, True),
+    (Reader(None, frozenset({GROUP})), 0o400, False),  # an unknown uid owns nothing: the group's bits
+    (Reader(None, frozenset({GROUP})), 0o040, True),
+    (Reader(None, frozenset()), 0o004, True),
 ])
 def test_the_kernel_looks_at_one_class_of_bits(reader: Reader, bits: int, readable: bool) -> None:
     assert reader.allows(fake_stat(bits), stat.S_IRUSR) is readable
@@ -185,3 +198,40 @@ def test_a_world_readable_repository_folder_with_pgbackrests_folders_in_it_grant
     assert grant_for(root) == Grant(groups=(GROUP,), uid=OWNER)
     mode(root / "archive", 0o750)
     assert grant_for(root) == Grant(groups=(GROUP,))
+
+
+def plan_of(database: str, files: list[str]) -> RestorePlan:
+    return RestorePlan("postgres", database, Chain(ChainStatus.COMPLETE, []), files=files)
+
+
+def test_before_a_target_runs_its_reader_is_the_grant(repo: Path) -> None:
+    assert prospective_reader(repo) == Reader(None, frozenset({GROUP}))
+    mode(repo, 0o700)
+    assert prospective_reader(repo) == Reader(OWNER, frozenset({GROUP}))
+    assert Reader(None, frozenset({GROUP})).describe() == (
+        f"the target image's own user (no repository file's owner) (groups {GROUP})")
+
+
+def test_a_plan_names_per_database_what_a_target_will_not_read(repo: Path) -> None:
+    mode(repo / "backup" / "s" / "other", 0o600, uid=0, gid=0)
+    plans = [plan_of("s", ["backup/s/backup.info", "backup/s/other"]), plan_of("t", ["backup/s/backup.info"])]
+    [found] = unreadable_at_plan(repo, plans)
+    assert (found.path, found.kind, found.database) == ("backup/s/other", UnreadableKind.PERMISSION, "s")
+    assert found.reason.startswith(f"the target reads the repository {repo} as the target image's own user")
+    assert f"file {repo}/backup/s/other (mode 0600, owner uid 0 gid 0) cannot be read" in found.reason
+
+
+def test_a_plan_with_default_modes_or_the_owners_only_names_nothing(repo: Path) -> None:
+    plans = [plan_of("s", ["backup/s/backup.info", "backup/s/other"])]
+    assert unreadable_at_plan(repo, plans) == []
+    for path in (repo, repo / "backup", repo / "backup" / "s"):
+        mode(path, 0o700)
+    for path in (repo / "backup" / "s" / "backup.info", repo / "backup" / "s" / "other"):
+        mode(path, 0o600)
+    assert unreadable_at_plan(repo, plans) == []  # the target is given the owner's uid
+
+
+def test_a_folder_at_fault_is_the_path_a_plan_names(repo: Path) -> None:
+    mode(repo / "backup" / "s", 0o700, uid=0, gid=0)
+    [found] = unreadable_at_plan(repo, [plan_of("s", ["backup/s/backup.info"])])
+    assert found.path == "backup/s"
