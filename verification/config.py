@@ -107,6 +107,7 @@ class DockerSettings(_ContainerLimits):
 class PostgresSettings(_Section):
     # Where the PostgreSQL binaries live for the local-process target (inside the image they are on PATH).
     bin_dir: Path = Path("/usr/lib/postgresql/15/bin")
+    # Used only where the repository cannot tell the cluster's WAL segment size (engines/postgres/segment_size.py).
     wal_segment_size: int = Field(16 * 1024 * 1024, ge=1024 * 1024)
     # pgBackRest --process-max for the restore; the raw-steps bench uses the same value.
     restore_process_max: int = Field(2, ge=1, le=64)

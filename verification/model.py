@@ -260,6 +260,8 @@ class WalRange:
     # The timelines that supply the range, oldest first, each with the first segment number it supplies
     # (from the history file); empty: the whole range is on `timeline`.
     timelines: tuple[tuple[int, int], ...] = ()
+    # The size of each segment (the cluster's, as its backups tell it); None: not known.
+    segment_bytes: int | None = None
 
 
 @dataclass(frozen=True)

@@ -223,7 +223,8 @@ class _SourceCluster:
         self.sh(f'install -m 600 -o postgres -g postgres /dev/null {CONF_INSIDE} && printf %s "$CONF" > {CONF_INSIDE}'
                 + (" && chown postgres /repo" if self.s3 is None else ""), user="root", env={"CONF": conf})
 
-    def setup(self) -> None:
+    def setup(self, initdb_options: str = "") -> None:
+        """`initdb_options`: more initdb options, e.g. "--wal-segsize=64" (a cluster laid out otherwise)."""
         self.configure()
         settings = "\n".join([
             "archive_mode = on",
@@ -231,7 +232,7 @@ class _SourceCluster:
             "listen_addresses = ''", "unix_socket_directories = '/tmp'",
             "max_wal_size = '256MB'", "checkpoint_timeout = '5min'",
         ])
-        self.sh(f"initdb -k -A trust -U postgres -D {DATA} >/dev/null && "
+        self.sh(f"initdb -k -A trust -U postgres {initdb_options} -D {DATA} >/dev/null && "
                 f'printf "%s\\n" "$SETTINGS" >> {DATA}/postgresql.conf && '
                 f"pg_ctl start -w -D {DATA} -l /var/lib/restoreproof/source.log >/dev/null && "
                 f"pgbackrest --stanza={self.stanza} stanza-create", env={"SETTINGS": settings})

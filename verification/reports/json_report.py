@@ -41,13 +41,14 @@ __all__ = ["SCHEMA_VERSION", "build_report", "database_entry", "dumps", "generat
 
 SCHEMA_ID = "https://restoreproof.invalid/report.schema.json"
 SCHEMA_DESCRIPTION = (
-    "One verification run. Version 1.11 (1.0 plus the optional unreadable and not_verified lists in 1.1/1.2, "
+    "One verification run. Version 1.12 (1.0 plus the optional unreadable and not_verified lists in 1.1/1.2, "
     "per-phase predictions, prediction, objectives and drift in 1.3, chain defects and unread-file kinds "
     "not-a-backup/excluded in 1.4, a schema generated from the typed report model in 1.5, check kinds and "
     "SQL Server header facts in 1.6, the configuration's warnings, incomplete_uploads and chain unread in 1.7, "
     "a database's wall_seconds in 1.8, a backup's encryption in 1.9, "
     "the chain status refused, chain timelines, a database's identity and overridden settings, and drift's "
-    "series kind and minimums in 1.10, the unread-file kind permission in 1.11); see "
+    "series kind and minimums in 1.10, the unread-file kind permission in 1.11, the WAL range's segment_bytes "
+    "in 1.12); see "
     "docs/report-schema.md for the meaning of every field and the versioning rules.")
 
 

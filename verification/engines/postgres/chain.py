@@ -462,6 +462,7 @@ def _check_wal(
         segments=len(expected),
         bound=bound if len(path.steps) == 1 else f"{bound}, across timelines {path.describe()}",
         timelines=path.steps,
+        segment_bytes=segment_size,
     )
     rules.append(RuleCheck(
         "wal-for-consistency", not consistency_missing,

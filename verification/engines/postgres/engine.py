@@ -48,7 +48,7 @@ from verification.engines.base import (
     run_data_checks,
 )
 from verification.engines.postgres import chain as chain_rules
-from verification.engines.postgres import work
+from verification.engines.postgres import segment_size, work
 from verification.engines.postgres.archive_end import archive_end, refuse_beyond
 from verification.engines.postgres.cipher import CIPHER, WrongPassphraseError, missing_passphrase
 from verification.engines.postgres.consistent_point import prove_consistent_point
@@ -215,6 +215,14 @@ def unreadable_stanza(name: str, exc: RepositoryFileError) -> RestorePlan:
     return RestorePlan("postgres", name, chain)
 
 
+def segment_size_unknown(name: str, detail: str) -> RestorePlan:
+    """A stanza whose WAL segment size neither the repository nor the setting tells: nothing is planned
+    (every segment name depends on it), an error naming the setting to give, never "failed"."""
+    problem = Problem(code=segment_size.UNKNOWN, message=f"stanza {name} cannot be planned: {detail}")
+    chain = Chain(ChainStatus.REFUSED, [], [problem], [RuleCheck(segment_size.RULE, False, detail)])
+    return RestorePlan("postgres", name, chain)
+
+
 def no_docker_for_auto() -> str:
     host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
     return (f"--target auto restores into Docker, and no Docker engine answers at {host} (DOCKER_HOST): start it "
@@ -328,6 +336,7 @@ class PostgresEngine:
         ciphers: list[str | None] = []
         # Stanzas none of whose info files the passphrase opens, by their place among the plans.
         unopened: dict[int, tuple[str, WrongPassphraseError]] = {}
+        warnings: list[str] = []
         for name in stanza_names(source):
             if pattern := excluded(f"backup/{name}/backup.info", patterns):
                 unreadable.append(UnreadableFile(f"backup/{name}", UnreadableKind.EXCLUDED,
@@ -348,6 +357,8 @@ class PostgresEngine:
                 continue
             ciphers.append(stanza.cipher)
             plans.append(self._plan_stanza(source, stanza, at, point))
+            if (said := self._segment_size_warning(stanza)) is not None:
+                warnings.append(said)
             for path, why in unrecognised_files(source, stanza):
                 kind = UnreadableKind.CORRUPT if path.startswith("archive/") else UnreadableKind.NOT_A_BACKUP
                 if pattern := excluded(path, patterns):
@@ -363,19 +374,31 @@ class PostgresEngine:
                 f"stanzas ({', '.join(wrong.files)}): damaged, or not encrypted with this repository's passphrase"))
             unreadable += [UnreadableFile(path, UnreadableKind.CORRUPT, str(damaged), name) for path in wrong.files]
             plans[index] = unreadable_stanza(name, damaged)
-        warnings = []
         if self.pg.repo_cipher_pass is not None and ciphers and not any(ciphers):
             warnings.append(f"postgres.repo_cipher_pass is set, but the repository {source.describe()} is not "
                             "encrypted (its info files are plain text): the passphrase is not used")
         return SourcePlan(plans, unreadable, warnings)
 
+    def _segment_size_warning(self, stanza: Stanza) -> str | None:
+        """Said where it matters to whoever set postgres.wal_segment_size: ignored, or relied on."""
+        found = stanza.segment_size
+        if found is None or not (found.setting_used or
+                                 (found.setting_ignored and "wal_segment_size" in self.pg.model_fields_set)):
+            return None
+        return f"stanza {stanza.name}: WAL segment size {found.detail}"
+
     def _plan_stanza(self, source: Source, stanza: Stanza, at: datetime | None,
                      point: PointChoice | None) -> RestorePlan:
+        found = stanza.segment_size or segment_size.SegmentSize(
+            self.pg.wal_segment_size, "from the setting postgres.wal_segment_size", setting_used=True)
+        if found.bytes is None:
+            return segment_size_unknown(stanza.name, found.detail)
+        size_rule = RuleCheck(segment_size.RULE, True, found.detail)
         when, rule = at, None
         if at is None and point is not None:
             when, rule = choose(point, stanza.name, [b for b in stanza.backups if not b.error])
-        result = chain_rules.plan(source, stanza, when, self.pg.wal_segment_size,
-                                  point.timeline if point is not None else None)
+        result = chain_rules.plan(source, stanza, when, found.bytes, point.timeline if point is not None else None)
+        result.chain.rules.insert(0, size_rule)
         # "older-full" asks for a full backup's own end: its consistent point, not a moment (a time needs
         # a transaction after it to stop at, which a quiet database never writes).
         backup = result.target_backup
@@ -385,9 +408,8 @@ class PostgresEngine:
             result.chain.rules.insert(0, rule)
         if point is not None and when is not None and at is None and not result.consistent_point:
             # A moment restoreproof chose: a quiet archive after it may be proven as its end instead.
-            result.chosen_point = chosen_point(stanza, result, point.strategy.value, self.pg.wal_segment_size,
-                                               point.timeline)
-        result.files = chain_files(source, stanza, result, self.pg.wal_segment_size)
+            result.chosen_point = chosen_point(stanza, result, point.strategy.value, found.bytes, point.timeline)
+        result.files = chain_files(source, stanza, result, found.bytes)
         result.encryption = stanza.cipher
         result.history = backup_history(source, stanza)
         refuse_beyond(result, archive_end(source, stanza), datetime.now(UTC))
@@ -445,6 +467,9 @@ class _Verification:
         self.check_timeout = engine.settings.checks.timeout
         self.run_data_checks = data_checks
         self.plan = plan
+        # The plan's (read from the repository); the setting only where the plan has no WAL to replay.
+        wal = plan.chain.wal
+        self.segment_size = wal.segment_bytes if wal is not None and wal.segment_bytes else self.pg.wal_segment_size
         self.target = target
         self.evidence = evidence
         self.outcome = outcome
@@ -720,14 +745,14 @@ class _Verification:
             proof = prove_offline(log, self.plan)
         elif self.plan.consistent_point:
             # Its record is the backup's end (backup-lsn-stop), named by the server itself.
-            proof = prove_recovery(log, self.plan, self.pg.wal_segment_size)
+            proof = prove_recovery(log, self.plan, self.segment_size)
             point = prove_consistent_point(log, self.plan)
             proof.proofs, proof.failures, proof.errors = (proof.proofs + point.proofs, proof.failures
                                                           + point.failures, proof.errors + point.errors)
         else:
-            proof = prove_recovery(log, self.plan, self.pg.wal_segment_size)
+            proof = prove_recovery(log, self.plan, self.segment_size)
             # To the record: the WAL the archive holds, read in the target, says where redo had to end.
-            proof = prove_to_the_record(proof, log, self.plan, self.pg.wal_segment_size, self._wal_reader())
+            proof = prove_to_the_record(proof, log, self.plan, self.segment_size, self._wal_reader())
         self.outcome.proofs += proof.proofs
         self.outcome.failures += proof.failures
         self.outcome.errors += proof.errors
@@ -771,7 +796,7 @@ class _Verification:
         self._restore_point_at_end(first.log, second.log)
         latest = to_latest(self.plan)
         log = continued(first.log, second.log)
-        size = self.pg.wal_segment_size
+        size = self.segment_size
         proof = prove_recovery(log, latest, size)
         if gap := replay_gap(first.log, second.log):
             proof.errors.append(gap)

@@ -28,6 +28,13 @@ from verification.engines.postgres.cipher import (
     missing_passphrase,
     wrong_passphrase,
 )
+from verification.engines.postgres.segment_size import (
+    SIZES,
+    HeaderRead,
+    SegmentSize,
+    decide,
+    header_size,
+)
 from verification.engines.postgres.wal import SEGMENT_RE, Segment, parse_lsn, parse_segment
 from verification.errors import SourceError
 from verification.model import BackupSet, BackupType, SystemIdentifier
@@ -101,6 +108,9 @@ class Stanza:
     cipher: str | None = None
     # Encrypted: the key backup.info keeps for the backups' manifests ([cipher] cipher-pass).
     manifest_key: SecretStr | None = field(default=None, repr=False)
+    # The cluster's WAL segment size as the repository tells it (segment_size.py); its segments are
+    # named and planned with it.
+    segment_size: SegmentSize | None = None
 
     def backup(self, label: str) -> BackupSet | None:
         return next((b for b in self.backups if b.label == label), None)
@@ -255,9 +265,10 @@ def _backup_from_info(stanza: str, label: str, data: dict[str, Any], cipher: str
     )
 
 
-def read_stanza(source: Source, stanza: str, segment_size: int, passphrase: SecretStr | None = None) -> Stanza:
+def read_stanza(source: Source, stanza: str, setting: int, passphrase: SecretStr | None = None) -> Stanza:
     """The stanza's backups and WAL archive; an encrypted stanza's files are decrypted with
-    `passphrase` (the repository's) and the sub-passphrases its info files keep."""
+    `passphrase` (the repository's) and the sub-passphrases its info files keep. The WAL segment size
+    is the repository's (segment_size.py); `setting` (postgres.wal_segment_size) only where it cannot tell."""
     cipher = stanza_cipher(source, stanza, passphrase)
     parser, used = read_info_file(source, f"backup/{stanza}/backup.info", passphrase if cipher else None)
     backups = [
@@ -276,9 +287,13 @@ def read_stanza(source: Source, stanza: str, segment_size: int, passphrase: Secr
     # The WAL archive's files are encrypted with archive.info's sub-passphrase: read only if a file needs it.
     archive_key = functools.cache(lambda: sub_passphrase(*read_info_file(source, f"archive/{stanza}/archive.info",
                                                                          passphrase))) if cipher else None
+    archive_ids = _archive_ids(source, stanza, history)
+    found = decide(backups, setting, lambda: _archived_header(source, stanza, archive_ids, cipher))
+    # Unknown (the plan is refused): 1 MiB reads any name, and nothing is planned with it.
+    segment_size = found.bytes or min(SIZES)
     archives = {
         archive_id: read_archive(source, stanza, archive_id, segment_size, archive_key)
-        for archive_id in _archive_ids(source, stanza, history)
+        for archive_id in archive_ids
     }
     return Stanza(
         name=stanza,
@@ -290,7 +305,25 @@ def read_stanza(source: Source, stanza: str, segment_size: int, passphrase: Secr
         db_versions={int(db_id): str(entry.get("db-version")) for db_id, entry in history.items()},
         cipher=cipher,
         manifest_key=manifest_key,
+        segment_size=found,
     )
+
+
+def _archived_header(source: Source, stanza: str, archive_ids: list[str], cipher: str | None) -> HeaderRead | None:
+    """The long page header of the stanza's first archived segment, None when it has none."""
+    for archive_id in archive_ids:
+        base = f"archive/{stanza}/{archive_id}"
+        for folder in sorted(source.list_dir(base)):
+            if not re.fullmatch(r"[0-9A-F]{16}", folder) or not source.is_dir(f"{base}/{folder}"):
+                continue
+            for name in sorted(source.list_dir(f"{base}/{folder}")):
+                if (match := ARCHIVE_FILE_RE.match(name)) is None:
+                    continue
+                path = f"{base}/{folder}/{name}"
+                if cipher:
+                    return HeaderRead(path, None, "the archive is encrypted (not decrypted for this)")
+                return header_size(path, match.group("ext") or "", functools.partial(_first_bytes, source, path))
+    return None
 
 
 def _archive_ids(source: Source, stanza: str, history: dict[str, dict[str, Any]]) -> list[str]:
@@ -305,6 +338,10 @@ def archive_id_for(stanza: Stanza, backup: BackupSet) -> str:
     if backup.db_id is None:
         return ""
     return f"{stanza.db_versions.get(backup.db_id, stanza.db_version)}-{backup.db_id}"
+
+
+def _first_bytes(source: Source, path: str, length: int) -> bytes:
+    return source.read_bytes(path, 0, min(length, source.size(path)))
 
 
 def read_archive(source: Source, stanza: str, archive_id: str, segment_size: int,
@@ -327,7 +364,11 @@ def read_archive(source: Source, stanza: str, archive_id: str, segment_size: int
         for name in source.list_dir(f"{base}/{entry}"):
             match = ARCHIVE_FILE_RE.match(name)
             if match and SEGMENT_RE.match(match.group("segment")):
-                segment = parse_segment(match.group("segment"), segment_size)
+                try:
+                    segment = parse_segment(match.group("segment"), segment_size)
+                except ValueError as exc:
+                    archive.unrecognised.append((f"{base}/{entry}/{name}", str(exc)))
+                    continue
                 archive.segments[segment] = ArchivedSegment(segment, f"{base}/{entry}/{name}")
             elif not KNOWN_ARCHIVE_FILE_RE.match(name):
                 archive.unrecognised.append((f"{base}/{entry}/{name}", "not a WAL segment, backup history or "

@@ -329,7 +329,8 @@ def _unreadable(read: WalRead, names: list[str], segment_size: int) -> str | Non
         return f"{asked}: no system identifier read from the first page of {', '.join(unreadable)}"
     if read.geometry.segment_size != segment_size:
         return (f"{asked}: the cluster's WAL segments are {read.geometry.segment_size} bytes (pg_control), "
-                f"postgres.wal_segment_size says {segment_size}: set it to the cluster's size")
+                f"the plan named them for {segment_size}-byte segments (the chain's wal-segment-size rule says "
+                "what told it; where that is postgres.wal_segment_size, set it to the cluster's size)")
     if read.exit_code is None:
         return f"{asked}: pg_waldump did not run in the target: {quoted(read.stderr) or 'no answer'}"
     if read.last is None:

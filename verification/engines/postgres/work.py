@@ -15,7 +15,7 @@ def phase_work(plan: RestorePlan, settings: Settings) -> list[PhaseWork]:
     size = target.size_bytes if target else None
     compressed = any(f.endswith(COMPRESSED_SUFFIXES) for f in plan.files if f.startswith("backup/"))
     wal = plan.chain.wal
-    wal_bytes = wal.segments * pg.wal_segment_size if wal else None
+    wal_bytes = wal.segments * (wal.segment_bytes or pg.wal_segment_size) if wal else None
     full = next((b for b in plan.chain.backups if b.type is BackupType.FULL and b.path), None)
     files = sum(1 for f in plan.files if full is not None and f.startswith(f"{full.path}/pg_data/")) or None
     works = [

@@ -440,8 +440,9 @@ def test_a_point_whose_segment_the_server_never_restored_is_left_to_the_segment_
     (("WAL block size:                       8192\n", ""),
      "pg_controldata in the target did not give the cluster's system identifier and WAL page and segment sizes"),
     (("Bytes per WAL segment:                16777216", "Bytes per WAL segment:                67108864"),
-     "the cluster's WAL segments are 67108864 bytes (pg_control), postgres.wal_segment_size says 16777216: set it "
-     "to the cluster's size"),
+     "the cluster's WAL segments are 67108864 bytes (pg_control), the plan named them for 16777216-byte segments "
+     "(the chain's wal-segment-size rule says what told it; where that is postgres.wal_segment_size, set it to the "
+     "cluster's size)"),
     (("@@exit 0", "@@exit"), "pg_waldump did not run in the target: no answer"),
     (("@@stderr", "@@stderr\npg_waldump: warning: odd"), "pg_waldump exited 0 yet said \"pg_waldump: warning: odd\""),
     (("@@exit 0\n", "@@exit 1\n"), "pg_waldump exited 1: no output"),
