@@ -116,17 +116,32 @@ def outside_config(cluster: _SourceCluster) -> None:
     cluster.backup("incr")
 
 
+def locales(cluster: _SourceCluster) -> None:
+    """A cluster made under en_US.UTF-8 (as most hosts' default locale makes it) and a database of its own
+    under de_DE.UTF-8, each with a text index ordered by its collation."""
+    cluster.psql("create index t_note on t (note)")
+    cluster.sh("createdb -h /tmp --template=template0 --locale=de_DE.UTF-8 kunden")
+    cluster.sh("psql -X -q -v ON_ERROR_STOP=1 -h /tmp -d kunden -c \"create table k (name text primary key); "
+               "insert into k select 'Kunde ' || g || ' äöü' from generate_series(1, 2000) g\"")
+    cluster.backup("full")
+    _rows(cluster, 500)
+    cluster.backup("diff")
+
+
 KINDS: dict[str, Callable[[_SourceCluster], None]] = {
     "offline": offline, "bundled": bundled_annotated, "archivecopy": archive_copy, "quiet": quiet,
-    "tablespace": tablespace_zst, "standby": from_standby, "etcconf": outside_config}
+    "tablespace": tablespace_zst, "standby": from_standby, "etcconf": outside_config,
+    "locales": locales}
 # Written after the kind's backups, before the WAL is switched for the last time.
 AFTER = {"quiet": 0}
+# More initdb options, by kind.
+INITDB = {"locales": "--locale=en_US.UTF-8"}
 
 
 def _make(repo: Path, stanza: str, run_id: str) -> None:
     cluster = _SourceCluster(docker_client(), ensure_image(IMAGE), stanza, repo, run_id)
     try:
-        cluster.setup()
+        cluster.setup(INITDB.get(stanza, ""))
         cluster.psql("create table t (id bigserial primary key, at timestamptz not null default clock_timestamp(), "
                      "note text not null)")
         _rows(cluster, 1000)
