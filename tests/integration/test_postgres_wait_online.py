@@ -49,3 +49,28 @@ def test_a_server_still_running_is_waited_for(engine: docker.DockerClient, box: 
     # It never answers psql: the wait lasts until its budget (timeout's 124), not "dead" (3).
     code, seconds = wait(engine, box, "/tmp/l", timeout=3)
     assert code == 124 and seconds >= 3, (code, seconds)
+
+
+# A real server whose maintenance databases name a locale no C library has (pg_database edited, as a
+# cluster made on a host with a locale the image lacks would read).
+UNKNOWN_LOCALE = ("initdb -A trust -D /tmp/u >/dev/null && pg_ctl start -w -D /tmp/u -l /tmp/u.log "
+                  "-o \"-c listen_addresses='' -c unix_socket_directories=/tmp -c port=5433\" >/dev/null && "
+                  "psql -X -q -h /tmp -p 5433 -d postgres -c \"update pg_database set datcollate = 'xx_XX.UTF-8' "
+                  "where datname in ('template1', 'postgres')\"")
+
+
+def test_a_server_whose_databases_name_an_unknown_locale_ends_the_wait_saying_so(engine: docker.DockerClient,
+                                                                                 box: Container) -> None:
+    from verification.engines.postgres.engine import LOCALE_REFUSED, locale_refused
+
+    made = run_in_container(engine, box, ["bash", "-c", UNKNOWN_LOCALE], timeout=120, user="postgres")
+    assert made.ok, made.output
+    result = run_in_container(engine, box, ["bash", "-c", WAIT_ONLINE, "wait", "/tmp", "5433", "postgres", "/tmp/u",
+                                            "/tmp/u.log"], timeout=60, user="postgres")
+    assert result.exit_code == LOCALE_REFUSED and result.seconds < 15, result.output
+    assert "FATAL:  database locale is incompatible with operating system" in result.stderr, result.stderr
+    said = locale_refused(result.stderr)
+    assert 'LC_COLLATE "xx_XX.UTF-8",  which is not recognized by setlocale().' in said
+    assert said.startswith("the restored server recovered, but its databases (template1, postgres) refuse "
+                           "connections: they were made under a locale the target image does not have (")
+    assert said.endswith("give the target an image with that locale installed (docker.postgres_image)")

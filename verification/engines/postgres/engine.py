@@ -159,16 +159,33 @@ alive() {
 }
 while :; do
   if [ $((n % 20)) -eq 0 ] || grep -q 'database system is ready to accept connections' "$log" 2>/dev/null; then
+    refused=0; tried=0
     for db in ${MAINTENANCE_DATABASES:-template1 postgres}; do
-      r=$(psql -X -A -t -q -h "$sock" -p "$port" -U "$user" -d "$db" -c 'select pg_is_in_recovery()' 2>/dev/null)
+      r=$(psql -X -A -t -q -h "$sock" -p "$port" -U "$user" -d "$db" -c 'select pg_is_in_recovery()' 2>&1)
       [ "$r" = f ] && { echo "$db"; exit 0; }
+      tried=$((tried + 1))
+      case "$r" in *"locale is incompatible with operating system"*) refused=$((refused + 1)); said=$r;; esac
     done
+    [ "$refused" -gt 0 ] && [ "$refused" -eq "$tried" ] && { echo "$said" >&2; exit 4; }
   fi
   n=$((n + 1))
   alive || { sleep 0.2; alive || exit 3; }
   sleep 0.05
 done
 """
+
+
+# WAIT_ONLINE's exit when the server is up and every maintenance database refuses connections for a
+# locale the target's C library does not know.
+LOCALE_REFUSED = 4
+
+
+def locale_refused(said: str) -> str:
+    """Why the restored server could not be used: its databases' locale, in the server's words, and the fix."""
+    words = " ".join(line.strip() for line in said.strip().splitlines() if line.strip())[-400:]
+    return (f"the restored server recovered, but its databases ({', '.join(MAINTENANCE_DATABASES)}) refuse "
+            f"connections: they were made under a locale the target image does not have ({words}); not a fault "
+            "of the backups: give the target an image with that locale installed (docker.postgres_image)")
 
 
 N = TypeVar("N", int, float)
@@ -818,6 +835,9 @@ class _Verification:
             self.outcome.errors.append(f"{context}the restored server did not finish starting and recovering within "
                                        f"{self.pg.recovery_timeout:.0f} s (postgres.recovery_timeout)"
                                        + (f"; the server said: {'; '.join(said)}" if said else ""))
+            return
+        if run.waited is not None and run.waited.exit_code == LOCALE_REFUSED:
+            self.outcome.errors.append(f"{context}{locale_refused(run.waited.output)}")
             return
         reasons = "; ".join(said) or (run.start.output.strip()[-400:] if not run.start.ok else "server stopped")
         if log.backup_faults or log.early_end or log.archive_get_errors:

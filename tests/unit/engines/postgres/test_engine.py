@@ -1061,3 +1061,17 @@ def test_the_restored_pg_controls_prepared_transactions_and_locks_are_given_to_t
     # pgBackRest's recovery settings are read as before: the mark and pg_control are none of them.
     assert any(o.startswith("restore_command=pgbackrest ") for o in options)
     assert not any(o.startswith(("pg_control", "Database cluster")) for o in options)
+
+
+def test_databases_refusing_connections_for_their_locale_are_an_error_naming_it(demo_plan: RestorePlan,
+                                                                                tmp_path: Path) -> None:
+    said = ('psql: error: connection to server on socket "/tmp/.s.PGSQL.5432" failed: FATAL:  database locale is '
+            'incompatible with operating system\nDETAIL:  The database was initialized with LC_COLLATE "xx_XX.UTF-8",'
+            "  which is not recognized by setlocale().\n")
+    target = RecordedTarget(bash=(4, said))
+    outcome, (verdict, reasons) = verify(demo_plan, tmp_path, target)
+    assert verdict is Verdict.ERROR and outcome.failures == []
+    assert reasons[0].startswith("the restored server recovered, but its databases (template1, postgres) refuse "
+                                 "connections: they were made under a locale the target image does not have (psql: "
+                                 "error: connection to server"), reasons
+    assert 'LC_COLLATE "xx_XX.UTF-8",  which is not recognized by setlocale().' in reasons[0]
