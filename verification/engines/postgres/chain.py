@@ -440,7 +440,8 @@ def _check_wal(
             end, bound = newest, "the end of the archive"
     else:
         # Only a backup on the history restored bounds it: another timeline's backup says nothing of its WAL.
-        later = [b for b in stanza.backups if b.start > at and b.start_wal and not b.error
+        # Only the same cluster's (db-id): another's WAL numbers its segments from the start again.
+        later = [b for b in stanza.backups if b.start > at and b.start_wal and not b.error and b.db_id == target.db_id
                  and (timeline is None or on_history(stanza, b, timeline, segment_size))]
         if later:
             next_backup = min(later, key=lambda b: b.start)

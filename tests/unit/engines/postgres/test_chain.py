@@ -116,3 +116,24 @@ def test_a_chain_copied_from_a_standby_names_its_backups_and_the_primary_s_part(
 
 def test_a_chain_copied_from_the_primary_says_nothing_of_a_standby(captured_repo):
     assert "copied-from-standby" not in rules(make_plan(captured_repo))
+
+
+def test_a_later_backup_of_another_cluster_does_not_bound_the_old_archive(captured_repo):
+    # After a stanza upgrade the new cluster (db-id 2) numbers its segments afresh: its start segment
+    # says nothing of how far the old cluster's archive must reach.
+    from dataclasses import replace
+
+    source = LocalSource(captured_repo)
+    (stanza,) = discover(source, MB16)
+    old_newest = stanza.backup(LABELS[2])
+    assert old_newest is not None
+    at = datetime(2026, 11, 22, 19, 55, 0, tzinfo=UTC)
+    alone = plan(source, stanza, at, MB16)
+    new_cluster = replace(old_newest, label="20261122-200000F", references=(), db_id=2,
+                          start=datetime(2026, 11, 22, 19, 59, 50, tzinfo=UTC),
+                          finish=datetime(2026, 11, 22, 20, 0, 0, tzinfo=UTC),
+                          start_wal="0000000100000000000000FF", stop_wal="0000000100000000000000FF",
+                          start_lsn="0/FF000028", stop_lsn="0/FF000138")
+    upgraded = plan(source, replace(stanza, backups=[*stanza.backups, new_cluster]), at, MB16)
+    assert alone.chain.status is upgraded.chain.status is ChainStatus.COMPLETE
+    assert upgraded.chain.wal == alone.chain.wal and upgraded.chain.defects == []

@@ -106,3 +106,27 @@ def test_the_two_starts_are_one_replay_only_where_the_second_resumes_within_the_
         "0/5000090: the WAL between is not shown replayed")
     assert "no 'redo starts at' line" in (replay_gap(first, replace(second, redo_start_lsn=None)) or "")
     assert "no 'redo done at' line" in (replay_gap(replace(first, redo_done_lsn=None), second) or "")
+
+
+def test_a_backup_of_another_cluster_in_the_stanza_never_covers_the_old_archive(captured_repo):
+    # After a dump/restore stanza-upgrade the new cluster (db-id 2) also runs on timeline 1 and numbers
+    # its segments from the start: its backups say nothing of the old cluster's archive.
+    source = LocalSource(captured_repo)
+    (stanza,) = discover(source, MB16)
+    old_newest = stanza.backup(LABELS[2])
+    assert old_newest is not None and old_newest.finish == datetime(2026, 11, 22, 19, 50, 45, tzinfo=UTC)
+    at = datetime(2026, 11, 22, 19, 55, 0, tzinfo=UTC)
+
+    def why_not(backups):
+        upgraded = replace(stanza, backups=backups)
+        result = plan(source, upgraded, at, MB16)
+        return why_not_to_end(replace(result, chosen_point=chosen_point(upgraded, result, "random", MB16)))
+
+    alone = why_not(list(stanza.backups))
+    new_cluster = replace(old_newest, label="20261122-200000F", references=(), db_id=2,
+                          start=datetime(2026, 11, 22, 19, 59, 50, tzinfo=UTC),
+                          finish=datetime(2026, 11, 22, 20, 0, 0, tzinfo=UTC),
+                          start_wal="000000010000000000000002", stop_wal="000000010000000000000002",
+                          start_lsn="0/2000028", stop_lsn="0/2000138")
+    assert alone is not None and alone.startswith("2026-11-22T19:55:00+00:00 is after the newest backup's end")
+    assert why_not([*stanza.backups, new_cluster]) == alone
