@@ -52,8 +52,8 @@ from verification.engines.postgres import segment_size, work
 from verification.engines.postgres.archive_end import archive_end, refuse_beyond
 from verification.engines.postgres.cipher import CIPHER, WrongPassphraseError, missing_passphrase
 from verification.engines.postgres.consistent_point import prove_consistent_point
+from verification.engines.postgres.control import FILES_MARK, FLOORED_SETTINGS, configured_values, floors, with_options
 from verification.engines.postgres.control import MARK as CONTROL_MARK
-from verification.engines.postgres.control import floors
 from verification.engines.postgres.databases import (
     LIST_SQL,
     Database,
@@ -659,8 +659,9 @@ class _Verification:
                     "hba_file": f"{work}/pg_hba.conf", "ident_file": f"{work}/pg_ident.conf",
                     # Inside the target (it cannot be unset once the backup names a path elsewhere).
                     "external_pid_file": f"{work}/external.pid"}
-        forced = forced_settings(major, plumbing, recovery, self.floors)
-        if conflicts := server_option_conflicts(self.pg.server_options, forced):
+        needed, below = with_options(self.floors, self.pg.server_options)
+        forced = forced_settings(major, plumbing, recovery, needed)
+        if conflicts := below + server_option_conflicts(self.pg.server_options, forced):
             raise SettingsError("; ".join(conflicts))
         return forced
 
@@ -674,14 +675,18 @@ class _Verification:
         script = (f"set -e; printf 'local all all trust\\n' > {work}/pg_hba.conf; : > {work}/pg_ident.conf; "
                   f"test -f {data}/postgresql.conf || : > {data}/postgresql.conf; "
                   f"cat {data}/PG_VERSION {data}/postgresql.auto.conf; "
-                  f"printf '\\n%s\\n' {shlex.quote(CONTROL_MARK)}; pg_controldata {data} || true")
+                  f"printf '\\n%s\\n' {shlex.quote(CONTROL_MARK)}; pg_controldata {data} || true; "
+                  f"printf '\\n%s\\n' {shlex.quote(FILES_MARK)}; "
+                  f"for n in {' '.join(FLOORED_SETTINGS)}; do "
+                  f'printf "%s=%s\\n" "$n" "$(postgres -D {data} -C "$n" 2>/dev/null)"; done')
         configured = self.target.run(["bash", "-c", script, "configure"], timeout=60)
         if not configured.ok:
             self.outcome.errors.append(f"cannot configure the restored server: {configured.output.strip()[-300:]}")
             return None
         said, _, control = configured.stdout.partition(f"\n{CONTROL_MARK}\n")
+        control, _, files = control.partition(f"\n{FILES_MARK}\n")
         version, _, auto_conf = said.partition("\n")
-        self.floors = floors(control)
+        self.floors = floors(control, configured_values(files))
         if not version.strip().isdigit():
             self.outcome.errors.append(f"cannot configure the restored server: its PG_VERSION reads {version!r}")
             return None

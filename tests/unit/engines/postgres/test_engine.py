@@ -1047,20 +1047,38 @@ def test_a_transaction_after_the_chosen_point_in_the_continued_recovery_fails_it
 
 def test_the_restored_pg_controls_prepared_transactions_and_locks_are_given_to_the_server(
         demo_plan: RestorePlan, tmp_path: Path) -> None:
-    from verification.engines.postgres.control import MARK
+    from verification.engines.postgres.control import FILES_MARK, MARK
 
     control = (Path(__file__).parents[3] / "fixtures" / "postgres" / "pg_controldata-15.out").read_text()
     auto_conf = settings_capture("pgbackrest-auto-conf-alter-system.conf")
-    target = RecordedTarget(**{"bash configure": (0, f"15\n{auto_conf}\n{MARK}\n{control}")})
+    # The files (Debian's layout: none in the backup) give PostgreSQL's defaults.
+    files = "max_prepared_transactions=0\nmax_locks_per_transaction=64\n"
+    target = RecordedTarget(**{"bash configure": (0, f"15\n{auto_conf}\n{MARK}\n{control}\n{FILES_MARK}\n{files}")})
     verify(demo_plan, tmp_path, target)
     (configured,) = [argv for argv in target.sent if argv[:2] == ["bash", "-c"] and argv[3] == "configure"]
-    assert configured[2].endswith(f"printf '\\n%s\\n' '{MARK}'; pg_controldata /var/lib/restoreproof/data || true")
+    assert f"printf '\\n%s\\n' '{MARK}'; pg_controldata /var/lib/restoreproof/data || true; " in configured[2]
+    assert configured[2].endswith(
+        f"printf '\\n%s\\n' '{FILES_MARK}'; for n in max_prepared_transactions max_locks_per_transaction; do "
+        'printf "%s=%s\\n" "$n" "$(postgres -D /var/lib/restoreproof/data -C "$n" 2>/dev/null)"; done')
     (start,) = [argv for argv in target.sent if argv[:2] == ["pg_ctl", "start"]]
     options = shlex.split(start[start.index("-o") + 1])
     assert "max_prepared_transactions=5" in options and "max_locks_per_transaction=128" in options
-    # pgBackRest's recovery settings are read as before: the mark and pg_control are none of them.
+    # pgBackRest's recovery settings are read as before: the marks, pg_control and the files are none of them.
     assert any(o.startswith("restore_command=pgbackrest ") for o in options)
-    assert not any(o.startswith(("pg_control", "Database cluster")) for o in options)
+    assert not any(o.startswith(("pg_control", "Database cluster", "#restoreproof")) for o in options)
+
+
+def test_files_giving_as_much_as_pg_control_are_left_to_give_it(demo_plan: RestorePlan, tmp_path: Path) -> None:
+    from verification.engines.postgres.control import FILES_MARK, MARK
+
+    control = (Path(__file__).parents[3] / "fixtures" / "postgres" / "pg_controldata-15.out").read_text()
+    auto_conf = settings_capture("pgbackrest-auto-conf-alter-system.conf")
+    files = "max_prepared_transactions=20\nmax_locks_per_transaction=128\n"
+    target = RecordedTarget(**{"bash configure": (0, f"15\n{auto_conf}\n{MARK}\n{control}\n{FILES_MARK}\n{files}")})
+    verify(demo_plan, tmp_path, target)
+    (start,) = [argv for argv in target.sent if argv[:2] == ["pg_ctl", "start"]]
+    assert "max_prepared_transactions" not in start[start.index("-o") + 1]
+    assert "max_locks_per_transaction" not in start[start.index("-o") + 1]
 
 
 def test_databases_refusing_connections_for_their_locale_are_an_error_naming_it(demo_plan: RestorePlan,
