@@ -131,6 +131,10 @@ def select_engine(settings: Settings, source: Source, requested: str) -> Engine:
                       "(expected a pgBackRest repository, backup/<stanza>/backup.info, or SQL Server backup files)")
 
 
+# The configured targets that restore into Docker (`auto` restores into Docker only).
+DOCKER_TARGETS = ("auto", "docker")
+
+
 def plan_source(settings: Settings, source_path: str | Path, engine_name: str = "auto",
                 at: datetime | None = None, point: PointChoice | None = None,
                 target: str | None = None) -> tuple[Engine, Source, SourcePlan]:
@@ -144,9 +148,9 @@ def plan_source(settings: Settings, source_path: str | Path, engine_name: str = 
         engine.check_settings(source, target)
     planned = engine.plan(source, at, point)
     planned.unreadable += objects_not_read(source, planned)
-    if target is None and isinstance(source, LocalSource):
-        # Only a plan (a run's targets say it themselves, as they start): what a Docker target, the
-        # default, will not be allowed to read, said before anything is restored.
+    if target is None and settings.target in DOCKER_TARGETS and isinstance(source, LocalSource):
+        # Only a plan (a run's targets say it themselves, as they start), and only where the configured
+        # target is Docker's: what it will not be allowed to read, said before anything is restored.
         planned.unreadable += unreadable_at_plan(source.root, planned.plans)
     return engine, source, planned
 

@@ -1362,3 +1362,19 @@ def test_data_checks_are_held_to_the_same_databases_baseline_of_the_same_point(t
     assert planned_point(plan) == "latest"
     plan.stop_at = datetime(2026, 11, 20, tzinfo=UTC)
     assert planned_point(plan) == AT
+
+
+@pytest.mark.parametrize(("target", "named"), [("auto", True), ("docker", True), ("local", False), ("offline", False)])
+def test_a_plan_names_what_a_docker_target_cannot_read_only_when_the_target_is_dockers(captured_repo, tmp_path,
+                                                                                     target, named):
+    from verification.config import load_settings
+    from verification.pipeline import plan_source
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give files other owners")
+    settings = load_settings(None, state_dir=tmp_path / "state").model_copy(update={"target": target})
+    info = captured_repo / "backup" / "demo1" / "backup.info"
+    os.chown(info, 4321, 4322)
+    info.chmod(0o600)
+    unread = plan_source(settings, captured_repo, "postgres")[2].unreadable
+    assert [u.path for u in unread if u.kind == "permission"] == (["backup/demo1/backup.info"] if named else [])
