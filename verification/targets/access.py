@@ -57,19 +57,30 @@ class Grant:
     uid: int | None = None
 
 
-# The folders a grant is read from: the repository's, and the ones the backup tool makes in it (a
-# repository folder made by root with 0755, or a mount point, says nothing of what is inside).
+# The folders a grant is read from: the repository's, the ones the backup tool makes in it, and the
+# stanzas' folders in those (a repository folder made by root with 0755, a mount point, or top folders
+# made by configuration management before the tool ran say nothing of what is inside).
 GRANT_FOLDERS = (".", "backup", "archive")
 
 
+def _grant_folders(root: Path) -> list[Path]:
+    folders = [root / name for name in GRANT_FOLDERS]
+    for top in folders[1:]:
+        try:
+            folders += sorted(child for child in top.iterdir() if child.is_dir())
+        except OSError:
+            continue  # said by the check of the files, with the reason the system gives
+    return folders
+
+
 def grant_for(root: Path) -> Grant:
-    """What reading the repository at `root` needs, from the owner, group and mode of its folder and of
-    the folders the backup tool makes in it."""
+    """What reading the repository at `root` needs, from the owner, group and mode of its folder, of
+    the folders the backup tool makes in it and of the stanzas' folders."""
     groups: list[int] = []
     uid: int | None = None
-    for name in GRANT_FOLDERS:
+    for folder in _grant_folders(root):
         try:
-            st = (root / name).stat()
+            st = folder.stat()
         except OSError:
             continue  # said by the check of the files, with the reason the system gives
         if st.st_mode & stat.S_IROTH and st.st_mode & stat.S_IXOTH:

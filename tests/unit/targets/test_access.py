@@ -235,3 +235,22 @@ def test_a_folder_at_fault_is_the_path_a_plan_names(repo: Path) -> None:
     mode(repo / "backup" / "s", 0o700, uid=0, gid=0)
     [found] = unreadable_at_plan(repo, [plan_of("s", ["backup/s/backup.info"])])
     assert found.path == "backup/s"
+
+
+def test_top_folders_made_world_readable_before_the_tool_ran_still_grant_the_stanzas_group(tmp_path: Path) -> None:
+    # Configuration management made the repository, backup/ and archive/ 0755; pgBackRest's own stanza
+    # folders and files are 0750/0640: the stanza's group is what reading needs.
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give files other owners")
+    root = tmp_path / "repo"
+    (root / "backup" / "s").mkdir(parents=True)
+    (root / "archive" / "s").mkdir(parents=True)
+    (root / "backup" / "s" / "backup.info").write_text("x")
+    for path in (root, root / "backup", root / "archive"):
+        mode(path, 0o755)
+    for path in (root / "backup" / "s", root / "archive" / "s"):
+        mode(path, 0o750)
+    mode(root / "backup" / "s" / "backup.info", 0o640)
+    assert grant_for(root) == Grant(groups=(GROUP,))
+    plans = [plan_of("s", ["backup/s/backup.info"])]
+    assert unreadable_at_plan(root, plans) == []
