@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 import docker
 from verification.config import Settings, load_settings
 from verification.targets.docker import docker_available
-from verification.targets.labels import RUN_LABEL
+from verification.targets.labels import RUN_LABEL, new_run_id
 
 pytestmark = pytest.mark.integration
 
@@ -27,6 +28,20 @@ def leftovers(run_id: str | None = None) -> list[str]:
                 + [v.name for v in client.volumes.list(filters=selector)])
     finally:
         client.close()
+
+
+def shared_repository(factory: pytest.TempPathFactory, name: str, stanzas: Iterable[str],
+                      make: Callable[[Path, str, str], None]) -> Path:
+    """One repository of several stanzas, each made by `make(repo, stanza, run_id)` on its own cluster,
+    all at once; nothing of theirs left running."""
+    repo = factory.mktemp(name) / "backups"
+    repo.mkdir()
+    run_id = new_run_id()
+    names = list(stanzas)
+    with ThreadPoolExecutor(len(names)) as pool:
+        list(pool.map(lambda stanza: make(repo, stanza, run_id), names))
+    assert leftovers(run_id) == []
+    return repo
 
 
 @pytest.fixture(scope="session", autouse=True)

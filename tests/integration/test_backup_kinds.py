@@ -8,18 +8,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from tests.integration.conftest import leftovers
+from tests.integration.conftest import leftovers, shared_repository
 from verification.cli import app
 from verification.demo.source import DATA, _SourceCluster
 from verification.images import ensure_image
 from verification.targets.docker import docker_client
-from verification.targets.labels import new_run_id
 
 pytestmark = pytest.mark.integration
 
@@ -155,13 +153,7 @@ def _make(repo: Path, stanza: str, run_id: str) -> None:
 
 @pytest.fixture(scope="module")
 def kinds_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    repo = tmp_path_factory.mktemp("kinds") / "backups"
-    repo.mkdir()
-    run_id = new_run_id()
-    with ThreadPoolExecutor(len(KINDS)) as pool:
-        list(pool.map(lambda stanza: _make(repo, stanza, run_id), KINDS))
-    assert leftovers(run_id) == []
-    return repo
+    return shared_repository(tmp_path_factory, "kinds", KINDS, _make)
 
 
 def test_each_kind_of_backup_verifies_to_passed(kinds_repo: Path, tmp_path: Path) -> None:

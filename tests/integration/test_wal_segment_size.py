@@ -8,18 +8,16 @@ from __future__ import annotations
 import configparser
 import json
 import shutil
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from tests.integration.conftest import leftovers
+from tests.integration.conftest import leftovers, shared_repository
 from verification.cli import app
 from verification.demo.source import _SourceCluster
 from verification.images import ensure_image
 from verification.targets.docker import docker_client
-from verification.targets.labels import new_run_id
 
 pytestmark = pytest.mark.integration
 
@@ -53,13 +51,7 @@ def _make(repo: Path, stanza: str, run_id: str) -> None:
 
 @pytest.fixture(scope="module")
 def sized_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    repo = tmp_path_factory.mktemp("segsize") / "backups"
-    repo.mkdir()
-    run_id = new_run_id()
-    with ThreadPoolExecutor(len(SIZES)) as pool:
-        list(pool.map(lambda stanza: _make(repo, stanza, run_id), SIZES))
-    assert leftovers(run_id) == []
-    return repo
+    return shared_repository(tmp_path_factory, "segsize", SIZES, _make)
 
 
 def _verify(repo: Path, report_dir: Path, *options: str) -> tuple[int, dict[str, dict[str, object]]]:
