@@ -284,8 +284,9 @@ def _backup_from_info(stanza: str, label: str, data: dict[str, Any], cipher: str
 
 def read_stanza(source: Source, stanza: str, setting: int, passphrase: SecretStr | None = None) -> Stanza:
     """The stanza's backups and WAL archive; an encrypted stanza's files are decrypted with
-    `passphrase` (the repository's) and the sub-passphrases its info files keep. The WAL segment size
-    is the repository's (segment_size.py); `setting` (postgres.wal_segment_size) only where it cannot tell."""
+    `passphrase` (the repository's) and the sub-passphrases its info files keep. Each cluster's (archive
+    id's) WAL segment size is the repository's (segment_size.py); `setting` (postgres.wal_segment_size)
+    only where it cannot tell."""
     cipher = stanza_cipher(source, stanza, passphrase)
     parser, used = read_info_file(source, f"backup/{stanza}/backup.info", passphrase if cipher else None)
     backups = [
