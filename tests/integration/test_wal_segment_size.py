@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from tests.integration.conftest import leftovers, shared_repository
 from verification.cli import app
-from verification.demo.source import _SourceCluster
+from verification.demo.source import DATA, _SourceCluster
 from verification.images import ensure_image
 from verification.targets.docker import docker_client
 
@@ -93,3 +93,48 @@ def test_a_deleted_segment_of_another_size_is_named_failed(sized_repo: Path, tmp
     db = by_name[stanza]
     assert (code, db["verdict"]) == (1, "failed"), db["reasons"]
     assert any(stop in reason for reason in db["reasons"]), db["reasons"]
+
+
+def _upgraded(repo: Path, run_id: str) -> None:
+    """Stanza "up": a 16 MiB cluster backed up, then dumped into a new cluster made with
+    `--wal-segsize=64`, and `pgbackrest stanza-upgrade` (archive id 15-1, then 15-2)."""
+    cluster = _SourceCluster(docker_client(), ensure_image(IMAGE), "up", repo, run_id)
+    try:
+        cluster.setup()
+        cluster.psql("create table t (id bigserial primary key, note text not null)")
+        _rows(cluster, 1000)
+        cluster.backup("full")
+        cluster.sh(f"pgbackrest --stanza=up check && pg_dumpall -h /tmp > /tmp/dump.sql && "
+                   f"pg_ctl stop -w -m fast -D {DATA} >/dev/null && mv {DATA} {DATA}.old && "
+                   f"initdb -k -A trust -U postgres --wal-segsize=64 -D {DATA} >/dev/null && "
+                   f"grep -E '^(archive_|listen_|unix_socket|max_wal|checkpoint_timeout)' {DATA}.old/postgresql.conf "
+                   f">> {DATA}/postgresql.conf && pg_ctl start -w -D {DATA} -l /tmp/new.log >/dev/null && "
+                   "pgbackrest --stanza=up stanza-upgrade && psql -X -q -h /tmp -d postgres -f /tmp/dump.sql "
+                   ">/dev/null 2>&1")
+        _rows(cluster, 500)
+        cluster.backup("full")
+        _rows(cluster, 500)
+        cluster.finish()
+    finally:
+        cluster.remove()
+
+
+def test_a_stanza_upgraded_into_a_cluster_of_another_size_verifies_to_passed(tmp_path: Path) -> None:
+    repo = tmp_path / "backups"
+    repo.mkdir()
+    run_id = new_run_id()
+    _upgraded(repo, run_id)
+    assert leftovers(run_id) == []
+    assert sorted(p.name for p in (repo / "archive" / "up").iterdir() if p.is_dir()) == ["15-1", "15-2"]
+    result = CliRunner().invoke(app, ["verify", str(repo), "--json", "--report-dir", str(tmp_path / "report")],
+                                catch_exceptions=False)
+    report = json.loads(result.stdout)
+    assert leftovers(report["run_id"]) == []
+    (db,) = report["databases"]
+    assert (result.exit_code, report["verdict"], db["verdict"]) == (0, "passed", "passed"), db["reasons"]
+    # Neither cluster's segments are taken for foreign files.
+    assert [f for f in report.get("unreadable", []) if f["kind"] == "corrupt"] == []
+    chain = db["chain"]
+    assert chain["wal"]["segment_bytes"] == 64 * 1024 * 1024
+    size_rule = next(r for r in chain["rules"] if r["rule"] == "wal-segment-size")
+    assert size_rule["detail"].startswith("cluster 15-2 (archive id): 67108864 bytes (64 MiB), from the backups")

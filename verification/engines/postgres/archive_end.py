@@ -33,17 +33,22 @@ class ArchiveEnd:
 
 def archive_end(source: Source, stanza: Stanza) -> ArchiveEnd:
     backups = [b.finish for b in stanza.backups if not b.error]
-    newest = max(((segment.number, segment.timeline, archived.file) for archive in stanza.archives.values()
-                  for segment, archived in archive.segments.items()), default=None)
-    archived = source.modified(newest[2]) if newest is not None else None
-    if newest is not None and archived is None:
-        return ArchiveEnd(None, f"the archive time of {newest[2]} is not known")
-    ends = [*backups, *([archived] if archived is not None else [])]
+    # Each archive id's newest segment: after a stanza upgrade, the new cluster numbers its segments
+    # from the start again, so segment numbers say nothing across archive ids.
+    newest = [max((segment.number, segment.timeline, item.file) for segment, item in archive.segments.items())[2]
+              for archive in stanza.archives.values() if archive.segments]
+    archived: list[tuple[datetime, str]] = []
+    for file in newest:
+        if (when := source.modified(file)) is None:
+            return ArchiveEnd(None, f"the archive time of {file} is not known")
+        archived.append((when, file))
+    last = max(archived, default=None)
+    ends = [*backups, *([last[0]] if last is not None else [])]
     if not ends:
         return ArchiveEnd(None, "the stanza holds no backup and no WAL")
     end = max(ends)
-    what = (f"WAL segment {PurePosixPath(newest[2]).name[:24]} archived at {end.isoformat()}"
-            if newest is not None and archived == end else f"the newest backup's end, {end.isoformat()}")
+    what = (f"WAL segment {PurePosixPath(last[1]).name[:24]} archived at {end.isoformat()}"
+            if last is not None and last[0] == end else f"the newest backup's end, {end.isoformat()}")
     return ArchiveEnd(end, what)
 
 

@@ -30,7 +30,7 @@ from verification.engines.postgres.cipher import backup_encryption
 from verification.engines.postgres.manifest import ManifestRead, read_manifest
 from verification.engines.postgres.repository import Stanza, WalArchive, archive_id_for
 from verification.engines.postgres.timelines import divergences, entries, fork_segment_note, forks, shared_until
-from verification.engines.postgres.wal import Segment, format_lsn, parse_lsn, parse_segment
+from verification.engines.postgres.wal import Segment, format_lsn, parse_lsn, parse_segment, timeline_of
 from verification.model import (
     BackupSet,
     Chain,
@@ -49,21 +49,21 @@ MESSAGE_NAME_LIMIT = 10
 REFUSALS = frozenset({"point-after-offline-backup", "point-beyond-archive"})
 
 
-def choose_backup(stanza: Stanza, at: datetime | None, timeline: int | None, segment_size: int) -> BackupSet | None:
+def choose_backup(stanza: Stanza, at: datetime | None, timeline: int | None) -> BackupSet | None:
     usable = [b for b in stanza.backups if not b.error]
     if at is not None:
         usable = [b for b in usable if b.finish <= at]
     if timeline is not None:
-        usable = [b for b in usable if on_history(stanza, b, timeline, segment_size)]
+        usable = [b for b in usable if on_history(stanza, b, timeline)]
     return max(usable, key=lambda b: (b.finish, b.label), default=None)
 
 
-def on_history(stanza: Stanza, backup: BackupSet, timeline: int, segment_size: int) -> bool:
+def on_history(stanza: Stanza, backup: BackupSet, timeline: int) -> bool:
     """Whether recovery along `timeline` can start from the backup: the backup was taken on the timeline,
     or on an ancestor before the timeline's history left it (its history file says where)."""
     if not backup.start_wal:
         return False
-    taken_on = parse_segment(backup.start_wal, segment_size).timeline
+    taken_on = timeline_of(backup.start_wal)
     if taken_on == timeline:
         return True
     archive = stanza.archives.get(archive_id_for(stanza, backup))
@@ -72,16 +72,16 @@ def on_history(stanza: Stanza, backup: BackupSet, timeline: int, segment_size: i
     return left is not None and backup.start_lsn is not None and parse_lsn(backup.start_lsn) < left
 
 
-def known_timelines(stanza: Stanza, segment_size: int) -> set[int]:
+def known_timelines(stanza: Stanza) -> set[int]:
     found = {t for archive in stanza.archives.values() for t in archive.timelines()}
-    return found | {parse_segment(b.start_wal, segment_size).timeline for b in stanza.backups if b.start_wal}
+    return found | {timeline_of(b.start_wal) for b in stanza.backups if b.start_wal}
 
 
 def plan(source: Source, stanza: Stanza, at: datetime | None, segment_size: int,
          timeline: int | None = None) -> RestorePlan:
     rules: list[RuleCheck] = []
     problems: list[Problem] = []
-    if timeline is not None and timeline not in (known := known_timelines(stanza, segment_size)):
+    if timeline is not None and timeline not in (known := known_timelines(stanza)):
         # A request the archive cannot serve: refused (error), nothing is wrong with the backups.
         refusal = Problem(code="timeline-unknown",
                           message=f"--timeline {timeline}: stanza {stanza.name} has no timeline {timeline} (its "
@@ -89,7 +89,7 @@ def plan(source: Source, stanza: Stanza, at: datetime | None, segment_size: int,
         rules.append(RuleCheck("timeline-chosen", False, refusal.message))
         return RestorePlan("postgres", stanza.name, Chain(ChainStatus.BROKEN, [], [refusal], rules, unread=[refusal]),
                            at)
-    target = choose_backup(stanza, at, timeline, segment_size)
+    target = choose_backup(stanza, at, timeline)
     if target is None:
         when = f"finished before {at.isoformat()}" if at else "usable"
         on = f" from which timeline {timeline} can be recovered" if timeline is not None else ""
@@ -442,7 +442,7 @@ def _check_wal(
         # Only a backup on the history restored bounds it: another timeline's backup says nothing of its WAL.
         # Only the same cluster's (db-id): another's WAL numbers its segments from the start again.
         later = [b for b in stanza.backups if b.start > at and b.start_wal and not b.error and b.db_id == target.db_id
-                 and (timeline is None or on_history(stanza, b, timeline, segment_size))]
+                 and (timeline is None or on_history(stanza, b, timeline))]
         if later:
             next_backup = min(later, key=lambda b: b.start)
             assert next_backup.start_wal is not None

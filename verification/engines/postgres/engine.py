@@ -398,23 +398,24 @@ class PostgresEngine:
 
     def _segment_size_warning(self, stanza: Stanza) -> str | None:
         """Said where it matters to whoever set postgres.wal_segment_size: ignored, or relied on."""
-        found = stanza.segment_size
-        if found is None or not (found.setting_used or
-                                 (found.setting_ignored and "wal_segment_size" in self.pg.model_fields_set)):
-            return None
-        return f"stanza {stanza.name}: WAL segment size {found.detail}"
+        said = [f"{_cluster(stanza, archive_id)}{found.detail}" for archive_id, found in stanza.segment_sizes.items()
+                if found.setting_used or (found.setting_ignored and "wal_segment_size" in self.pg.model_fields_set)]
+        return f"stanza {stanza.name}: WAL segment size {'; '.join(said)}" if said else None
 
     def _plan_stanza(self, source: Source, stanza: Stanza, at: datetime | None,
                      point: PointChoice | None) -> RestorePlan:
-        found = stanza.segment_size or segment_size.SegmentSize(
-            self.pg.wal_segment_size, "from the setting postgres.wal_segment_size", setting_used=True)
-        if found.bytes is None:
-            return segment_size_unknown(stanza.name, found.detail)
-        size_rule = RuleCheck(segment_size.RULE, True, found.detail)
         when, rule = at, None
         if at is None and point is not None:
             when, rule = choose(point, stanza.name, [b for b in stanza.backups if not b.error])
-        result = chain_rules.plan(source, stanza, when, found.bytes, point.timeline if point is not None else None)
+        timeline = point.timeline if point is not None else None
+        # The restored cluster's size: after a stanza upgrade, each cluster (archive id) has its own.
+        cluster = stanza.cluster_of(chain_rules.choose_backup(stanza, when, timeline))
+        found = stanza.segment_sizes.get(cluster) or segment_size.SegmentSize(
+            self.pg.wal_segment_size, "from the setting postgres.wal_segment_size", setting_used=True)
+        if found.bytes is None:
+            return segment_size_unknown(stanza.name, _cluster(stanza, cluster) + found.detail)
+        size_rule = RuleCheck(segment_size.RULE, True, _cluster(stanza, cluster) + found.detail)
+        result = chain_rules.plan(source, stanza, when, found.bytes, timeline)
         result.chain.rules.insert(0, size_rule)
         # "older-full" asks for a full backup's own end: its consistent point, not a moment (a time needs
         # a transaction after it to stop at, which a quiet database never writes).
@@ -465,6 +466,11 @@ class _Run:
         """A time of the log on this process's clock: the server started as `pg_ctl start` was asked."""
         started = self.log.server_started
         return None if when is None or started is None else self.asked + (when - started) / timedelta(seconds=1)
+
+
+def _cluster(stanza: Stanza, archive_id: str) -> str:
+    """Which cluster a segment size is of, where the stanza has more than one (a stanza upgrade)."""
+    return f"cluster {archive_id} (archive id): " if len(stanza.segment_sizes) > 1 else ""
 
 
 def _total(parts: Iterable[N | None]) -> N | None:

@@ -37,7 +37,7 @@ def chosen_point(stanza: Stanza, plan: RestorePlan, strategy: str, segment_size:
     # Only a backup of the same cluster (db-id) says anything of this archive: after a stanza upgrade,
     # another cluster's WAL runs on timeline 1 again, its segment numbers from the start.
     backups = [b for b in stanza.backups if not b.error and b.stop_wal and b.db_id == target.db_id
-               and (wal is None or on_history(stanza, b, wal.timeline, segment_size))]
+               and (wal is None or on_history(stanza, b, wal.timeline))]
     newest = max(backups, key=lambda b: (b.finish, b.label), default=None)
     if wal is not None and newest is not None and newest.stop_wal is not None and (
             parse_segment(newest.stop_wal, segment_size).number > parse_segment(wal.last, segment_size).number):

@@ -34,6 +34,7 @@ from verification.engines.postgres.segment_size import (
     SegmentSize,
     decide,
     header_size,
+    mib,
 )
 from verification.engines.postgres.wal import SEGMENT_RE, Segment, parse_lsn, parse_segment
 from verification.errors import SourceError
@@ -82,7 +83,7 @@ class WalArchive:
     """The WAL segments of one archive id (e.g. '15-1'), indexed by segment."""
 
     archive_id: str
-    segment_size: int
+    segment_size: int  # its cluster's, what its segments are named with (1 MiB where unknown: any name reads)
     segments: dict[Segment, ArchivedSegment] = field(default_factory=dict)
     # Timeline -> its ancestry, oldest first, as its 0000000N.history file records it.
     histories: dict[int, list[TimelineSwitch]] = field(default_factory=dict)
@@ -108,12 +109,28 @@ class Stanza:
     cipher: str | None = None
     # Encrypted: the key backup.info keeps for the backups' manifests ([cipher] cipher-pass).
     manifest_key: SecretStr | None = field(default=None, repr=False)
-    # The cluster's WAL segment size as the repository tells it (segment_size.py); its segments are
-    # named and planned with it.
-    segment_size: SegmentSize | None = None
+    # [db] db-id: the cluster the stanza now backs up.
+    db_id: int = 0
+    # Archive id -> its cluster's WAL segment size as the repository tells it (segment_size.py): each
+    # cluster's segments are named and planned with its own.
+    segment_sizes: dict[str, SegmentSize] = field(default_factory=dict)
 
     def backup(self, label: str) -> BackupSet | None:
         return next((b for b in self.backups if b.label == label), None)
+
+    @property
+    def current_archive_id(self) -> str:
+        return f"{self.db_versions.get(self.db_id, self.db_version)}-{self.db_id}"
+
+    @property
+    def segment_size(self) -> SegmentSize | None:
+        """The segment size of the cluster the stanza now backs up."""
+        return self.segment_sizes.get(self.current_archive_id)
+
+    def cluster_of(self, backup: BackupSet | None) -> str:
+        """The archive id of the backup's cluster; a backup recording no db-id, or none, the current one's."""
+        return archive_id_for(self, backup) if backup is not None and backup.db_id is not None \
+            else self.current_archive_id
 
 
 def system_identifier(stanza: Stanza) -> SystemIdentifier | None:
@@ -267,8 +284,9 @@ def _backup_from_info(stanza: str, label: str, data: dict[str, Any], cipher: str
 
 def read_stanza(source: Source, stanza: str, setting: int, passphrase: SecretStr | None = None) -> Stanza:
     """The stanza's backups and WAL archive; an encrypted stanza's files are decrypted with
-    `passphrase` (the repository's) and the sub-passphrases its info files keep. The WAL segment size
-    is the repository's (segment_size.py); `setting` (postgres.wal_segment_size) only where it cannot tell."""
+    `passphrase` (the repository's) and the sub-passphrases its info files keep. Each cluster's (archive
+    id's) WAL segment size is the repository's (segment_size.py); `setting` (postgres.wal_segment_size)
+    only where it cannot tell."""
     cipher = stanza_cipher(source, stanza, passphrase)
     parser, used = read_info_file(source, f"backup/{stanza}/backup.info", passphrase if cipher else None)
     backups = [
@@ -287,26 +305,28 @@ def read_stanza(source: Source, stanza: str, setting: int, passphrase: SecretStr
     # The WAL archive's files are encrypted with archive.info's sub-passphrase: read only if a file needs it.
     archive_key = functools.cache(lambda: sub_passphrase(*read_info_file(source, f"archive/{stanza}/archive.info",
                                                                          passphrase))) if cipher else None
-    archive_ids = _archive_ids(source, stanza, history)
-    found = decide(backups, setting, lambda: _archived_header(source, stanza, archive_ids, cipher))
-    # Unknown (the plan is refused): 1 MiB reads any name, and nothing is planned with it.
-    segment_size = found.bytes or min(SIZES)
-    archives = {
-        archive_id: read_archive(source, stanza, archive_id, segment_size, archive_key)
-        for archive_id in archive_ids
-    }
-    return Stanza(
+    found = Stanza(
         name=stanza,
         db_version=json.loads(db.get("db-version", '""')),
         system_id=int(db.get("db-system-id", "0")),
         backups=backups,
-        archives=archives,
+        archives={},
         info_file=used,
         db_versions={int(db_id): str(entry.get("db-version")) for db_id, entry in history.items()},
         cipher=cipher,
         manifest_key=manifest_key,
-        segment_size=found,
+        db_id=int(db.get("db-id", "0")),
     )
+    archive_ids = sorted(set(_archive_ids(source, stanza, history)) | {found.cluster_of(b) for b in backups})
+    for archive_id in archive_ids:
+        # Read first with 1 MiB, under which any segment name reads, then named with the cluster's own size.
+        archive = read_archive(source, stanza, archive_id, min(SIZES), archive_key)
+        size = decide([b for b in backups if found.cluster_of(b) == archive_id], setting,
+                      functools.partial(_archived_header, source, stanza, [archive_id], cipher),
+                      [s.name(min(SIZES)) for s in archive.segments])
+        found.segment_sizes[archive_id] = size
+        found.archives[archive_id] = resized(archive, size)
+    return found
 
 
 def _archived_header(source: Source, stanza: str, archive_ids: list[str], cipher: str | None) -> HeaderRead | None:
@@ -338,6 +358,27 @@ def archive_id_for(stanza: Stanza, backup: BackupSet) -> str:
     if backup.db_id is None:
         return ""
     return f"{stanza.db_versions.get(backup.db_id, stanza.db_version)}-{backup.db_id}"
+
+
+def resized(archive: WalArchive, size: SegmentSize) -> WalArchive:
+    """The archive read with 1 MiB, its segments named with its cluster's size; where that is unknown
+    (the cluster's plans are refused) it stays 1 MiB. A name out of range for a size its cluster's
+    backups or an archived header prove is no file that cluster archived: unrecognised, saying why."""
+    if size.bytes is None or size.bytes == archive.segment_size:
+        return archive
+    out = WalArchive(archive.archive_id, size.bytes, histories=archive.histories,
+                     history_files=archive.history_files, unrecognised=list(archive.unrecognised))
+    for old, archived in archive.segments.items():
+        name = old.name(archive.segment_size)
+        try:
+            segment = parse_segment(name, size.bytes)
+        except ValueError:
+            out.unrecognised.append((archived.file, (
+                f"WAL segment name {name} is out of range for archive {archive.archive_id}, whose cluster's segments "
+                f"are {mib(size.bytes)} ({size.detail}): not a segment that cluster archived")))
+            continue
+        out.segments[segment] = ArchivedSegment(segment, archived.file)
+    return out
 
 
 def _first_bytes(source: Source, path: str, length: int) -> bytes:

@@ -7,7 +7,12 @@ admits only the sizes under which that LSN lies in that segment; all pairs toget
 leave one. They leave several only when every pair's segment number within its 4 GiB log is 0; the
 long page header at the start of an archived segment (XLogLongPageHeaderData.xlp_seg_size) then
 tells, where reading it is cheap (a plain, gzip or bzip2 copy, not encrypted). Only then, and only
-when it fits the backups, is postgres.wal_segment_size used, and the plan says so.
+when it fits the backups and the archive's segment names, is postgres.wal_segment_size used, and the
+plan says so.
+
+A stanza upgraded into a new cluster (pg_upgrade, or dump and restore into one made with another
+`--wal-segsize`) holds clusters of different sizes, one archive id each: the size is told per cluster,
+from its own backups, archive header and names, never from another's.
 """
 
 from __future__ import annotations
@@ -101,6 +106,13 @@ def from_backups(backups: Sequence[BackupSet]) -> tuple[set[int], str]:
     return allowed, said
 
 
+def from_names(names: Sequence[str]) -> set[int]:
+    """The sizes under which every one of `names` is a segment name: a size of S bytes numbers at most
+    4 GiB / S segments per log, so a segment part past that rules S (and every larger size) out."""
+    highest = max((int(name[16:24], 16) for name in names if SEGMENT_RE.match(name)), default=0)
+    return {size for size in SIZES if highest < 0x100000000 // size}
+
+
 def read_header(data: bytes) -> int | None:
     """xlp_seg_size from a segment's first bytes, when they are a long page header whose page address
     agrees with it; None otherwise."""
@@ -137,9 +149,11 @@ def header_size(file: str, ext: str, read: Callable[[int], bytes]) -> HeaderRead
     return HeaderRead(file, size, "" if size else "its first bytes are not a WAL long page header")
 
 
-def decide(backups: Sequence[BackupSet], setting: int, header: Callable[[], HeaderRead | None]) -> SegmentSize:
-    """The segment size the plan uses: the backups', else an archived segment header's (when it fits
-    the backups), else the setting's (when it fits them, and said), else none."""
+def decide(backups: Sequence[BackupSet], setting: int, header: Callable[[], HeaderRead | None],
+           names: Sequence[str] = ()) -> SegmentSize:
+    """One cluster's segment size: its backups', else its archived segment header's (when it fits the
+    backups), else the setting's (when it fits them and the archive's segment `names`, and said), else
+    none."""
     allowed, said = from_backups(backups)
     if not allowed:
         said += " fit no segment size together (damaged or foreign backup.info entries?)"
@@ -156,11 +170,13 @@ def decide(backups: Sequence[BackupSet], setting: int, header: Callable[[], Head
                                       + _setting(setting, read.size), setting_ignored=setting != read.size)
     why = ("no archived segment to read" if read is None else f"{read.file}: {read.why}" if read.size is None
            else f"{read.file} states {mib(read.size)}, which the backups do not allow")
-    if setting in allowed:
+    if setting in allowed and setting in from_names(names):
         return SegmentSize(setting, f"{mib(setting)}, from the setting postgres.wal_segment_size: the repository "
                                     f"cannot tell ({said} allow {ranges}; header: {why})", setting_used=True)
+    unfit = ("does not fit them" if setting not in allowed else
+             "does not fit the archive's segment names (one numbers more segments per log than it allows)")
     return SegmentSize(None, f"the WAL segment size cannot be told: {said} allow {ranges}, header: {why}; and "
-                             f"postgres.wal_segment_size ({mib(setting)}) does not fit them: set it to the "
+                             f"postgres.wal_segment_size ({mib(setting)}) {unfit}: set it to the "
                              f"cluster's (SHOW wal_segment_size)")
 
 

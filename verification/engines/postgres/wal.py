@@ -35,6 +35,13 @@ def segments_per_log(segment_size: int) -> int:
     return 0x100000000 // segment_size
 
 
+def timeline_of(name: str) -> int:
+    """The timeline a segment name states: its first 8 digits, whatever the segment size."""
+    if not SEGMENT_RE.match(name):
+        raise ValueError(f"not a WAL segment file name: {name!r}")
+    return int(name[0:8], 16)
+
+
 def parse_segment(name: str, segment_size: int) -> Segment:
     if not SEGMENT_RE.match(name):
         raise ValueError(f"not a WAL segment file name: {name!r}")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.engines.postgres.segsize import upgraded
 from verification.engines.postgres import chain
 from verification.engines.postgres.archive_end import CLOCK_TOLERANCE, ArchiveEnd, archive_end, refuse_beyond
 from verification.engines.postgres.repository import read_stanza
@@ -140,3 +141,17 @@ def test_a_point_at_now_after_the_archive_is_said_to_be_after_the_archive(captur
     plan = _planned(captured_repo, at, ArchiveEnd(INCR_END, "its end"))
     assert plan.chain.problems[0].message.startswith(f"the point {at.isoformat()} is after the end of stanza demo1's "
                                                      "archive: its end;")
+
+
+def test_an_upgraded_stanza_ends_at_the_newest_archived_segment_of_any_cluster(tmp_path: Path) -> None:
+    # The old cluster (1 MiB, 15-1) reached segment 0F; the new one (64 MiB, 15-2) numbers from 1 again
+    # and ends at 07, archived an hour after its newest backup: the higher number is not the newer.
+    before, after = upgraded(tmp_path, "seg1", "seg64")
+    for archive_id, name, when in (("15-1", "00000001000000000000000F", before.finish + timedelta(minutes=1)),
+                                   ("15-2", "000000010000000000000007", after.finish + timedelta(hours=1))):
+        (path,) = (tmp_path / "archive" / "up" / archive_id / "0000000100000000").glob(f"{name}-*")
+        os.utime(path, (when.timestamp(), when.timestamp()))
+    source = LocalSource(tmp_path)
+    end = archive_end(source, read_stanza(source, "up", MB16))
+    archived = after.finish + timedelta(hours=1)
+    assert end == ArchiveEnd(archived, f"WAL segment 000000010000000000000007 archived at {archived.isoformat()}")

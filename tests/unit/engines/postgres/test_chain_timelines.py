@@ -257,16 +257,16 @@ def test_a_backup_on_the_child_timeline_is_not_chosen_for_the_parent(timeline_re
     child = replace(incr, label="child", start_wal="00000002000000000000000F", start_lsn="0/F000028",
                     start=incr.start + timedelta(hours=1), finish=incr.finish + timedelta(hours=1))
     stanza.backups.append(child)
-    assert choose_backup(stanza, None, None, MB16) is child
-    assert choose_backup(stanza, None, 2, MB16) is child
-    assert choose_backup(stanza, None, 1, MB16) is incr
-    assert on_history(stanza, incr, 2, MB16)  # taken on timeline 1 before timeline 2 left it
+    assert choose_backup(stanza, None, None) is child
+    assert choose_backup(stanza, None, 2) is child
+    assert choose_backup(stanza, None, 1) is incr
+    assert on_history(stanza, incr, 2)  # taken on timeline 1 before timeline 2 left it
     late = replace(incr, start_lsn="0/E000000")
-    assert not on_history(stanza, late, 2, MB16)  # at the fork: not before it
-    assert not on_history(stanza, replace(incr, start_lsn=None), 2, MB16)
-    assert not on_history(stanza, replace(incr, start_wal=None), 1, MB16)
-    assert not on_history(stanza, child, 1, MB16)
-    assert not on_history(stanza, incr, 3, MB16)  # no history for timeline 3
+    assert not on_history(stanza, late, 2)  # at the fork: not before it
+    assert not on_history(stanza, replace(incr, start_lsn=None), 2)
+    assert not on_history(stanza, replace(incr, start_wal=None), 1)
+    assert not on_history(stanza, child, 1)
+    assert not on_history(stanza, incr, 3)  # no history for timeline 3
 
 
 def test_a_fork_time_nothing_bounds_is_said_unknown_in_the_refusal(timeline_repo):
@@ -306,8 +306,8 @@ def test_a_backup_without_a_wal_range_has_no_timeline_and_is_not_read_for_one(ti
     assert (result.chain.wal, result.chain.timeline, result.chain.timelines, result.chain.timeline_choice) == (
         None, None, [], None)
     stanza.backups[-1] = replace(offline, start_wal=None)
-    assert known_timelines(stanza, MB16) == {1, 2}
-    assert not on_history(stanza, replace(stanza.backups[0], db_id=None), 2, MB16)  # no archive to read
+    assert known_timelines(stanza) == {1, 2}
+    assert not on_history(stanza, replace(stanza.backups[0], db_id=None), 2)  # no archive to read
 
 
 def test_latest_on_a_parent_that_may_have_gone_on_is_an_error_naming_both_timelines(captured_repo) -> None:  # type: ignore[no-untyped-def]

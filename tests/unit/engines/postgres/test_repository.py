@@ -8,8 +8,9 @@ import pytest
 from pydantic import SecretStr
 
 from tests.conftest import FIXTURES, LABELS
+from tests.unit.engines.postgres.segsize import upgraded
 from verification.engines.postgres.cipher import PassphraseMissingError, WrongPassphraseError
-from verification.engines.postgres.repository import discover, find_stanzas
+from verification.engines.postgres.repository import discover, find_stanzas, unrecognised_files
 from verification.engines.postgres.wal import parse_segment
 from verification.errors import ConfigError, SourceError
 from verification.model import BackupType
@@ -165,3 +166,21 @@ def test_a_plan_carries_its_clusters_identifier(captured_repo):
 
     (plan,) = PostgresEngine(Settings()).plan(LocalSource(captured_repo), None).plans
     assert plan.system_id is not None and plan.system_id.value == "7711085630144012330"
+
+
+def test_a_segment_name_out_of_range_for_its_clusters_proven_size_says_so(tmp_path):
+    # A stanza upgraded from a 64 MiB cluster (15-1) into a 1 MiB one (15-2): segment part 0x40 is a
+    # name of the 1 MiB cluster, and no name the 64 MiB one (64 segments per log) archives.
+    upgraded(tmp_path, "seg64", "seg1")
+    name = "000000010000000000000040-0123456789abcdef0123456789abcdef01234567.gz"
+    for archive_id in ("15-1", "15-2"):
+        (tmp_path / "archive/up" / archive_id / "0000000100000000" / name).write_bytes(b"")
+    source = LocalSource(tmp_path)
+    (stanza,) = discover(source, MB16)
+    assert parse_segment(name[:24], 1024 * 1024) in stanza.archives["15-2"].segments
+    ((path, why),) = unrecognised_files(source, stanza)
+    assert path == f"archive/up/15-1/0000000100000000/{name}"
+    assert why.startswith("WAL segment name 000000010000000000000040 is out of range for archive 15-1, whose "
+                          "cluster's segments are 67108864 bytes (64 MiB) (67108864 bytes (64 MiB), from the backups: "
+                          "the only size that fits 4 WAL position(s)")
+    assert why.endswith("): not a segment that cluster archived")

@@ -7,16 +7,17 @@ from __future__ import annotations
 
 import bz2
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import FIXTURES, write_manifest
+from tests.unit.engines.postgres.segsize import upgraded
 from verification.config import PostgresSettings, Settings
 from verification.engines.postgres import chain
 from verification.engines.postgres.engine import PostgresEngine
-from verification.engines.postgres.repository import discover
+from verification.engines.postgres.repository import discover, unrecognised_files
 from verification.engines.postgres.segment_size import (
     RULE,
     UNKNOWN,
@@ -24,11 +25,13 @@ from verification.engines.postgres.segment_size import (
     decide,
     first_bytes,
     fitting,
+    from_names,
     header_size,
+    mib,
     read_header,
 )
 from verification.engines.postgres.wal import parse_lsn
-from verification.model import BackupSet, BackupType, ChainStatus
+from verification.model import BackupSet, BackupType, ChainStatus, UnreadableKind
 from verification.sources import LocalSource
 
 MIB = 1024 * 1024
@@ -188,3 +191,95 @@ def test_a_set_setting_the_backups_contradict_is_reported_ignored(tmp_path: Path
     assert told.plans[0].chain.rules[0].rule == RULE and "16 MiB)) ignored" in told.plans[0].chain.rules[0].detail
     # Left at its default, the setting is not news.
     assert not [w for w in PostgresEngine(Settings()).plan(source, None).warnings if "seg1" in w]
+
+
+def test_names_the_setting_cannot_number_rule_it_out() -> None:
+    # 256 MiB segments number 16 per log: segment part 0x10 is no name such a cluster archives.
+    names = ["000000010000000000000010"]
+    assert from_names(names) == {size for size in SIZES.values() if size <= 128 * MIB} | {
+        1 << b for b in range(20, 28)}
+    found = decide(AMBIGUOUS, 256 * MIB, lambda: None, names)
+    assert found.bytes is None and not found.setting_used
+    assert found.detail.endswith("postgres.wal_segment_size (268435456 bytes (256 MiB)) does not fit the archive's "
+                                 "segment names (one numbers more segments per log than it allows): set it to the "
+                                 "cluster's (SHOW wal_segment_size)")
+    assert decide(AMBIGUOUS, 256 * MIB, lambda: None, ["00000001000000000000000F"]).bytes == 256 * MIB
+
+
+ORDERS = [("seg64", "seg1"), ("seg1", "seg64")]
+
+
+@pytest.mark.parametrize(("old", "new"), ORDERS)
+def test_an_upgraded_stanza_tells_each_clusters_size_from_its_own_files(tmp_path: Path, old: str, new: str) -> None:
+    before, after = upgraded(tmp_path, old, new)
+    source = LocalSource(tmp_path)
+    (stanza,) = discover(source, 16 * MIB)
+    assert {k: v.bytes for k, v in stanza.segment_sizes.items()} == {"15-1": SIZES[old], "15-2": SIZES[new]}
+    assert {k: a.segment_size for k, a in stanza.archives.items()} == {"15-1": SIZES[old], "15-2": SIZES[new]}
+    for cluster in (before, after):
+        assert stanza.segment_sizes[cluster.archive_id].detail.startswith(
+            f"{mib(SIZES[cluster.fixture])}, from the backups: the only size that fits 4 WAL position(s)")
+        # Every archived segment read under its own cluster's size, named as the archive names it.
+        names = [line.split("/")[-1] for line in (SEGSIZE / cluster.fixture / "archive-files.txt").read_text().split()]
+        archived = sorted(name[:24] for name in names if "-" in name)
+        archive = stanza.archives[cluster.archive_id]
+        assert sorted(s.name(SIZES[cluster.fixture]) for s in archive.segments) == archived
+    assert stanza.segment_size is stanza.segment_sizes["15-2"]  # the cluster the stanza now backs up
+    assert unrecognised_files(source, stanza) == []
+
+
+@pytest.mark.parametrize(("old", "new"), ORDERS)
+def test_latest_of_an_upgraded_stanza_plans_the_new_cluster_with_its_size(tmp_path: Path, old: str,
+                                                                           new: str) -> None:
+    _, after = upgraded(tmp_path, old, new)
+    found = PostgresEngine(Settings()).plan(LocalSource(tmp_path), None)
+    assert [f for f in found.unreadable if f.kind is UnreadableKind.CORRUPT] == []
+    (planned,) = found.plans
+    assert planned.target_backup is not None and planned.target_backup.label == after.labels[-1]
+    assert planned.chain.status is ChainStatus.COMPLETE, planned.chain.problems
+    assert all(rule.passed for rule in planned.chain.rules), planned.chain.rules
+    size = planned.chain.rules[0]
+    assert size.rule == RULE and size.detail.startswith(
+        f"cluster 15-2 (archive id): {mib(SIZES[new])}, from the backups")
+    assert planned.chain.wal is not None and planned.chain.wal.segment_bytes == SIZES[new]
+    last = (SEGSIZE / new / "archive-files.txt").read_text().split()[-1].split("/")[-1][:24]
+    assert (planned.chain.wal.first, planned.chain.wal.last) == (planned.target_backup.start_wal, last)
+
+
+@pytest.mark.parametrize(("old", "new"), ORDERS)
+def test_a_point_in_the_old_clusters_time_plans_it_with_its_own_size(tmp_path: Path, old: str, new: str) -> None:
+    before, _ = upgraded(tmp_path, old, new)
+    found = PostgresEngine(Settings()).plan(LocalSource(tmp_path), before.finish + timedelta(minutes=5))
+    (planned,) = found.plans
+    assert planned.target_backup is not None and planned.target_backup.label == before.labels[-1]
+    assert planned.chain.status is ChainStatus.COMPLETE, planned.chain.problems
+    assert planned.chain.rules[0].rule == RULE and planned.chain.rules[0].detail.startswith(
+        f"cluster 15-1 (archive id): {mib(SIZES[old])}, from the backups")
+    assert planned.chain.wal is not None and planned.chain.wal.segment_bytes == SIZES[old]
+    last = (SEGSIZE / old / "archive-files.txt").read_text().split()[-1].split("/")[-1][:24]
+    assert planned.chain.wal.last == last
+    assert "in archive 15-1" in next(r.detail for r in planned.chain.rules if r.rule == "wal-continuous-to-target")
+
+
+def test_a_cluster_whose_size_cannot_be_told_refuses_only_its_own_plans(tmp_path: Path) -> None:
+    before, after = upgraded(tmp_path, "seg64", "seg1")
+    # The old cluster's backups and archive tell nothing (segment 0 only, no archived segment), and the
+    # setting's 16 MiB does not fit them.
+    info = tmp_path / "backup" / "up" / "backup.info"
+    text = info.read_text()
+    for old, new in (("0/8000028", "0/3000028"), ("0/8000100", "0/3000100"), ("0/140000D8", "0/3100000"),
+                     ("0/140001B0", "0/3200000"), ('"000000010000000000000002"', '"000000010000000000000000"'),
+                     ('"000000010000000000000005"', '"000000010000000000000000"')):
+        text = text.replace(old, new)
+    info.write_text(text)
+    for segment in (tmp_path / "archive" / "up" / "15-1").rglob("0000*-*"):
+        segment.unlink()
+    engine = PostgresEngine(Settings())
+    (latest,) = engine.plan(LocalSource(tmp_path), None).plans
+    assert latest.chain.status is ChainStatus.COMPLETE and latest.chain.wal is not None
+    assert latest.chain.wal.segment_bytes == MIB
+    (past,) = engine.plan(LocalSource(tmp_path), before.finish + timedelta(minutes=5)).plans
+    assert past.chain.status is ChainStatus.REFUSED and [p.code for p in past.chain.problems] == [UNKNOWN]
+    assert past.chain.problems[0].message.startswith("stanza up cannot be planned: cluster 15-1 (archive id): the "
+                                                     "WAL segment size cannot be told")
+    assert after.archive_id == "15-2"
