@@ -18,6 +18,7 @@ from verification.cli import app
 from verification.demo.source import DATA, _SourceCluster
 from verification.images import ensure_image
 from verification.targets.docker import docker_client
+from verification.targets.labels import new_run_id
 
 pytestmark = pytest.mark.integration
 
