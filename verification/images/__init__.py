@@ -49,6 +49,17 @@ def suites(name: str, build_context: Path | None = None) -> dict[str, str]:
     return {words[0]: words[1] for words in lines if len(words) >= 2}
 
 
+def image_present(image: str) -> bool:
+    client = docker_client()
+    try:
+        client.images.get(image)
+        return True
+    except docker.errors.ImageNotFound:
+        return False
+    finally:
+        client.close()
+
+
 def image_labels(image: str) -> dict[str, str]:
     """The labels of a local image (empty when it has none or is not present)."""
     client = docker_client()

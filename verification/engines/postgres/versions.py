@@ -12,7 +12,7 @@ import re
 from verification.config import DockerSettings
 from verification.engines.postgres.repository import Stanza
 from verification.errors import ImageMissingError, TargetError
-from verification.images import ensure_image, image_environment, image_labels, suites
+from verification.images import ensure_image, image_environment, image_labels, image_present, suites
 from verification.model import BackupSet, ChainStatus, RestorePlan
 
 SERVER = "PostgreSQL"
@@ -70,7 +70,9 @@ def image_for(docker: DockerSettings, plan: RestorePlan) -> str:
     major = plan.written_by[SERVER]
     configured = _configured(docker, major)
     image, setting = configured or (default_image(major), "")
-    if configured is None and major not in (known := suites(IMAGE_NAME, docker.build_context)):
+    known = suites(IMAGE_NAME, docker.build_context)
+    # A build folder without SUITES (one recipe) and an image made some other way are judged by what they hold.
+    if configured is None and known and major not in known and not image_present(image):
         raise ImageMissingError(
             f"{needs(plan)}; PostgreSQL {major} is not supported here: no Debian suite this machine's mirror "
             f"serves has it, and images are built for PostgreSQL {', '.join(known) or 'none'}; "

@@ -38,6 +38,7 @@ def local_images(monkeypatch: pytest.MonkeyPatch) -> dict[str, dict[str, str]]:
     monkeypatch.setattr(versions, "ensure_image", ensure)
     monkeypatch.setattr(versions, "image_labels", lambda image: present.get(image, {}))
     monkeypatch.setattr(versions, "image_environment", lambda image: {})
+    monkeypatch.setattr(versions, "image_present", lambda image: image in present)
     return present
 
 
@@ -109,3 +110,18 @@ def test_a_database_that_is_not_restored_needs_no_image(local_images):
     plan = broken_plan()
     plan.written_by = {"PostgreSQL": "14"}
     assert versions.images_for(DockerSettings(), [plan]) == {}
+
+
+def test_an_image_present_for_a_major_no_suite_has_is_used(local_images):
+    local_images["restoreproof/postgres:14"] = {versions.MAJOR_LABEL: "14"}  # built from a folder of your own
+    assert versions.images_for(DockerSettings(), [needing("14")]) == {"demo1": "restoreproof/postgres:14"}
+
+
+def test_a_build_folder_of_one_recipe_is_judged_by_the_image_it_builds(local_images, tmp_path):
+    (tmp_path / "postgres").mkdir()
+    (tmp_path / "postgres" / "Dockerfile").write_text("FROM scratch\n")
+    local_images["restoreproof/postgres:15"] = {versions.MAJOR_LABEL: "15"}
+    assert versions.images_for(DockerSettings(build_context=tmp_path), [needing("15")]) == {
+        "demo1": "restoreproof/postgres:15"}
+    with pytest.raises(ImageMissingError, match=r"building restoreproof/postgres:16 failed$"):
+        versions.images_for(DockerSettings(build_context=tmp_path), [needing("16")])
