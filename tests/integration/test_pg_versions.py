@@ -4,6 +4,7 @@ that cannot restore it is refused as an error before any target container starts
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from pathlib import Path
 
@@ -75,3 +76,21 @@ def test_a_target_image_of_another_major_is_an_error_before_any_target_starts(
             ) in " ".join(database["reasons"]), database["reasons"]
     assert created_in_run(report["run_id"], since) == []
     assert leftovers(report["run_id"]) == []
+
+
+def test_build_sh_refuses_a_major_no_debian_suite_has_naming_the_ones_it_builds() -> None:
+    from verification.images import BUILD_SCRIPT, NO_SUITE_EXIT, build_environment
+
+    said = subprocess.run(["bash", str(BUILD_SCRIPT), "postgres:14"], capture_output=True, text=True, check=False,
+                          env=build_environment(None) | {"RESTOREPROOF_DOCKER__BUILD_CONTEXT": ""})
+    assert said.returncode == NO_SUITE_EXIT
+    assert "no postgres image for 14 here: the Debian suites give only 13 15 17 18" in said.stderr
+
+
+def test_the_17_image_says_the_versions_it_holds() -> None:
+    from verification.images import image_labels
+
+    ensure_image("restoreproof/postgres:17")
+    labels = image_labels("restoreproof/postgres:17")
+    assert labels["restoreproof.postgres-major"] == "17"
+    assert labels["restoreproof.pgbackrest-version"].startswith("2.55")
