@@ -94,3 +94,20 @@ def test_the_17_image_says_the_versions_it_holds() -> None:
     labels = image_labels("restoreproof/postgres:17")
     assert labels["restoreproof.postgres-major"] == "17"
     assert labels["restoreproof.pgbackrest-version"].startswith("2.55")
+
+
+def test_with_no_image_setting_the_backup_restores_in_its_own_majors_image(pg17_repo: Path, tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["verify", str(pg17_repo), "--json", "--report-dir", str(tmp_path)],
+                                catch_exceptions=False)
+    report = json.loads(result.stdout)
+    (database,) = report["databases"]
+    # A good backup is never failed; the pgbackrest verify reader knows 2.45's output only (issue 30).
+    assert database["verdict"] != "failed", database["reasons"]
+    checks = {check["name"]: check["status"] for check in database["checks"]}
+    assert checks["pg_amcheck"] == "passed" and checks["pg_checksums"] == "passed", database["checks"]
+    run_dir = next(tmp_path.rglob("report.json")).parent
+    versions = json.loads((run_dir / "evidence" / database["evidence"]["versions.json"]).read_text())
+    assert versions["written_by"] == {"PostgreSQL": "17", "pgBackRest": "2.55.1"}
+    assert versions["target"]["image"] == "restoreproof/postgres:17"
+    assert versions["postgres"].startswith("postgres (PostgreSQL) 17.")
+    assert leftovers(report["run_id"]) == []
