@@ -124,7 +124,8 @@ def settings_from(config: Path | None, pages: PagesChoice | None = None) -> Sett
 
 def plan_json(plan: RestorePlan) -> dict[str, Any]:
     return {"database": plan.database, "stop_at": plan.stop_at.isoformat() if plan.stop_at else None,
-            "encryption": plan.encryption, "chain": chain_entry(plan.chain).model_dump(mode="json")}
+            "encryption": plan.encryption, "written_by": plan.written_by,
+            "chain": chain_entry(plan.chain).model_dump(mode="json")}
 
 
 class Progress:
@@ -204,6 +205,9 @@ def plan(
                                   if t.parent is not None)
                 err.print(f"  timeline {p.chain.timeline} ({p.chain.timeline_choice or 'none chosen'}); forks: {forks}",
                           highlight=False)
+            if p.written_by:
+                writers = ", ".join(f"{what} {version}" for what, version in p.written_by.items())
+                err.print(f"  written by {escape(writers)}", highlight=False)
             for said in encryption_said(p.chain.backups):
                 err.print(f"  {escape(said)}", highlight=False)
             for problem in [*p.chain.defects, *p.chain.problems]:

@@ -94,7 +94,12 @@ class _ContainerLimits(_Section):
 
 
 class DockerSettings(_ContainerLimits):
+    # One image for every restore; when set, it is held to the PostgreSQL major each backup needs.
+    # Unset, each restore gets the image for its backup's major: postgres_images, else
+    # restoreproof/postgres:<major>, built on demand.
     postgres_image: str = "restoreproof/postgres:15"
+    # PostgreSQL major (e.g. "17") -> the image that restores backups written by it.
+    postgres_images: dict[str, str] = Field(default_factory=dict)
     cpus: float = Field(2.0, gt=0)
     pids_limit: int = Field(1024, ge=64)
     # Seconds to wait for a new container to answer `docker exec`.
@@ -102,6 +107,12 @@ class DockerSettings(_ContainerLimits):
     # A folder of <name>/Dockerfile to build missing images from, for your own Dockerfiles
     # (`restoreproof paths images` shows the shipped one to start from). Default: the shipped one.
     build_context: Path | None = None
+
+    @field_validator("postgres_images", mode="before")
+    @classmethod
+    def _major_as_text(cls, value: Any) -> Any:
+        # YAML reads `17:` as a number; a major is matched as the text backup.info records.
+        return {str(key): image for key, image in value.items()} if isinstance(value, dict) else value
 
 
 class PostgresSettings(_Section):

@@ -475,6 +475,9 @@ class RestorePlan:
     target_timeline: int | None = None
     # Set when restoreproof chose the point (a strategy, not --at): see ChosenPoint.
     chosen_point: ChosenPoint | None = None
+    # What wrote the target backup, as the backups record it (product -> version, e.g. the server's
+    # major and the backup tool's version): the target is chosen and checked against it.
+    written_by: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

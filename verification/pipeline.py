@@ -210,10 +210,12 @@ class RedactingEvidence(Evidence):
         return super().mask(self.redact(text))
 
 
-def record_versions(engine: Engine, target: Target, evidence: Evidence) -> None:
-    """Tool and image versions for the evidence bundle, from inside the target."""
+def record_versions(engine: Engine, target: Target, evidence: Evidence, plan: RestorePlan) -> None:
+    """Tool and image versions for the evidence bundle, from inside the target, beside what wrote the
+    backup (as its own files record it)."""
     versions: dict[str, Any] = {"restoreproof": __version__, "python": platform.python_version(),
-                                "target": target.describe(), **engine.tool_versions(target)}
+                                "written_by": plan.written_by, "target": target.describe(),
+                                **engine.tool_versions(target)}
     evidence.write("versions.json", json.dumps(versions, indent=2, default=str) + "\n")
 
 
@@ -447,7 +449,7 @@ def _verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider
                                                     repo_host_path, evidence, progress,
                                                     staging.work() if staging is not None else ())
                 # The tools' versions, asked while the restore starts: nothing waits for them.
-                versions = Alongside("versions", lambda: record_versions(engine, target, evidence))
+                versions = Alongside("versions", lambda: record_versions(engine, target, evidence, plan))
             progress(f"{plan.database}: restoring {plan.target_backup.label if plan.target_backup else '?'}")
             outcome = engine.restore_and_check(plan, target, evidence, partial, data_checks)
             if outcome is not partial:  # an engine that made its own outcome still keeps what came before it

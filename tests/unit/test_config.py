@@ -177,3 +177,12 @@ def test_secrets_come_from_files_in_the_secrets_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("RESTOREPROOF_SECRETS_DIR", str(tmp_path / "absent"))
     with pytest.raises(ConfigError, match=r"RESTOREPROOF_SECRETS_DIR names .*absent, which is not a folder"):
         load_settings()
+
+
+def test_images_per_postgres_major_are_keyed_by_the_major_as_backup_info_writes_it(tmp_path):
+    config = tmp_path / "restoreproof.yaml"
+    config.write_text("docker:\n  postgres_images:\n    17: mine/pg17\n    '13': mine/pg13\n")
+    docker = load_settings(config).docker
+    assert docker.postgres_images == {"17": "mine/pg17", "13": "mine/pg13"}
+    # Unset, the single image is no constraint: each backup gets its major's image.
+    assert "postgres_image" not in docker.model_fields_set

@@ -7,6 +7,7 @@ so an installed restoreproof builds a missing image the same way a checkout does
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -29,8 +30,62 @@ def build_environment(build_context: Path | None) -> dict[str, str]:
     return env
 
 
+# build.sh's exit code for a tag its folder's SUITES file has no suite for.
+NO_SUITE_EXIT = 3
+IMAGE_RE = re.compile(r"restoreproof/(?P<name>[a-z0-9][a-z0-9_.-]*):(?P<tag>[A-Za-z0-9_.-]+)")
+
+
+def images_folder(build_context: Path | None) -> Path:
+    return build_context if build_context is not None else IMAGES_DIR
+
+
+def suites(name: str, build_context: Path | None = None) -> dict[str, str]:
+    """Tag -> Debian suite, from <name>/SUITES (an image built once per tag, each on its suite's base);
+    empty when the image has one recipe only."""
+    path = images_folder(build_context) / name / "SUITES"
+    if not path.is_file():
+        return {}
+    lines = (line.split() for line in path.read_text().splitlines() if line.strip() and not line.startswith("#"))
+    return {words[0]: words[1] for words in lines if len(words) >= 2}
+
+
+def image_present(image: str) -> bool:
+    client = docker_client()
+    try:
+        client.images.get(image)
+        return True
+    except docker.errors.ImageNotFound:
+        return False
+    finally:
+        client.close()
+
+
+def image_labels(image: str) -> dict[str, str]:
+    """The labels of a local image (empty when it has none or is not present)."""
+    client = docker_client()
+    try:
+        labels = client.images.get(image).labels
+    except docker.errors.ImageNotFound:
+        return {}
+    finally:
+        client.close()
+    return dict(labels or {})
+
+
+def image_environment(image: str) -> dict[str, str]:
+    """The environment a local image gives its containers (empty when it is not present)."""
+    client = docker_client()
+    try:
+        env = client.images.get(image).attrs.get("Config", {}).get("Env") or []
+    except docker.errors.ImageNotFound:
+        return {}
+    finally:
+        client.close()
+    return dict(item.split("=", 1) for item in env if "=" in item)
+
+
 def ensure_image(image: str, build_context: Path | None = None) -> str:
-    """Return `image` once it is present; build it with build.sh if it is not.
+    """Return `image` once it is present; build it with build.sh if it is not (only that image).
 
     `build_context`: a folder of <name>/Dockerfile to build from instead of the shipped one.
     """
@@ -44,8 +99,11 @@ def ensure_image(image: str, build_context: Path | None = None) -> str:
         if build_context is not None and not build_context.is_dir():
             raise ImageMissingError(f"image {image} is not present and docker.build_context {build_context} "
                                     "is not a folder to build it from")
-        completed = subprocess.run(["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, check=False,
-                                   env=build_environment(build_context))
+        if (named := IMAGE_RE.fullmatch(image)) is None:
+            raise ImageMissingError(f"image {image} is not present, and {BUILD_SCRIPT} builds only "
+                                    "restoreproof/<name>:<tag> images: build or pull it yourself")
+        completed = subprocess.run(["bash", str(BUILD_SCRIPT), f"{named['name']}:{named['tag']}"],
+                                   capture_output=True, text=True, check=False, env=build_environment(build_context))
         if completed.returncode != 0:
             raise ImageMissingError(f"building {image} with {BUILD_SCRIPT} failed: {completed.stderr.strip()[-800:]}")
         try:

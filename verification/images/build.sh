@@ -2,19 +2,24 @@
 # Build the images restoreproof needs, locally, and only when their inputs changed.
 #
 #   build.sh            build every image but the on-demand ones (idempotent)
-#   build.sh NAME...    build these images (e.g. airflow, for docker/compose.yaml)
-#   build.sh --print    print the image tags it would produce
-#   build.sh --up-to-date NAME   exit 0 when NAME's image was built from these inputs, else 1 saying why
+#   build.sh NAME[:TAG]...  build these images (e.g. airflow, for docker/compose.yaml; postgres:17)
+#   build.sh --print    print the image tags it would produce by default
+#   build.sh --up-to-date NAME[:TAG]   exit 0 when that image was built from these inputs, else 1 saying why
 #
 # It lives in the package (verification/images/), so an installed restoreproof can build its images
 # too; `restoreproof paths images` prints where. `make images` runs it from a checkout.
 #
 # 1. The Debian base. If BASE_IMAGE (default debian:bookworm-slim) is already present, or can be
-#    pulled, it is used as is. Otherwise (no registry reachable) a minimal Debian 12 is made with
+#    pulled, it is used as is. Otherwise (no registry reachable) a minimal Debian is made with
 #    debootstrap from the Debian mirror apt already uses, and imported under the same tag.
 # 2. Every <name>/Dockerfile of the images folder (this one, or RESTOREPROOF_DOCKER__BUILD_CONTEXT) is
-#    built as restoreproof/<name>:<tag>, labelled with a hash of its inputs (the build folder plus
-#    the base image id); an image whose label already carries that hash is not rebuilt.
+#    built as restoreproof/<name>:<tag> (<tag> from <name>/TAG unless given), labelled with a hash of
+#    its inputs (the build folder plus the base image id); an image whose label already carries that
+#    hash is not rebuilt.
+# 3. A folder with a SUITES file (lines "<tag> <debian suite>": postgres, one tag per PostgreSQL
+#    major) builds each tag on its own suite's base (debian:<suite>-slim) with build arguments
+#    PG_MAJOR=<tag>, APT_SUITES and APT_OPTIONS, and labels the image with the versions it holds
+#    (restoreproof.postgres-major, restoreproof.postgres-version, restoreproof.pgbackrest-version).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -24,9 +29,14 @@ project=$(cd "$here/../.." && pwd)
 # Your own Dockerfiles (a folder of <name>/Dockerfile, like this one) instead of the shipped ones;
 # restoreproof's setting docker.build_context reads the same variable.
 images=${RESTOREPROOF_DOCKER__BUILD_CONTEXT:-$here}
-BASE_IMAGE=${BASE_IMAGE:-debian:bookworm-slim}
-SUITE=${DEBIAN_SUITE:-bookworm}
+DEFAULT_BASE_IMAGE=${BASE_IMAGE:-debian:bookworm-slim}
+DEFAULT_SUITE=${DEBIAN_SUITE:-bookworm}
+BASE_IMAGE=$DEFAULT_BASE_IMAGE
+SUITE=$DEFAULT_SUITE
 HASH_LABEL=restoreproof.inputs-hash
+# Set per image by suite_of for a SUITES folder: the Debian suite, and the apt sources it reads.
+APT_SUITES=""
+APT_OPTIONS=""
 
 log() { printf '[images/build] %s\n' "$*" >&2; }
 
@@ -50,24 +60,27 @@ ensure_base() {
   local mirror root start
   mirror=$(debian_mirror)
   root=$(mktemp -d /tmp/restoreproof-debootstrap.XXXXXX)
+  local debootlog=/tmp/restoreproof-debootstrap-$SUITE.log
   # The rootfs folder is removed whatever happens, so a failed build leaves nothing behind.
   trap 'rm -rf "$root"' EXIT
   start=$(date +%s)
   log "no registry: making $BASE_IMAGE with debootstrap from $mirror"
-  debootstrap --variant=minbase "$SUITE" "$root" "$mirror" >/tmp/restoreproof-debootstrap.log 2>&1 || {
-    log "debootstrap failed; see /tmp/restoreproof-debootstrap.log"; tail -n 20 /tmp/restoreproof-debootstrap.log >&2; exit 2; }
+  debootstrap --variant=minbase "$SUITE" "$root" "$mirror" >$debootlog 2>&1 || {
+    log "debootstrap failed; see $debootlog"; tail -n 20 $debootlog >&2; exit 2; }
   # Like the official slim image: no apt caches or docs.
   rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/* "$root"/usr/share/doc/* "$root"/usr/share/man/*
   tar -C "$root" -c . | docker import \
       --change 'CMD ["bash"]' --change 'ENV LANG=C.UTF-8' \
       --message "debootstrap --variant=minbase $SUITE $mirror" - "$BASE_IMAGE" >/dev/null
-  rm -rf "$root" /tmp/restoreproof-debootstrap.log; trap - EXIT
+  rm -rf "$root" $debootlog; trap - EXIT
   log "base $BASE_IMAGE imported in $(( $(date +%s) - start )) s"
 }
 
-inputs_hash() {  # folder -> hash of its files, the base image id, and (on-demand images) the project files
-  local dir=$1
-  { docker image inspect --format '{{.Id}}' "$BASE_IMAGE"
+inputs_hash() {  # folder [tag] -> hash of its files, the base image id, and (on-demand images) the project files
+  local dir=$1 tag=${2:-}
+  { docker image inspect --format '{{.Id}}' "$BASE_IMAGE" 2>/dev/null || echo no-base
+    # A SUITES folder's images differ by tag and suite only, so both are inputs.
+    if [ -f "$dir/SUITES" ]; then echo "$tag $SUITE"; fi
     (cd "$dir" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
     if [ -f "$dir/ON_DEMAND" ]; then
       (cd "$project" && find requirements.txt pyproject.toml README.md verification dags plugins -type f \
@@ -77,6 +90,37 @@ inputs_hash() {  # folder -> hash of its files, the base image id, and (on-deman
 }
 
 image_tag() { echo "restoreproof/$1:${2}"; }
+
+default_tag() { cat "$images/$1/TAG" 2>/dev/null || echo latest; }
+
+suite_of() {  # folder tag -> sets SUITE, BASE_IMAGE, APT_SUITES, APT_OPTIONS from the folder's SUITES
+  local dir=$1 tag=$2 suite
+  suite=$(awk -v t="$tag" '$1 == t { print $2 }' "$dir/SUITES")
+  if [ -z "$suite" ]; then
+    log "no $(basename "$dir") image for $tag here: the Debian suites give only $(awk '/^[^#]/ { printf "%s ", $1 }' "$dir/SUITES")"
+    exit 3
+  fi
+  SUITE=$suite; BASE_IMAGE=debian:$suite-slim
+  case $suite in
+    # No -updates suite; a frozen mirror's Release is past its Valid-Until date.
+    sid|unstable) APT_SUITES=$suite; APT_OPTIONS="-o Acquire::Check-Valid-Until=false" ;;
+    *) APT_SUITES="$suite $suite-updates"; APT_OPTIONS="" ;;
+  esac
+}
+
+label_versions() {  # tag -> the same image, labelled with the PostgreSQL and pgBackRest versions it runs
+  local tag=$1 said pg major br old
+  said=$(docker run --rm --network none "$tag" sh -c 'postgres --version; pgbackrest version')
+  pg=$(printf '%s\n' "$said" | sed -n 's/^postgres (PostgreSQL) \([0-9.]*\).*/\1/p')
+  major=${pg%%.*}
+  br=$(printf '%s\n' "$said" | sed -n 's/^pgBackRest \([0-9.a-z]*\).*/\1/p')
+  [ -n "$pg" ] && [ -n "$br" ] || { log "$tag: cannot read its versions from: $said"; exit 2; }
+  old=$(docker image inspect --format '{{.Id}}' "$tag")
+  printf 'FROM %s\n' "$tag" | docker build -q --label "restoreproof.postgres-major=$major" \
+      --label "restoreproof.postgres-version=$pg" --label "restoreproof.pgbackrest-version=$br" -t "$tag" - >/dev/null
+  docker image rm "$old" >/dev/null 2>&1 || true
+  log "$tag holds PostgreSQL $pg and pgBackRest $br"
+}
 
 project_context() {  # folder of an on-demand image -> a temporary build context with the project in it
   local dir=$1 context
@@ -91,16 +135,26 @@ project_context() {  # folder of an on-demand image -> a temporary build context
   echo "$context"
 }
 
-build_one() {
-  local name=$1 dir=$images/$1 tag hash current context
+build_one() {  # name[:tag]
+  local name=${1%%:*} dir tag hash current context version
+  dir=$images/$name
+  BASE_IMAGE=$DEFAULT_BASE_IMAGE; SUITE=$DEFAULT_SUITE
   [ -f "$dir/Dockerfile" ] || { log "no image $name (no $images/$name/Dockerfile)"; exit 2; }
+  version=$(default_tag "$name")
+  case $1 in *:*) version=${1#*:} ;; esac
   # An installed package carries no requirements.txt or DAGs to bundle.
   if [ -f "$dir/ON_DEMAND" ] && [ ! -f "$project/pyproject.toml" ]; then
     log "image $name bundles the project: build it from a checkout (no pyproject.toml in $project)"; exit 2
   fi
   context=$dir
-  tag=$(image_tag "$name" "$(cat "$dir/TAG" 2>/dev/null || echo latest)")
-  hash=$(inputs_hash "$dir")
+  tag=$(image_tag "$name" "$version")
+  local extra=()
+  if [ -f "$dir/SUITES" ]; then
+    suite_of "$dir" "$version"
+    extra=(--build-arg "PG_MAJOR=$version" --build-arg "APT_SUITES=$APT_SUITES" --build-arg "APT_OPTIONS=$APT_OPTIONS")
+  fi
+  ensure_base
+  hash=$(inputs_hash "$dir" "$version")
   current=$(docker image inspect --format "{{ index .Config.Labels \"$HASH_LABEL\" }}" "$tag" 2>/dev/null || true)
   if [ "$current" = "$hash" ]; then
     log "$tag up to date ($hash)"; return
@@ -115,25 +169,28 @@ build_one() {
     trap "rm -rf '$context'" EXIT
   fi
   docker build -q --label "$HASH_LABEL=$hash" --build-arg "BASE_IMAGE=$BASE_IMAGE" \
-      --build-arg "DEBIAN_MIRROR=$mirror" -t "$tag" "$context" >/dev/null
+      --build-arg "DEBIAN_MIRROR=$mirror" "${extra[@]}" -t "$tag" "$context" >/dev/null
+  if [ -f "$dir/SUITES" ]; then label_versions "$tag"; fi
   log "$tag built in $(( $(date +%s) - start )) s"
 }
 
 if [ "${1:-}" = "--print" ]; then
-  for d in "$images"/*/Dockerfile; do n=$(basename "$(dirname "$d")"); image_tag "$n" "$(cat "$images/$n/TAG" 2>/dev/null || echo latest)"; done
+  for d in "$images"/*/Dockerfile; do n=$(basename "$(dirname "$d")"); image_tag "$n" "$(default_tag "$n")"; done
   exit 0
 fi
 
 docker info >/dev/null 2>&1 || { log "no Docker engine reachable"; exit 2; }
 if [ "${1:-}" = "--up-to-date" ]; then  # NAME: exit 0 when its image was built from these inputs, else 1 saying why
-  name=${2:?--up-to-date needs an image name}
-  tag=$(image_tag "$name" "$(cat "$images/$name/TAG" 2>/dev/null || echo latest)")
-  hash=$(inputs_hash "$images/$name")
+  spec=${2:?--up-to-date needs an image name}
+  name=${spec%%:*}; version=$(default_tag "$name")
+  case $spec in *:*) version=${spec#*:} ;; esac
+  [ -f "$images/$name/SUITES" ] && suite_of "$images/$name" "$version"
+  tag=$(image_tag "$name" "$version")
+  hash=$(inputs_hash "$images/$name" "$version")
   current=$(docker image inspect --format "{{ index .Config.Labels \"$HASH_LABEL\" }}" "$tag" 2>/dev/null || true)
   [ "$current" = "$hash" ] && exit 0
   echo "$tag was built from other inputs (${current:-no image}) than this checkout's ($hash)"; exit 1
 fi
-ensure_base
 if [ $# -gt 0 ]; then
   for name in "$@"; do build_one "$name"; done
 else

@@ -514,9 +514,12 @@ class DockerTargetProvider:
     kind = "docker"
 
     def __init__(self, settings: DockerSettings, image: str, state_dir: Path | None = None, *,
-                 egress: Endpoint | None = None, mount_repository: bool = True) -> None:
+                 egress: Endpoint | None = None, mount_repository: bool = True,
+                 images: dict[str, str] | None = None) -> None:
         self.settings = settings
         self.image = image
+        # Database -> the image its backups need (the engine chose it from them); others get `image`.
+        self.images = dict(images or {})
         # With a state folder, each target gets an exchange folder (recorded there for the reaper).
         self.state_dir = state_dir
         # A target that reads its repository over the network (an S3 endpoint) gets exactly one way
@@ -542,23 +545,27 @@ class DockerTargetProvider:
             open_egress(self._client, target, self.egress, target._exchange)
         return target
 
+    def image_for(self, database: str) -> str:
+        return self.images.get(database, self.image)
+
     def _start(self, name: str, run_id: str, database: str, repo_host_path: str, role: str) -> DockerTarget:
+        image = self.image_for(database)
         try:
-            self._client.images.get(self.image)
+            self._client.images.get(image)
         except docker.errors.ImageNotFound as exc:
-            raise ImageMissingError(f"image {self.image} is not present: build it with docker/build.sh") from exc
+            raise ImageMissingError(f"image {image} is not present: build it (verification/images/build.sh)") from exc
         except (requests.exceptions.ConnectionError, docker.errors.DockerException) as exc:
             if engine_unavailable(exc):
                 raise EngineUnavailableError(f"the Docker engine did not answer before starting {name}: {exc}") from exc
-            raise TargetError(f"cannot look up the image {self.image}: {exc}") from exc
+            raise TargetError(f"cannot look up the image {image}: {exc}") from exc
         exchange = make_exchange(self.state_dir, run_id, database) if self.state_dir and role == "target" else None
         grant = grant_for(Path(repo_host_path)) if self.mount_repository else Grant()
         return start_disposable(
-            self._client, self.image, name, labels(run_id, role, database), limits=self.settings,
+            self._client, image, name, labels(run_id, role, database), limits=self.settings,
             repo=(repo_host_path, REPO_PATH) if self.mount_repository else None,
             data_path=WORK_DIR, wait_ready=lambda target: self._ready(target, grant), exchange=exchange,
             group_add=grant.groups,
-            make_target=lambda container, volume: DockerTarget(self._client, container, volume, self.image, 0.0,
+            make_target=lambda container, volume: DockerTarget(self._client, container, volume, image, 0.0,
                                                                exchange))
 
     def _remove_named(self, name: str) -> None:

@@ -40,3 +40,13 @@ def test_the_setting_reads_the_variable_build_sh_reads(tmp_path: Path, monkeypat
     assert load_settings().docker.build_context == tmp_path
     monkeypatch.delenv(images.BUILD_CONTEXT_ENV)
     assert load_settings().docker.build_context is None
+
+
+def test_each_postgres_major_is_built_from_its_own_debian_suite():
+    assert images.suites("postgres") == {"13": "bullseye", "15": "bookworm", "17": "trixie", "18": "sid"}
+    assert images.suites("airflow") == {}  # one recipe only
+
+
+def test_only_restoreproof_images_are_built_and_only_the_one_asked_for():
+    assert images.IMAGE_RE.fullmatch("restoreproof/postgres:17")["tag"] == "17"  # type: ignore[index]
+    assert images.IMAGE_RE.fullmatch("postgres:17") is None

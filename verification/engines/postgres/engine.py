@@ -116,6 +116,7 @@ from verification.engines.postgres.settings import (
     settle,
 )
 from verification.engines.postgres.verify_output import parse_pgbackrest_verify, scoped_to_staged_chain
+from verification.engines.postgres.versions import images_for, written_by
 from verification.engines.postgres.wal_end import prove_to_the_record
 from verification.engines.postgres.wal_read import TargetWalReader
 from verification.errors import ConfigError, SourceError, TargetError
@@ -280,24 +281,30 @@ class PostgresEngine:
             if kind == "local":
                 raise ConfigError(DIRECT_NEEDS_DOCKER)
             from verification.engines.postgres.direct import DirectTargetProvider
-            from verification.images import ensure_image
 
-            docker_settings = self.settings.docker
-            return DirectTargetProvider(self.settings, ensure_image(docker_settings.postgres_image,
-                                                                    docker_settings.build_context), repository)
+            image, images = self._images(plans)
+            return DirectTargetProvider(self.settings, image, repository, images)
         if kind == "auto":
             # Docker, never the host's binaries instead: a restore on the host is asked for by name.
             kind = "docker"
             if not docker_available():
                 raise TargetError(no_docker_for_auto())
         if kind == "docker":
-            from verification.images import ensure_image
-
-            docker_settings = self.settings.docker
-            return DockerTargetProvider(docker_settings, ensure_image(docker_settings.postgres_image,
-                                                                      docker_settings.build_context),
-                                        state_dir=self.settings.state_dir)
+            image, images = self._images(plans)
+            return DockerTargetProvider(self.settings.docker, image, state_dir=self.settings.state_dir, images=images)
         return LocalTargetProvider(self.pg.bin_dir, self.settings.state_dir)
+
+    def _images(self, plans: list[RestorePlan]) -> tuple[str, dict[str, str]]:
+        """The image each restored database needs (chosen from its backup, checked before any target
+        starts), and the image for the rest: docker.postgres_image, only when something needs it."""
+        from verification.images import ensure_image
+
+        docker_settings = self.settings.docker
+        images = images_for(docker_settings, plans)
+        restored = [p.database for p in plans if p.chain.status is ChainStatus.COMPLETE]
+        if images and all(database in images for database in restored):
+            return next(iter(images.values())), images
+        return ensure_image(docker_settings.postgres_image, docker_settings.build_context), images
 
     def check_target(self, kind: str) -> None:
         self.target_provider(kind, [])
@@ -432,6 +439,7 @@ class PostgresEngine:
         result.history = backup_history(source, stanza)
         refuse_beyond(result, archive_end(source, stanza), datetime.now(UTC))
         result.system_id = system_identifier(stanza)
+        result.written_by = written_by(stanza, backup)
         return result
 
     # -- restore and checks ----------------------------------------------------------------------

@@ -1,0 +1,107 @@
+"""Which PostgreSQL and pgBackRest wrote a stanza's backups, and the image that can restore them.
+
+A server opens only the data files of its own major, so the target's image is chosen from the backup
+(backup.info's db-version for the target backup's db-id) and checked before any target starts: a
+backup no image here can restore is an error naming what it needs and what the target has.
+"""
+
+from __future__ import annotations
+
+import re
+
+from verification.config import DockerSettings
+from verification.engines.postgres.repository import Stanza
+from verification.errors import ImageMissingError, TargetError
+from verification.images import ensure_image, image_environment, image_labels, image_present, suites
+from verification.model import BackupSet, ChainStatus, RestorePlan
+
+SERVER = "PostgreSQL"
+TOOL = "pgBackRest"
+# The images build.sh makes, one per PostgreSQL major (verification/images/postgres/SUITES).
+IMAGE_NAME = "postgres"
+MAJOR_LABEL = "restoreproof.postgres-major"
+TOOL_LABEL = "restoreproof.pgbackrest-version"
+# The Debian packages put a major's programs here, and the images put them on PATH.
+BIN_ON_PATH = re.compile(r"/usr/lib/postgresql/([0-9.]+)/bin")
+
+
+def written_by(stanza: Stanza, backup: BackupSet | None) -> dict[str, str]:
+    """The PostgreSQL major of the cluster the backup was taken from (its db-id's db-version: a
+    stanza-upgrade keeps older clusters' backups) and the pgBackRest version that wrote it."""
+    major = stanza.db_version
+    if backup is not None and backup.db_id is not None:
+        major = stanza.db_versions.get(backup.db_id, major)
+    said = {SERVER: major} if major else {}
+    if backup is not None and (tool := backup.extra.get("backrest_version")):
+        said[TOOL] = str(tool)
+    return said
+
+
+def default_image(major: str) -> str:
+    return f"restoreproof/{IMAGE_NAME}:{major}"
+
+
+def image_major(image: str) -> str | None:
+    """The PostgreSQL major an image runs: its label, else the major whose programs are on its PATH."""
+    if major := image_labels(image).get(MAJOR_LABEL):
+        return major
+    found = BIN_ON_PATH.search(image_environment(image).get("PATH", ""))
+    return found.group(1) if found else None
+
+
+def needs(plan: RestorePlan) -> str:
+    tool = plan.written_by.get(TOOL)
+    written = f" (written by {TOOL} {tool})" if tool else ""
+    return f"{plan.database}: the backup needs {SERVER} {plan.written_by.get(SERVER)}{written}"
+
+
+def _configured(docker: DockerSettings, major: str) -> tuple[str, str] | None:
+    """The image the settings give this major, and the setting that gave it; None: the default."""
+    if major in docker.postgres_images:
+        return docker.postgres_images[major], f"docker.postgres_images[{major}]"
+    if "postgres_image" in docker.model_fields_set:
+        return docker.postgres_image, "docker.postgres_image"
+    return None
+
+
+def image_for(docker: DockerSettings, plan: RestorePlan) -> str:
+    """The image that restores `plan`'s backup, present (built on demand) and holding its PostgreSQL
+    major; a TargetError naming both versions and the setting to change when there is none."""
+    major = plan.written_by[SERVER]
+    configured = _configured(docker, major)
+    image, setting = configured or (default_image(major), "")
+    known = suites(IMAGE_NAME, docker.build_context)
+    # A build folder without SUITES (one recipe) and an image made some other way are judged by what they hold.
+    if configured is None and known and major not in known and not image_present(image):
+        raise ImageMissingError(
+            f"{needs(plan)}; PostgreSQL {major} is not supported here: no Debian suite this machine's mirror "
+            f"serves has it, and images are built for PostgreSQL {', '.join(known) or 'none'}; "
+            f"set docker.postgres_images: {{{major}: <an image with PostgreSQL {major} and pgBackRest>}}")
+    try:
+        ensure_image(image, docker.build_context)
+    except ImageMissingError as exc:
+        raise ImageMissingError(f"{needs(plan)}; {exc}") from exc
+    has = image_major(image)
+    if has == major:
+        return image
+    what = f"has PostgreSQL {has}" if has else \
+        f"does not say which PostgreSQL it has (no label {MAJOR_LABEL}, no /usr/lib/postgresql/<major>/bin on its PATH)"
+    fix = f"set docker.postgres_images: {{{major}: <an image with PostgreSQL {major}>}}"
+    if setting == "docker.postgres_image":
+        fix += f", or unset docker.postgres_image to use {default_image(major)}"
+    raise TargetError(f"{needs(plan)}; the target image {image} ({setting or 'the default'}) {what}; {fix}")
+
+
+def images_for(docker: DockerSettings, plans: list[RestorePlan]) -> dict[str, str]:
+    """Database -> its image, for every plan whose backup says its PostgreSQL major; each image is
+    made present and checked once, before any target starts."""
+    chosen: dict[str, str] = {}
+    by_major: dict[str, str] = {}
+    for plan in plans:
+        if plan.chain.status is not ChainStatus.COMPLETE or plan.target_backup is None or SERVER not in plan.written_by:
+            continue  # not restored
+        major = plan.written_by[SERVER]
+        if major not in by_major:
+            by_major[major] = image_for(docker, plan)
+        chosen[plan.database] = by_major[major]
+    return chosen
