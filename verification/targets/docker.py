@@ -515,11 +515,13 @@ class DockerTargetProvider:
 
     def __init__(self, settings: DockerSettings, image: str, state_dir: Path | None = None, *,
                  egress: Endpoint | None = None, mount_repository: bool = True,
-                 images: dict[str, str] | None = None) -> None:
+                 images: dict[str, str] | None = None, refused: dict[str, str] | None = None) -> None:
         self.settings = settings
         self.image = image
         # Database -> the image its backups need (the engine chose it from them); others get `image`.
         self.images = dict(images or {})
+        # Database -> why no image can restore it (said by the engine): its target never starts.
+        self.refused = dict(refused or {})
         # With a state folder, each target gets an exchange folder (recorded there for the reaper).
         self.state_dir = state_dir
         # A target that reads its repository over the network (an S3 endpoint) gets exactly one way
@@ -534,6 +536,8 @@ class DockerTargetProvider:
         """A target for `database`; role "probe" is a second, short-lived one (its own name, the same
         database label, so the database's teardown also finds it). An engine that does not answer (a
         restart) is waited for, up to docker.engine_wait, and the start tried again."""
+        if database in self.refused:
+            raise TargetError(self.refused[database])
         suffix = "" if role == "target" else f"--{role}"
         name = f"restoreproof-{run_id}-{slug(database)}{suffix}".lower()
         for attempt in engine_retrying(self.settings.engine_wait, f"starting {name}"):

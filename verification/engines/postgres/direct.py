@@ -185,10 +185,10 @@ class DirectTargetProvider:
     kind = "docker"
 
     def __init__(self, settings: Settings, image: str, repository: S3Repository,
-                 images: dict[str, str] | None = None) -> None:
+                 images: dict[str, str] | None = None, refused: dict[str, str] | None = None) -> None:
         self.repository = repository
         self.inner = DockerTargetProvider(settings.docker, image, settings.state_dir, egress=repository.endpoint,
-                                          mount_repository=False, images=images)
+                                          mount_repository=False, images=images, refused=refused)
 
     def provision(self, run_id: str, database: str, repo_host_path: str, role: str = "target") -> Target:
         target = self.inner.provision(run_id, database, repo_host_path, role)

@@ -119,7 +119,7 @@ from verification.engines.postgres.verify_output import parse_pgbackrest_verify,
 from verification.engines.postgres.versions import images_for, written_by
 from verification.engines.postgres.wal_end import prove_to_the_record
 from verification.engines.postgres.wal_read import TargetWalReader
-from verification.errors import ConfigError, SourceError, TargetError
+from verification.errors import ConfigError, EngineUnavailableError, SourceError, TargetError
 from verification.model import (
     Chain,
     ChainStatus,
@@ -282,29 +282,41 @@ class PostgresEngine:
                 raise ConfigError(DIRECT_NEEDS_DOCKER)
             from verification.engines.postgres.direct import DirectTargetProvider
 
-            image, images = self._images(plans)
-            return DirectTargetProvider(self.settings, image, repository, images)
+            image, images, refused = self._images(plans)
+            return DirectTargetProvider(self.settings, image, repository, images, refused)
         if kind == "auto":
             # Docker, never the host's binaries instead: a restore on the host is asked for by name.
             kind = "docker"
             if not docker_available():
                 raise TargetError(no_docker_for_auto())
         if kind == "docker":
-            image, images = self._images(plans)
-            return DockerTargetProvider(self.settings.docker, image, state_dir=self.settings.state_dir, images=images)
+            image, images, refused = self._images(plans)
+            return DockerTargetProvider(self.settings.docker, image, state_dir=self.settings.state_dir, images=images,
+                                        refused=refused)
         return LocalTargetProvider(self.pg.bin_dir, self.settings.state_dir)
 
-    def _images(self, plans: list[RestorePlan]) -> tuple[str, dict[str, str]]:
+    def _images(self, plans: list[RestorePlan]) -> tuple[str, dict[str, str], dict[str, str]]:
         """The image each restored database needs (chosen from its backup, checked before any target
-        starts), and the image for the rest: docker.postgres_image, only when something needs it."""
+        starts), why a database has none (its own error: the others still restore), and the image for
+        the rest: docker.postgres_image, only when something needs it."""
         from verification.images import ensure_image
 
         docker_settings = self.settings.docker
-        images = images_for(docker_settings, plans)
+        images: dict[str, str] = {}
+        refused: dict[str, str] = {}
+        for plan in plans:
+            try:
+                images |= images_for(docker_settings, [plan])
+            except EngineUnavailableError:
+                raise
+            except TargetError as exc:
+                refused[plan.database] = str(exc)
         restored = [p.database for p in plans if p.chain.status is ChainStatus.COMPLETE]
-        if images and all(database in images for database in restored):
-            return next(iter(images.values())), images
-        return ensure_image(docker_settings.postgres_image, docker_settings.build_context), images
+        if images and all(database in images or database in refused for database in restored):
+            return next(iter(images.values())), images, refused
+        if restored and all(database in refused for database in restored):
+            return docker_settings.postgres_image, images, refused  # no target will start: nothing to build
+        return ensure_image(docker_settings.postgres_image, docker_settings.build_context), images, refused
 
     def check_target(self, kind: str) -> None:
         self.target_provider(kind, [])

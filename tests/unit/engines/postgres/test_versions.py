@@ -125,3 +125,23 @@ def test_a_build_folder_of_one_recipe_is_judged_by_the_image_it_builds(local_ima
         "demo1": "restoreproof/postgres:15"}
     with pytest.raises(ImageMissingError, match=r"building restoreproof/postgres:16 failed$"):
         versions.images_for(DockerSettings(build_context=tmp_path), [needing("16")])
+
+
+def test_a_database_no_image_can_restore_is_refused_alone_and_the_others_get_theirs(local_images):
+    # One stanza of a major this machine cannot serve must not keep the other stanzas from restoring.
+    local_images["restoreproof/postgres:15"] = {versions.MAJOR_LABEL: "15"}
+    engine = PostgresEngine(Settings())
+    image, images, refused = engine._images([needing("15", "ok"), needing("14", "old", tool="2.50")])
+    assert (image, images) == ("restoreproof/postgres:15", {"ok": "restoreproof/postgres:15"})
+    assert list(refused) == ["old"] and refused["old"].startswith(
+        "old: the backup needs PostgreSQL 14 (written by pgBackRest 2.50); PostgreSQL 14 is not supported here")
+
+
+def test_a_refused_database_gets_no_target_and_says_why(local_images, monkeypatch: pytest.MonkeyPatch):
+    from verification.targets import docker as docker_targets
+
+    monkeypatch.setattr(docker_targets, "docker_client", lambda: None)
+    provider = docker_targets.DockerTargetProvider(DockerSettings(), "restoreproof/postgres:15",
+                                                   refused={"old": "old: the backup needs PostgreSQL 14"})
+    with pytest.raises(TargetError, match=r"^old: the backup needs PostgreSQL 14$"):
+        provider.provision("20261128T000000Z-abcdef", "old", "/repo")
