@@ -163,16 +163,21 @@ def test_backups_that_fit_no_size_together_fall_back_and_say_why() -> None:
     assert "fit no segment size together" in found.detail and "header: no archived segment to read" in found.detail
 
 
-def test_a_stanza_whose_size_nothing_tells_is_refused_naming_the_setting(tmp_path: Path) -> None:
-    root = _repo(tmp_path, "seg64")
-    info = root / "backup" / "seg64" / "backup.info"
-    # Backups of segment 0 only, and no archived segment: only the setting could tell, and 16 MiB does not fit.
+def only_segment_zero(info: Path) -> None:
+    """The seg64 backups moved into segment 0 of their log: every size from 64 MiB up fits them."""
     text = info.read_text()
     for old, new in (("0/8000028", "0/3000028"), ("0/8000100", "0/3000100"), ("0/140000D8", "0/3100000"),
                      ("0/140001B0", "0/3200000"), ('"000000010000000000000002"', '"000000010000000000000000"'),
                      ('"000000010000000000000005"', '"000000010000000000000000"')):
         text = text.replace(old, new)
     info.write_text(text)
+
+
+def test_a_stanza_whose_size_nothing_tells_is_refused_naming_the_setting(tmp_path: Path) -> None:
+    root = _repo(tmp_path, "seg64")
+    info = root / "backup" / "seg64" / "backup.info"
+    # Backups of segment 0 only, and no archived segment: only the setting could tell, and 16 MiB does not fit.
+    only_segment_zero(info)
     for segment in (root / "archive").rglob("0000*-*"):
         segment.unlink()
     engine = PostgresEngine(Settings())
@@ -266,12 +271,7 @@ def test_a_cluster_whose_size_cannot_be_told_refuses_only_its_own_plans(tmp_path
     # The old cluster's backups and archive tell nothing (segment 0 only, no archived segment), and the
     # setting's 16 MiB does not fit them.
     info = tmp_path / "backup" / "up" / "backup.info"
-    text = info.read_text()
-    for old, new in (("0/8000028", "0/3000028"), ("0/8000100", "0/3000100"), ("0/140000D8", "0/3100000"),
-                     ("0/140001B0", "0/3200000"), ('"000000010000000000000002"', '"000000010000000000000000"'),
-                     ('"000000010000000000000005"', '"000000010000000000000000"')):
-        text = text.replace(old, new)
-    info.write_text(text)
+    only_segment_zero(info)
     for segment in (tmp_path / "archive" / "up" / "15-1").rglob("0000*-*"):
         segment.unlink()
     engine = PostgresEngine(Settings())
