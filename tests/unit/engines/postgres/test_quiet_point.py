@@ -130,3 +130,78 @@ def test_a_backup_of_another_cluster_in_the_stanza_never_covers_the_old_archive(
                           start_lsn="0/2000028", stop_lsn="0/2000138")
     assert alone is not None and alone.startswith("2026-11-22T19:55:00+00:00 is after the newest backup's end")
     assert why_not([*stanza.backups, new_cluster]) == alone
+
+
+def _archive_ends_at(repo, last: int) -> None:
+    """The archive with every segment after `last` gone (as if not archived yet)."""
+    for path in (repo / "archive/demo1/15-1/0000000100000000").glob("0000*-*"):
+        if int(path.name[16:24], 16) > last:
+            path.unlink()
+
+
+def test_an_archive_ending_at_the_newest_backup_s_stop_segment_holds_the_wal_to_its_end(captured_repo):
+    _archive_ends_at(captured_repo, 8)  # the incr's stop segment, 000000010000000000000008
+    result, chosen = planned(captured_repo)
+    assert chosen.gap is None and chosen.wal_to_end is not None
+    assert chosen.wal_to_end.last == "000000010000000000000008" and chosen.newest_backup == LABELS[2]
+    assert why_not_to_end(replace(result, chosen_point=chosen)) is None
+
+
+def test_an_archive_ending_before_the_newest_backup_s_stop_segment_is_not_its_end(captured_repo):
+    _archive_ends_at(captured_repo, 7)
+    _, chosen = planned(captured_repo)
+    assert chosen.wal_to_end is None and chosen.newest_backup == LABELS[2]
+    assert chosen.gap == (f"the archive's WAL from backup {LABELS[0]} ends at 000000010000000000000007, before backup "
+                          f"{LABELS[2]}'s stop segment 000000010000000000000008")
+
+
+def test_the_timeline_asked_for_is_the_one_followed_to_the_end(captured_repo):
+    # The captured archive holds timeline 1 only: asked for another, no WAL leads to its end.
+    _, on_one = planned(captured_repo)
+    source = LocalSource(captured_repo)
+    (stanza,) = discover(source, MB16)
+    result = plan(source, stanza, AT, MB16)
+    elsewhere = chosen_point(stanza, result, "random", MB16, timeline=2)
+    assert on_one.wal_to_end is not None and on_one.wal_to_end.timeline == 1
+    assert elsewhere.wal_to_end is None and elsewhere.gap
+
+
+def test_the_two_starts_keep_every_line_that_ended_either_early_and_every_archive_error():
+    first = parse_server_log(fixture_text("server-recovery-no-transaction-after-target.log"))
+    second = parse_server_log(fixture_text("server-recovery-continued-to-end.log"))
+    early, said = ["invalid record length at 0/5000090"], ["pgBackRest archive-get ERROR: [045]: segment gone"]
+    log = continued(replace(first, early_end=early, archive_get_errors=said), second)
+    assert (log.early_end, log.archive_get_errors) == (early, said)
+    log = continued(first, replace(second, early_end=early, archive_get_errors=said + said))
+    assert (log.early_end, log.archive_get_errors) == (early, said)
+    # Where both resume at the same record, the second is one replay with the first.
+    assert replay_gap(first, replace(second, redo_start_lsn=first.redo_done_lsn)) is None
+
+
+def test_a_stanza_none_of_whose_backups_records_its_stop_has_no_newest_end(captured_repo):
+    source = LocalSource(captured_repo)
+    (stanza,) = discover(source, MB16)
+    result = plan(source, stanza, AT, MB16)
+    unrecorded = replace(stanza, backups=[replace(b, stop_wal=None) for b in stanza.backups])
+    chosen = chosen_point(unrecorded, result, "random", MB16)
+    assert (chosen.strategy, chosen.newest_backup, chosen.newest_backup_end) == ("random", None, None)
+    assert why_not_to_end(replace(result, chosen_point=chosen)) == (
+        "no backup on the history restored records its end, so the archive is not shown to cover the point")
+
+
+def test_the_plan_to_the_end_is_latest_from_the_same_backup_never_a_consistent_point(captured_repo):
+    result, chosen = planned(captured_repo)
+    latest = to_latest(replace(result, chosen_point=chosen, consistent_point=True))
+    assert latest.consistent_point is False and latest.stop_at is None and latest.target_backup == result.target_backup
+
+
+def test_what_keeps_the_two_starts_from_being_one_replay_is_said_whole(captured_repo):
+    first = parse_server_log(fixture_text("server-recovery-no-transaction-after-target.log"))
+    second = parse_server_log(fixture_text("server-recovery-continued-to-end.log"))
+    assert replay_gap(replace(first, redo_done_lsn=None), second) == (
+        "the first start's log does not say where redo ended (no 'redo done at' line), so the replay continued to "
+        "the archive's end is not shown to follow it")
+    result, chosen = planned(captured_repo)
+    unknown = replace(chosen, wal_to_end=None, gap=None)
+    assert why_not_to_end(replace(result, chosen_point=unknown)) == (
+        "the archive does not hold the WAL to its end whole: not known")
