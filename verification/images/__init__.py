@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import docker.errors
 
@@ -49,39 +50,31 @@ def suites(name: str, build_context: Path | None = None) -> dict[str, str]:
     return {words[0]: words[1] for words in lines if len(words) >= 2}
 
 
-def image_present(image: str) -> bool:
+def _image_attrs(image: str) -> dict[str, Any] | None:
+    """What the engine says of a local image (None when it is not present)."""
     client = docker_client()
     try:
-        client.images.get(image)
-        return True
+        return dict(client.images.get(image).attrs)
     except docker.errors.ImageNotFound:
-        return False
+        return None
     finally:
         client.close()
+
+
+def image_present(image: str) -> bool:
+    return _image_attrs(image) is not None
 
 
 def image_labels(image: str) -> dict[str, str]:
     """The labels of a local image (empty when it has none or is not present)."""
-    client = docker_client()
-    try:
-        labels = client.images.get(image).labels
-    except docker.errors.ImageNotFound:
-        return {}
-    finally:
-        client.close()
-    return dict(labels or {})
+    config = (_image_attrs(image) or {}).get("Config") or {}
+    return dict(config.get("Labels") or {})
 
 
 def image_environment(image: str) -> dict[str, str]:
     """The environment a local image gives its containers (empty when it is not present)."""
-    client = docker_client()
-    try:
-        env = client.images.get(image).attrs.get("Config", {}).get("Env") or []
-    except docker.errors.ImageNotFound:
-        return {}
-    finally:
-        client.close()
-    return dict(item.split("=", 1) for item in env if "=" in item)
+    config = (_image_attrs(image) or {}).get("Config") or {}
+    return dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item)
 
 
 def ensure_image(image: str, build_context: Path | None = None) -> str:
