@@ -125,6 +125,7 @@ def settings_from(config: Path | None, pages: PagesChoice | None = None) -> Sett
 def plan_json(plan: RestorePlan) -> dict[str, Any]:
     return {"database": plan.database, "stop_at": plan.stop_at.isoformat() if plan.stop_at else None,
             "encryption": plan.encryption, "written_by": plan.written_by,
+            "needs": [{"tool": n.tool, "version": n.version, "why": n.why} for n in plan.needs],
             "chain": chain_entry(plan.chain).model_dump(mode="json")}
 
 
@@ -208,6 +209,9 @@ def plan(
             if p.written_by:
                 writers = ", ".join(f"{what} {version}" for what, version in p.written_by.items())
                 err.print(f"  written by {escape(writers)}", highlight=False)
+            for need in p.needs:
+                err.print(f"  needs {escape(need.tool)} {escape(need.version)} or newer: {escape(need.why)}",
+                          highlight=False)
             for said in encryption_said(p.chain.backups):
                 err.print(f"  {escape(said)}", highlight=False)
             for problem in [*p.chain.defects, *p.chain.problems]:

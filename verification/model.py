@@ -428,6 +428,16 @@ def identity_of(source: str, plan: RestorePlan) -> DatabaseIdentity:
 
 
 @dataclass(frozen=True)
+class ToolNeed:
+    """What reading a backup needs of the target's tool: the oldest version that reads a feature the
+    backup uses, and where the backup says it uses it."""
+
+    tool: str
+    version: str
+    why: str
+
+
+@dataclass(frozen=True)
 class ChosenPoint:
     """A point in time restoreproof chose itself (`--point random`), not one asked for, and what lets
     its restore go on to the end of the archive where the archive holds no transaction after it (the
@@ -478,6 +488,9 @@ class RestorePlan:
     # What wrote the target backup, as the backups record it (product -> version, e.g. the server's
     # major and the backup tool's version): the target is chosen and checked against it.
     written_by: dict[str, str] = field(default_factory=dict)
+    # The features of the backup's format the target's tools must know to read it (its files' layout,
+    # as the backups' own metadata says): the target is refused when its tool is older.
+    needs: list[ToolNeed] = field(default_factory=list)
 
 
 @dataclass
@@ -540,6 +553,8 @@ class DatabaseResult:
     checks: list[CheckResult] = field(default_factory=list)
     target: dict[str, Any] = field(default_factory=dict)
     evidence: dict[str, str] = field(default_factory=dict)
+    # The versions (product -> version) of what restored and checked, as the target's own tools say.
+    target_versions: dict[str, str] = field(default_factory=dict)
     # verification.prediction.phase_model.Prediction, made before the restore (kept untyped here
     # so the domain types do not depend on the model).
     prediction: Any = None

@@ -210,13 +210,14 @@ class RedactingEvidence(Evidence):
         return super().mask(self.redact(text))
 
 
-def record_versions(engine: Engine, target: Target, evidence: Evidence, plan: RestorePlan) -> None:
+def record_versions(engine: Engine, target: Target, evidence: Evidence, plan: RestorePlan) -> dict[str, str]:
     """Tool and image versions for the evidence bundle, from inside the target, beside what wrote the
-    backup (as its own files record it)."""
+    backup (as its own files record it); returns the target's products' versions, for the report."""
+    tools = engine.tool_versions(target)
     versions: dict[str, Any] = {"restoreproof": __version__, "python": platform.python_version(),
-                                "written_by": plan.written_by, "target": target.describe(),
-                                **engine.tool_versions(target)}
+                                "written_by": plan.written_by, "target": target.describe(), **tools}
     evidence.write("versions.json", json.dumps(versions, indent=2, default=str) + "\n")
+    return engine.product_versions(tools)
 
 
 def record_backup_hashes(source: Source, plan: RestorePlan, evidence: Evidence,
@@ -426,7 +427,7 @@ def _verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider
         outcome = stopped(offline, f"not restored: {moved}")  # the plan no longer holds: no target is started
     else:
         target = None
-        versions: Alongside[None] | None = None
+        versions: Alongside[dict[str, str]] | None = None
         # Filled by the engine as it goes: a failure it proved before an exception is still decided.
         partial = offline
         stop_hashing = threading.Event()
@@ -455,7 +456,7 @@ def _verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider
             if outcome is not partial:  # an engine that made its own outcome still keeps what came before it
                 outcome.checks[:0], outcome.errors[:0] = partial.checks, partial.errors
             if versions is not None:
-                versions.result()  # before the target goes
+                result.target_versions = versions.result()  # before the target goes
         except TargetError as exc:
             outcome = stopped(partial, f"target: {exc}")
         except RestoreproofError as exc:

@@ -40,8 +40,9 @@ from verification.model import (
 )
 
 # Every version a reader accepts: 1.0 plus what each minor version added (docs/report-schema.md).
-SchemaVersion = Literal["1.0", "1.1", "1.2", "1.3", "1.4", "1.5", "1.6", "1.7", "1.8", "1.9", "1.10", "1.11", "1.12"]
-SCHEMA_VERSION: SchemaVersion = "1.12"
+SchemaVersion = Literal["1.0", "1.1", "1.2", "1.3", "1.4", "1.5", "1.6", "1.7", "1.8", "1.9", "1.10", "1.11", "1.12",
+                        "1.13"]
+SCHEMA_VERSION: SchemaVersion = "1.13"
 
 # Times as Python writes them (`isoformat`: "+00:00", not pydantic's "Z"), so reports stay byte-compatible.
 Timestamp = Annotated[datetime, PlainSerializer(lambda value: value.isoformat(), return_type=str)]
@@ -385,7 +386,16 @@ class DriftEntry(ReportModel):
 # ---- a database, a run -----------------------------------------------------------------------------------
 
 # Written only when there is something to say: a 1.2 reader must not meet `"objectives": null`.
-_OMITTED_WHEN_NONE = ("objectives", "drift", "annotation_error", "identity")
+_OMITTED_WHEN_NONE = ("objectives", "drift", "annotation_error", "identity", "versions")
+
+
+class VersionsEntry(ReportModel):
+    """1.13: product -> version of what wrote the backup, as the backups record it (for PostgreSQL the
+    server's major and pgBackRest's version), and of what restored and checked it, as the target's own
+    programs said."""
+
+    backup: dict[str, str] = Field(default_factory=dict)
+    target: dict[str, str] = Field(default_factory=dict)
 
 
 class DatabaseEntry(ReportModel):
@@ -404,6 +414,7 @@ class DatabaseEntry(ReportModel):
     phases: list[PhaseEntry]
     checks: list[CheckEntry]
     target: dict[str, Any] = Field(default_factory=dict)
+    versions: VersionsEntry | None = None
     # Evidence file names (relative to the run's evidence folder), by what they hold.
     evidence: dict[str, str] = Field(default_factory=dict)
     prediction: PredictionEntry | None = None

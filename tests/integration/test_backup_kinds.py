@@ -7,6 +7,7 @@ up the way one kind of user does it; the newest backup of each is what "latest" 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -178,6 +179,16 @@ def test_each_kind_of_backup_verifies_to_passed(kinds_repo: Path, tmp_path: Path
         f"{labels} copied from a standby (option-backup-standby in backup/standby/backup.info), begun and ended on "
         "the primary (backup_label, WAL range and backup-lsn-stop are the primary's)")} in standby["rules"]
     assert leftovers(report["run_id"]) == []
+
+
+def test_the_plan_names_what_a_bundled_backup_needs_of_the_target_s_pgbackrest(kinds_repo: Path) -> None:
+    result = CliRunner().invoke(app, ["plan", str(kinds_repo), "--json"], catch_exceptions=False)
+    needs = {p["database"]: p["needs"] for p in json.loads(result.stdout)["databases"]}
+    (bundle,) = needs.pop("bundled")
+    assert bundle["tool"] == "pgBackRest" and bundle["version"] == "2.39"
+    assert re.fullmatch(r"file bundling: \[backup\] backup-bundle in backup/bundled/\d{8}-\d{6}F/backup.manifest",
+                        bundle["why"]), bundle
+    assert needs == {name: [] for name in KINDS if name != "bundled"}
 
 
 def test_a_point_after_an_offline_backup_is_refused_at_plan_as_an_error(kinds_repo: Path) -> None:

@@ -3,9 +3,13 @@ that cannot restore it is refused as an error before any target container starts
 
 from __future__ import annotations
 
+import gzip
+import io
 import json
 import subprocess
 import time
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,7 +18,11 @@ from typer.testing import CliRunner
 from tests.integration.conftest import leftovers
 from verification.cli import app
 from verification.demo.source import _SourceCluster
+from verification.engines.postgres.manifest import ManifestRead, layout_of, load_info
+from verification.engines.postgres.repository_format import reader_needs
+from verification.errors import TargetError
 from verification.images import ensure_image
+from verification.model import Chain, ChainStatus, RestorePlan
 from verification.targets.docker import docker_client
 from verification.targets.labels import RUN_LABEL, new_run_id
 
@@ -47,6 +55,7 @@ def test_the_plan_names_the_postgres_and_pgbackrest_that_wrote_the_backup(pg17_r
     result = CliRunner().invoke(app, ["plan", str(pg17_repo), "--json"], catch_exceptions=False)
     (database,) = json.loads(result.stdout)["databases"]
     assert database["written_by"] == {"PostgreSQL": "17", "pgBackRest": "2.55.1"}
+    assert database["needs"] == []  # a plain stanza: no layout any pgBackRest cannot read
     said = CliRunner().invoke(app, ["plan", str(pg17_repo)], catch_exceptions=False)
     assert "  written by PostgreSQL 17, pgBackRest 2.55.1\n" in said.stderr
 
@@ -110,4 +119,52 @@ def test_with_no_image_setting_the_backup_restores_in_its_own_majors_image(pg17_
     assert versions["written_by"] == {"PostgreSQL": "17", "pgBackRest": "2.55.1"}
     assert versions["target"]["image"] == "restoreproof/postgres:17"
     assert versions["postgres"].startswith("postgres (PostgreSQL) 17.")
+    said = database["versions"]
+    assert said["backup"] == {"PostgreSQL": "17", "pgBackRest": "2.55.1"}
+    assert said["target"]["pgBackRest"] == "2.55.1" and said["target"]["PostgreSQL"].startswith("17."), said
     assert leftovers(report["run_id"]) == []
+
+
+@pytest.fixture(scope="module")
+def unlabelled_13() -> Iterator[str]:
+    """The 13 image with its pgBackRest label emptied: what an image made some other way looks like."""
+    tag = f"restoreproof-test/unlabelled-13:{new_run_id().lower()}"
+    client = docker_client()
+    try:
+        client.images.build(fileobj=io.BytesIO(b'FROM restoreproof/postgres:13\nLABEL restoreproof.pgbackrest-version=""\n'),
+                            tag=tag, rm=True)
+        yield tag
+    finally:
+        client.images.remove(tag, force=True)
+        client.close()
+
+
+def block_incremental_plan(major: str) -> RestorePlan:
+    """A plan whose backup the captured 2.60 block incremental manifest describes."""
+    from tests.unit.engines.postgres.test_repository_format import MANIFESTS
+
+    text = gzip.decompress((MANIFESTS / "2.60.0-block" / "incr.manifest.gz").read_bytes())
+    read = replace(ManifestRead("L", "backup/s/L/backup.manifest", "backup/s/L/backup.manifest"),
+                   layout=layout_of(load_info(text)))
+    plan = RestorePlan("postgres", "s", Chain(ChainStatus.COMPLETE, [], [], []),
+                       written_by={"PostgreSQL": major, "pgBackRest": "2.60.0"}, needs=reader_needs([read], {}))
+    return plan
+
+
+def test_an_image_whose_pgbackrest_is_older_than_the_backup_s_layout_is_refused_naming_both(
+        unlabelled_13: str) -> None:
+    from verification.config import DockerSettings
+    from verification.engines.postgres.versions import _reads_the_layout, image_tool_version
+
+    assert image_tool_version("restoreproof/postgres:13") == "2.33"
+    assert image_tool_version(unlabelled_13) == "2.33"  # asked of the image itself, in a container
+    docker = DockerSettings(postgres_images={"13": unlabelled_13})
+    with pytest.raises(TargetError) as refused:
+        _reads_the_layout(unlabelled_13, docker, block_incremental_plan("13"))
+    said = str(refused.value)
+    assert said.startswith("s: the backup needs PostgreSQL 13 (written by pgBackRest 2.60.0); reading it needs "
+                           "pgBackRest 2.48 or newer: block incremental: [backup] backup-block-incr in "
+                           "backup/s/L/backup.manifest (read by pgBackRest 2.48 and newer); "), said
+    assert (f"; the target image {unlabelled_13} (docker.postgres_images[13]) has pgBackRest 2.33; set "
+            "docker.postgres_images: {13: <an image with PostgreSQL 13 and pgBackRest 2.48 or newer>}") in said
+    _reads_the_layout("restoreproof/postgres:18", docker, block_incremental_plan("18"))  # 2.60 reads it

@@ -70,6 +70,9 @@ class ExplodingEngine:
 
     probe_container_start = False
 
+    def product_versions(self, tool_versions: dict[str, str]) -> dict[str, str]:
+        return {}
+
     def tool_versions(self, target: Any) -> dict[str, str]:
         return {"tool": "1.0"}
 

@@ -225,3 +225,8 @@ class Engine(Protocol):
     def tool_versions(self, target: Target) -> dict[str, str]:
         """The versions of the tools that restored and checked, read inside the target, for the evidence."""
         ...
+
+    def product_versions(self, tool_versions: dict[str, str]) -> dict[str, str]:
+        """Product -> version (e.g. the server's and the backup tool's), read from tool_versions' words,
+        for the report beside what wrote the backup; a tool whose words are not read is left out."""
+        ...

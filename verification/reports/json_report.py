@@ -35,20 +35,21 @@ from verification.report_model import (
     PhaseEntry,
     RestorePointEntry,
     RunReport,
+    VersionsEntry,
 )
 
 __all__ = ["SCHEMA_VERSION", "build_report", "database_entry", "dumps", "generated_schema", "run_report"]
 
 SCHEMA_ID = "https://restoreproof.invalid/report.schema.json"
 SCHEMA_DESCRIPTION = (
-    "One verification run. Version 1.12 (1.0 plus the optional unreadable and not_verified lists in 1.1/1.2, "
+    "One verification run. Version 1.13 (1.0 plus the optional unreadable and not_verified lists in 1.1/1.2, "
     "per-phase predictions, prediction, objectives and drift in 1.3, chain defects and unread-file kinds "
     "not-a-backup/excluded in 1.4, a schema generated from the typed report model in 1.5, check kinds and "
     "SQL Server header facts in 1.6, the configuration's warnings, incomplete_uploads and chain unread in 1.7, "
     "a database's wall_seconds in 1.8, a backup's encryption in 1.9, "
     "the chain status refused, chain timelines, a database's identity and overridden settings, and drift's "
     "series kind and minimums in 1.10, the unread-file kind permission in 1.11, the WAL range's segment_bytes "
-    "in 1.12); see "
+    "in 1.12, a database's versions (what wrote the backup, what restored it) in 1.13); see "
     "docs/report-schema.md for the meaning of every field and the versioning rules.")
 
 
@@ -96,6 +97,8 @@ def database_entry(result: DatabaseResult) -> DatabaseEntry:
         wall_seconds=round(result.wall_seconds, 3) if result.wall_seconds is not None else None,
         chain=chain_entry(result.plan.chain), phases=[phase_entry(p) for p in result.phases],
         checks=[check_entry(c) for c in result.checks], target=result.target, evidence=result.evidence,
+        versions=(VersionsEntry(backup=result.plan.written_by, target=result.target_versions)
+                  if result.plan.written_by or result.target_versions else None),
         overridden_settings=list(result.overridden_settings))
 
 

@@ -41,7 +41,7 @@ def make_run() -> RunResult:
 def test_report_matches_schema_and_carries_the_contract_fields():
     report = report_data(build_report(make_run()))
     assert validate_report(report) == build_report(make_run())
-    assert report["schema_version"] == "1.12"
+    assert report["schema_version"] == "1.13"
     assert report["unreadable"] == [] and report["not_verified"] == [] and report["warnings"] == []
     assert report["incomplete_uploads"] == []
     assert report["verdict"] == "failed" and report["summary"] == {"passed": 1, "failed": 1, "error": 0}
@@ -121,7 +121,7 @@ def test_checked_in_schema_is_the_one_the_models_generate():
     # `restoreproof schema -o verification/reports/report.schema.json` writes it anew.
     assert report_schema() == generated_schema(), "report.schema.json is stale: run `restoreproof schema -o ...`"
     assert report_schema()["properties"]["schema_version"]["enum"] == ["1.0", "1.1", "1.2", "1.3", "1.4", "1.5", "1.6",
-                                                                      "1.7", "1.8", "1.9", "1.10", "1.11", "1.12"]
+                                                                      "1.7", "1.8", "1.9", "1.10", "1.11", "1.12", "1.13"]
 
 
 def test_reports_of_every_earlier_version_still_read():

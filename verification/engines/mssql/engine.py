@@ -194,6 +194,11 @@ class MssqlEngine:
         except TargetError as exc:
             return {"sqlserver": f"(not run: {exc})"}
 
+    def product_versions(self, tool_versions: dict[str, str]) -> dict[str, str]:
+        # @@VERSION's words stay in the evidence (versions.json) as the server said them: no SQL Server
+        # output of it has been captured here to read a version from.
+        return {}
+
     # -- discovery and planning ------------------------------------------------------------------
 
     def detect(self, source: Source) -> bool:

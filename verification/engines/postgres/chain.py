@@ -29,6 +29,7 @@ from datetime import datetime
 from verification.engines.postgres.cipher import backup_encryption
 from verification.engines.postgres.manifest import ManifestRead, read_manifest
 from verification.engines.postgres.repository import Stanza, WalArchive, archive_id_for
+from verification.engines.postgres.repository_format import reader_needs
 from verification.engines.postgres.timelines import divergences, entries, fork_segment_note, forks, shared_until
 from verification.engines.postgres.wal import Segment, format_lsn, parse_lsn, parse_segment, timeline_of
 from verification.model import (
@@ -102,7 +103,7 @@ def plan(source: Source, stanza: Stanza, at: datetime | None, segment_size: int,
         + (f", at or before the target {at.isoformat()}" if at else ", the newest"),
     ))
 
-    backups = _chain_backups(source, stanza, target, rules, problems)
+    backups, manifests = _chain_backups(source, stanza, target, rules, problems)
     wal = _check_wal(stanza, target, at, segment_size, rules, problems, timeline)
     defects = _newer_in_error(stanza, target, at, rules)
     unread: list[Problem] = []
@@ -112,7 +113,9 @@ def plan(source: Source, stanza: Stanza, at: datetime | None, segment_size: int,
               if all(p.code in REFUSALS for p in problems) else ChainStatus.BROKEN)
     chain = Chain(status, backups, problems, rules, wal, defects, unread,
                   timelines=history.entries, timeline=wal.timeline if wal else None, timeline_choice=history.choice)
-    return RestorePlan("postgres", stanza.name, chain, at, target, target_timeline=history.target_timeline)
+    writers = {b.label: str(b.extra["backrest_version"]) for b in backups if b.extra.get("backrest_version")}
+    return RestorePlan("postgres", stanza.name, chain, at, target, target_timeline=history.target_timeline,
+                       needs=reader_needs([m for m in manifests if m.ok], writers))
 
 
 
@@ -241,7 +244,8 @@ def _newer_in_error(stanza: Stanza, target: BackupSet, at: datetime | None, rule
 
 def _chain_backups(
     source: Source, stanza: Stanza, target: BackupSet, rules: list[RuleCheck], problems: list[Problem]
-) -> list[BackupSet]:
+) -> tuple[list[BackupSet], list[ManifestRead]]:
+    """The chain's backups, oldest first, and the manifests that were read of them."""
     chain: list[BackupSet] = []
     labels = [*target.references, target.label]
     missing: list[str] = []
@@ -285,7 +289,7 @@ def _chain_backups(
         rules.append(RuleCheck("starts-with-full", True, f"full {chain[0].label}"))
     if source_rule := _copied_from_standby(chain, stanza.info_file):
         rules.append(source_rule)
-    return chain
+    return chain, manifests
 
 
 def _copied_from_standby(chain: list[BackupSet], info_file: str) -> RuleCheck | None:

@@ -116,7 +116,7 @@ from verification.engines.postgres.settings import (
     settle,
 )
 from verification.engines.postgres.verify_output import parse_pgbackrest_verify, scoped_to_staged_chain
-from verification.engines.postgres.versions import images_for, written_by
+from verification.engines.postgres.versions import images_for, said_versions, written_by
 from verification.engines.postgres.wal_end import prove_to_the_record
 from verification.engines.postgres.wal_read import TargetWalReader
 from verification.errors import ConfigError, EngineUnavailableError, SourceError, TargetError
@@ -355,6 +355,9 @@ class PostgresEngine:
             else:
                 versions[argv[0]] = said[1].strip() if said[0] == "0" else f"(exit {said[0]})"
         return versions
+
+    def product_versions(self, tool_versions: dict[str, str]) -> dict[str, str]:
+        return said_versions(tool_versions)
 
     # -- discovery and planning ------------------------------------------------------------------
 

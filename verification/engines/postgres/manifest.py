@@ -141,6 +141,9 @@ class ManifestRead:
     encrypted: bool = False
     # Why it could not be read here at all (an object in an archive storage class): neither damaged nor proven.
     unread: str | None = None
+    # The [backup] keys that say how the backup's files are laid out (e.g. backup-bundle), set on
+    # (true, or any value but false and null): what a target's pgBackRest must know to read them.
+    layout: tuple[str, ...] = ()
     # The key the backup's files are encrypted with ([cipher] cipher-pass), for whoever reads them.
     files_key: SecretStr | None = field(default=None, repr=False, compare=False)
 
@@ -215,4 +218,26 @@ def _validated(label: str, manifest: str, used: str, refused: tuple[tuple[str, s
     elif encrypted and (not isinstance(key, str) or not key):
         problem = f"{used} keeps no [cipher] cipher-pass, the key of its backup's files"
     return ManifestRead(label, manifest, used, refused, problem, files=files, encrypted=encrypted,
-                        files_key=SecretStr(key) if isinstance(key, str) and key else None)
+                        layout=layout_of(info), files_key=SecretStr(key) if isinstance(key, str) and key else None)
+
+
+# The [backup] keys every pgBackRest from 2.33 to 2.60 writes that describe the backup, not how its
+# files are laid out (src/info/manifest.c, MANIFEST_KEY_BACKUP_*).
+DESCRIPTIVE_KEYS = frozenset({
+    "backup-archive-start", "backup-archive-stop", "backup-label", "backup-lsn-start", "backup-lsn-stop",
+    "backup-prior", "backup-reference", "backup-timestamp-copy-start", "backup-timestamp-start",
+    "backup-timestamp-stop", "backup-type"})
+
+
+def layout_of(info: InfoFile) -> tuple[str, ...]:
+    said = []
+    for key in info.sections.get("backup", {}):
+        if key in DESCRIPTIVE_KEYS:
+            continue
+        try:
+            value = info.value("backup", key)
+        except ValueError:  # checked as JSON on load
+            value = None
+        if value is not None and value is not False:
+            said.append(key)
+    return tuple(said)

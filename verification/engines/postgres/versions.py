@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import re
 
+import docker.errors
+
 from verification.config import DockerSettings
 from verification.engines.postgres.repository import Stanza
+from verification.engines.postgres.repository_format import UNKNOWN, unmet, version_key
 from verification.errors import ImageMissingError, TargetError
 from verification.images import ensure_image, image_environment, image_labels, image_present, suites
 from verification.model import BackupSet, ChainStatus, RestorePlan
+from verification.targets.docker import docker_client
+from verification.targets.labels import labels, new_run_id
 
 SERVER = "PostgreSQL"
 TOOL = "pgBackRest"
@@ -34,6 +39,20 @@ def written_by(stanza: Stanza, backup: BackupSet | None) -> dict[str, str]:
     said = {SERVER: major} if major else {}
     if backup is not None and (tool := backup.extra.get("backrest_version")):
         said[TOOL] = str(tool)
+    return said
+
+
+# How each program names its version (`postgres --version`, `pgbackrest version`).
+SAID_VERSION = {SERVER: ("postgres", re.compile(r"^postgres \(PostgreSQL\) (\S+)")),
+                TOOL: ("pgbackrest", re.compile(rf"^{TOOL} (\S+)$"))}
+
+
+def said_versions(tool_versions: dict[str, str]) -> dict[str, str]:
+    """PostgreSQL's and pgBackRest's versions, as their programs in the target named them."""
+    said = {}
+    for product, (program, words) in SAID_VERSION.items():
+        if (found := words.match(tool_versions.get(program, "").strip())) is not None:
+            said[product] = found.group(1)
     return said
 
 
@@ -92,6 +111,48 @@ def image_for(docker: DockerSettings, plan: RestorePlan) -> str:
     raise TargetError(f"{needs(plan)}; the target image {image} ({setting or 'the default'}) {what}; {fix}")
 
 
+def image_tool_version(image: str) -> str | None:
+    """The pgBackRest version an image holds: its label, else `pgbackrest version` asked in a container
+    of it (labelled, removed once it has answered); None when it does not answer with one."""
+    if tool := image_labels(image).get(TOOL_LABEL):
+        return tool
+    client = docker_client()
+    try:
+        said = client.containers.run(image, ["pgbackrest", "version"], remove=True, stdout=True, stderr=True,
+                                     labels=labels(new_run_id(), "version-probe"), network_disabled=True)
+    except docker.errors.DockerException:
+        return None
+    finally:
+        client.close()
+    return said_versions({"pgbackrest": bytes(said).decode(errors="replace")}).get(TOOL)
+
+
+def _reads_the_layout(image: str, docker: DockerSettings, plan: RestorePlan) -> None:
+    """Nothing when the image's pgBackRest reads every layout the backup uses (plan.needs); else a
+    TargetError naming what the backup needs, what the image has and the setting to change."""
+    if not plan.needs:
+        return
+    has = image_tool_version(image)
+    missing = unmet(plan.needs, has) if has else plan.needs
+    if not missing:
+        return
+    major = plan.written_by[SERVER]
+    wanted = _newest([need.version for need in missing])
+    which = f"has {TOOL} {has}" if has else (f"does not say which {TOOL} it has (no label {TOOL_LABEL}, and "
+                                              "`pgbackrest version` in it did not answer)")
+    why = "; ".join(f"{need.why} (read by {TOOL} {need.version} and newer)" for need in missing)
+    setting = (_configured(docker, major) or ("", "the default"))[1]
+    raise TargetError(
+        f"{needs(plan)}; reading it needs {TOOL} {wanted} or newer: {why}; the target image {image} ({setting}) "
+        f"{which}; set docker.postgres_images: {{{major}: <an image with PostgreSQL {major} and {TOOL} {wanted} "
+        "or newer>}")
+
+
+def _newest(versions: list[str]) -> str:
+    known = [v for v in versions if v != UNKNOWN]
+    return UNKNOWN if len(known) < len(versions) else max(known, key=version_key)
+
+
 def images_for(docker: DockerSettings, plans: list[RestorePlan]) -> dict[str, str]:
     """Database -> its image, for every plan whose backup says its PostgreSQL major; each image is
     made present and checked once, before any target starts."""
@@ -103,5 +164,6 @@ def images_for(docker: DockerSettings, plans: list[RestorePlan]) -> dict[str, st
         major = plan.written_by[SERVER]
         if major not in by_major:
             by_major[major] = image_for(docker, plan)
+        _reads_the_layout(by_major[major], docker, plan)  # each backup's own layouts
         chosen[plan.database] = by_major[major]
     return chosen
