@@ -249,7 +249,7 @@ capture bad-option "${REPOS[baseline]}"
 runuser -u postgres -- pgbackrest "--stanza=$STANZA" "--repo1-path=$WORK/base" "--log-path=$WORK/verify-log" \
     --log-level-file=off --output=json info >"$OUT/pgbackrest-info.json"
 cp "$WORK/base/$B/backup.info" "$WORK/base/archive/$STANZA/archive.info" "$OUT/"
-(cd "$WORK/base/$A" && find . -name '0000000*' | sed 's|^.*/||' | sort) >"$OUT/archive-listing.txt"
+(cd "$WORK/base/$A" && find . -type f -name '0000000*' | sed 's|^.*/||' | sort) >"$OUT/archive-listing.txt"
 
 # pgbackrest restore of the newest backup, as restoreproof runs it (engine.py, restore), on damaged copies.
 restore() {  # name repo label
