@@ -311,22 +311,13 @@ def _entry(reading: _Reading, entry: _Entry) -> None:
     if level in ("DETAIL", "DEBUG", "TRACE"):
         return  # not printed at --log-level-console=info; nothing in them decides the verdict
     dialect = reading.dialect
-    if level == "ERROR" and dialect.coded_findings and (coded := CODED.match(msg)) and _finding(coded["msg"], extra):
-        level, msg = "INFO", coded["msg"]  # 2.33 logs at ERROR what later versions log at INFO
-    elif level == "ERROR" and dialect.coded_findings and (coded := CODED.match(msg)) and \
-            (fatal := FATAL.match(coded["msg"])) and not extra:
-        reading.fatal.append(int(fatal["n"]))
-        return
-    if level == "WARN" and not extra and any(p.match(msg) for p in dialect.quiet):
-        return
-    if level == "WARN" and not extra and any(p.match(msg) for p in dialect.noted):
-        reading.notes.append(msg)
-        return
-    if level == "WARN" and not extra and any(p.match(msg) for p in dialect.failing):
-        reading.fail(msg)
-        return
-    if level == "WARN" and not extra and msg == NOTHING and not dialect.status_line:
-        reading.blocks.append(_Block("log", [RESULTS, NOTHING]))  # 2.33 says it instead of its summary
+    if level == "ERROR" and dialect.coded_findings and (coded := CODED.match(msg)):
+        if (fatal := FATAL.match(coded["msg"])) and not extra:  # 2.33's ending: its count of errors
+            reading.fatal.append(int(fatal["n"]))
+            return
+        if _finding(coded["msg"], extra):  # 2.33 logs at ERROR what later versions log at INFO
+            level, msg = "INFO", coded["msg"]
+    if level == "WARN" and not extra and _versions_warning(reading, msg):
         return
     if level in ("ERROR", "ASSERT"):
         reading.tool_errors.append("\n".join([f"{level}: {msg}", *(m.strip() for m in extra)]))
@@ -334,10 +325,8 @@ def _entry(reading: _Reading, entry: _Entry) -> None:
     if level == "INFO" and dialect.header.match(msg):
         reading.blocks.append(_Block("log", [msg, *extra]))
         return
-    if level == "INFO" and msg in UNUSABLE and not extra:  # 2.33: logged, not in a summary
-        reading.fail(f"stanza {stanza}: {msg}")
-        return
-    if level == "INFO" and msg == MISMATCH and all(MISMATCH_MORE.match(line.strip()) for line in extra):
+    if level == "INFO" and dialect.coded_findings and _finding(msg, extra) and msg in (*UNUSABLE, MISMATCH):
+        # 2.33 logs what later versions put in the summary.
         reading.fail(f"stanza {stanza}: {'; '.join([msg, *(line.strip() for line in extra)])}")
         return
     if match := FILE_RESULT.match(msg):
@@ -382,6 +371,23 @@ def _entry(reading: _Reading, entry: _Entry) -> None:
             reading.fail(msg)
             return
     _unknown(reading, level, [msg, *extra])
+
+
+def _versions_warning(reading: _Reading, msg: str) -> bool:
+    """A warning of this version's own (Dialect quiet, noted, failing; 2.33's nothing to verify), taken."""
+    dialect = reading.dialect
+    if any(p.match(msg) for p in dialect.quiet):
+        return True
+    if any(p.match(msg) for p in dialect.noted):
+        reading.notes.append(msg)
+        return True
+    if any(p.match(msg) for p in dialect.failing):
+        reading.fail(msg)
+        return True
+    if msg == NOTHING and not dialect.status_line:  # 2.33 says it instead of its summary
+        reading.blocks.append(_Block("log", [RESULTS, NOTHING]))
+        return True
+    return False
 
 
 def _finding(msg: str, extra: list[str]) -> bool:
