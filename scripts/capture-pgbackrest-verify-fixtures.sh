@@ -1,26 +1,41 @@
 #!/usr/bin/env bash
-# Capture real `pgbackrest verify` outputs: tests/fixtures/postgres/pgbackrest-verify-<fault>.out.
+# Capture real `pgbackrest verify` outputs: <output folder>/pgbackrest-verify-<fault>.out.
 #
-# A real repository is made with Debian 12's PostgreSQL 15 and pgBackRest 2.45 (a cluster with data
+# A real repository is made with the PostgreSQL and pgBackRest installed here (a cluster with data
 # checksums, stanza-create, a full, a differential and an incremental backup, WAL switched several
 # times, then `pgbackrest check`). Each fault is made on a copy of that repository and `pgbackrest
-# verify` is run on the copy exactly as restoreproof runs it (engine.py, repository_verify). A fixture
-# is what the parser is given: stdout, then stderr (ExecResult.output). Each run's exit code is printed
-# at the end (the tests note them).
+# verify` is run on the copy exactly as restoreproof runs it (engine.py, repository_verify; the options
+# a version lacks left out, as verify_output.VERIFY_OPTIONS says). A fixture is what the parser is
+# given: stdout, then stderr (ExecResult.output). Each run's exit code is printed at the end (the tests
+# note them). Beside them, from the same repository: `pgbackrest info --output=json`
+# (pgbackrest-info.json), its backup.info, archive.info and WAL file names (archive-listing.txt), and
+# `pgbackrest restore` run as restoreproof runs it on the damaged copies (pgbackrest-restore-<fault>.out).
 #
-# Run as root (the clusters and pgBackRest run as the postgres user):
+# Run as root (the clusters and pgBackRest run as the postgres user), on Debian 12's PostgreSQL 15 and
+# pgBackRest 2.45 for tests/fixtures/postgres, or inside a project image through
+# scripts/capture-pgbackrest-fixtures-in-image.sh (any PostgreSQL major, its suite's pgBackRest):
 #     scripts/capture-pgbackrest-verify-fixtures.sh [output folder]
 # Everything is made under one temporary folder; the servers are stopped and the folder removed on exit.
 set -euo pipefail
 
 OUT=${1:-$(cd "$(dirname "$0")/.." && pwd)/tests/fixtures/postgres}
-PGBIN=/usr/lib/postgresql/15/bin
+# The newest major installed (the images have one).
+PG=${PG:-$(ls /usr/lib/postgresql | sort -n | tail -1)}
+PGBIN=/usr/lib/postgresql/$PG/bin
+BR=$(pgbackrest version | sed -n 's/^pgBackRest //p')
+# pgBackRest 2.33's verify has neither --output nor --verbose (src/build/config/config.yaml at release/2.33).
+case "$BR" in
+    2.33) VERIFY_OPTIONS=() ;;
+    *) VERIFY_OPTIONS=(--output=text --verbose) ;;
+esac
 STANZA=demo1
 PORT=${PORT:-55491}
 OTHER_PORT=${OTHER_PORT:-55492}
 WORK=$(mktemp -d /tmp/rp-verify.XXXXXX)
 chmod 755 "$WORK"
 chown postgres:postgres "$WORK"
+mkdir -p "$OUT"
+echo "PostgreSQL $PG, pgBackRest $BR -> $OUT"
 
 as_pg() { runuser -u postgres -- "$@"; }
 
@@ -105,7 +120,7 @@ backup other full
 as_pg "$PGBIN/pg_ctl" -D "$WORK/other-data" -m fast -w stop >/dev/null
 
 B="backup/$STANZA"
-A="archive/$STANZA/15-1"
+A="archive/$STANZA/$PG-1"
 labels=$(cd "$WORK/base/$B" && ls -d 2*)
 FULL=$(echo "$labels" | grep -E 'F$')
 DIFF=$(echo "$labels" | grep -E 'D$')
@@ -120,15 +135,11 @@ fault() {  # name: a fresh copy of the repository, $WORK/faults/<name>
     as_pg cp -a "$WORK/base" "$WORK/faults/$1"
     echo "$WORK/faults/$1"
 }
-flip() {  # file: one byte in the middle xor 0xff
-    python3 - "$1" <<'EOF'
-import sys
-with open(sys.argv[1], "r+b") as f:
-    data = bytearray(f.read())
-    data[len(data) // 2] ^= 0xFF
-    f.seek(0)
-    f.write(data)
-EOF
+flip() {  # file: one byte in the middle xor 0xff (no Python in the images)
+    local offset byte
+    offset=$(( $(stat -c %s "$1") / 2 ))
+    byte=$(od -An -tu1 -j "$offset" -N 1 "$1" | tr -d ' ')
+    printf "$(printf '\\%03o' $(( byte ^ 255 )))" | dd of="$1" bs=1 seek="$offset" conv=notrunc status=none
 }
 
 declare -A REPOS
@@ -182,10 +193,10 @@ seg=$(basename "$MIDDLE_WAL")
 cp -p "$r/$A/$MIDDLE_WAL" "$r/$A/$(dirname "$MIDDLE_WAL")/${seg:0:24}-0000000000000000000000000000000000000000.gz"
 REPOS[wal-duplicate]=$r
 
-# An archive folder of another database id (15-2), and one of another version with the same id (14-1).
-r=$(fault archive-id-not-in-history); as_pg mkdir "$r/archive/$STANZA/15-2"
+# An archive folder of another database id (15-2 for 15), and one of another version with the same id (14-1).
+r=$(fault archive-id-not-in-history); as_pg mkdir "$r/archive/$STANZA/$PG-2"
 REPOS[archive-id-not-in-history]=$r
-r=$(fault archive-id-other-version); as_pg mkdir "$r/archive/$STANZA/14-1"
+r=$(fault archive-id-other-version); as_pg mkdir "$r/archive/$STANZA/$((PG - 1))-1"
 REPOS[archive-id-other-version]=$r
 
 r=$(fault backup-info-and-copy-removed); rm "$r/$B/backup.info" "$r/$B/backup.info.copy"
@@ -200,26 +211,28 @@ r=$(fault foreign-backup); cp -a "$WORK/other-repo/$B/"2*F "$r/$B/"
 REPOS[foreign-backup]=$r
 
 # Info files kept, every backup and WAL folder removed.
-r=$(fault nothing-to-verify); rm -rf "$r/$B/"2* "$r/$B/latest" "$r/archive/$STANZA/15-1"
+r=$(fault nothing-to-verify); rm -rf "$r/$B/"2* "$r/$B/latest" "$r/archive/$STANZA/$PG-1"
 REPOS[nothing-to-verify]=$r
 
 REPOS[backup-interrupted]=$WORK/interrupted
 
 as_pg mkdir -p "$WORK/verify-log"
+# What ExecResult.output gives the parser: stdout, then stderr from a line of its own.
+keep() {  # fixture
+    cat "$WORK/stdout" >"$1"
+    if [ -s "$WORK/stderr" ]; then
+        if [ -s "$WORK/stdout" ] && [ "$(tail -c 1 "$WORK/stdout" | od -An -tx1 | tr -d ' ')" != 0a ]; then echo >>"$1"; fi
+        cat "$WORK/stderr" >>"$1"
+    fi
+}
 EXTRA=()  # options added to the command line of the next capture
 capture() {  # name repo [NAME=value...]: run verify as restoreproof does, write the fixture, print the exit code
     local name=$1 repo=$2; shift 2
     local rc=0
     env "$@" runuser -u postgres -- pgbackrest "--stanza=$STANZA" "--repo1-path=$repo" "--log-path=$WORK/verify-log" \
-        --log-level-file=off "${EXTRA[@]}" --log-level-console=info --output=text --verbose verify \
+        --log-level-file=off "${EXTRA[@]}" --log-level-console=info "${VERIFY_OPTIONS[@]}" verify \
         >"$WORK/stdout" 2>"$WORK/stderr" || rc=$?
-    python3 - "$WORK/stdout" "$WORK/stderr" "$OUT/pgbackrest-verify-$name.out" <<'EOF'
-import sys
-stdout, stderr = (open(p, encoding="utf-8").read() for p in sys.argv[1:3])
-# What ExecResult.output gives the parser: stdout, then stderr from a line of its own.
-out = stdout + (("\n" if stdout and not stdout.endswith("\n") else "") + stderr if stderr else "")
-open(sys.argv[3], "w", encoding="utf-8").write(out)
-EOF
+    keep "$OUT/pgbackrest-verify-$name.out"
     printf '%-32s exit %s\n' "$name" "$rc"
 }
 
@@ -231,3 +244,26 @@ capture config-warning "${REPOS[baseline]}" PGBACKREST_NOT_AN_OPTION=1
 # An option verify does not take: pgBackRest stops before reading anything.
 EXTRA=(--type=full)
 capture bad-option "${REPOS[baseline]}"
+
+# What the repository says of itself: pgbackrest info, its info files and its WAL file names.
+runuser -u postgres -- pgbackrest "--stanza=$STANZA" "--repo1-path=$WORK/base" "--log-path=$WORK/verify-log" \
+    --log-level-file=off --output=json info >"$OUT/pgbackrest-info.json"
+cp "$WORK/base/$B/backup.info" "$WORK/base/archive/$STANZA/archive.info" "$OUT/"
+(cd "$WORK/base/$A" && find . -type f -name '0000000*' | sed 's|^.*/||' | sort) >"$OUT/archive-listing.txt"
+
+# pgbackrest restore of the newest backup, as restoreproof runs it (engine.py, restore), on damaged copies.
+restore() {  # name repo label
+    local name=$1 repo=$2 label=$3 rc=0
+    as_pg mkdir -p "$WORK/restore-$name/data" "$WORK/restore-$name/tablespaces"
+    chmod 700 "$WORK/restore-$name/data"
+    runuser -u postgres -- pgbackrest "--stanza=$STANZA" "--repo1-path=$repo" "--lock-path=$WORK/restore-$name" \
+        "--log-path=$WORK/restore-$name" --log-level-file=off "--pg1-path=$WORK/restore-$name/data" "--set=$label" \
+        --log-level-console=info --archive-mode=off --job-retry=0 --process-max=1 \
+        "--tablespace-map-all=$WORK/restore-$name/tablespaces" --type=immediate --target-action=promote restore \
+        >"$WORK/stdout" 2>"$WORK/stderr" || rc=$?
+    keep "$OUT/pgbackrest-restore-$name.out"
+    printf '%-32s exit %s\n' "restore $name" "$rc"
+}
+restore backup-byte-flipped "${REPOS[backup-byte-flipped]}" "$FULL"
+restore backup-file-missing "${REPOS[backup-file-missing]}" "$FULL"
+restore backup-referenced-file-flipped "${REPOS[backup-referenced-file-flipped]}" "$INCR"

@@ -110,10 +110,11 @@ def test_with_no_image_setting_the_backup_restores_in_its_own_majors_image(pg17_
                                 catch_exceptions=False)
     report = json.loads(result.stdout)
     (database,) = report["databases"]
-    # A good backup is never failed; the pgbackrest verify reader knows 2.45's output only (issue 30).
+    # A good backup is never failed; pgBackRest 2.55.1's verify is read as 2.45's is.
     assert database["verdict"] != "failed", database["reasons"]
     checks = {check["name"]: check["status"] for check in database["checks"]}
     assert checks["pg_amcheck"] == "passed" and checks["pg_checksums"] == "passed", database["checks"]
+    assert checks["pgbackrest_verify"] == "passed", database["checks"]
     run_dir = next(tmp_path.rglob("report.json")).parent
     versions = json.loads((run_dir / "evidence" / database["evidence"]["versions.json"]).read_text())
     assert versions["written_by"] == {"PostgreSQL": "17", "pgBackRest": "2.55.1"}

@@ -115,7 +115,13 @@ from verification.engines.postgres.settings import (
     server_option_conflicts,
     settle,
 )
-from verification.engines.postgres.verify_output import parse_pgbackrest_verify, scoped_to_staged_chain
+from verification.engines.postgres.verify_output import (
+    parse_pgbackrest_verify,
+    scoped_to_staged_chain,
+    tool_version,
+    unknown_version,
+    verify_options,
+)
 from verification.engines.postgres.versions import images_for, said_versions, written_by
 from verification.engines.postgres.wal_end import prove_to_the_record
 from verification.engines.postgres.wal_read import TargetWalReader
@@ -1163,8 +1169,16 @@ class _Verification:
         """`pgbackrest verify`, its check and phase (run alongside the steps after the transfer: it
         reads only the repository)."""
         started, started_at = time.monotonic(), datetime.now(UTC)
-        result = self.target.run(self.pgbackrest("verify", "--log-level-console=info", "--output=text",
-                                                 "--verbose"), timeout=self.pg.check_timeout, env=self.cipher_env)
+        # Each pgBackRest version prints its own verify and takes its own options: the target's says which.
+        version = self.target.run(["pgbackrest", "version"], timeout=60)
+        options = verify_options(tool_version(version.output)) if version.ok else None
+        if options is None:
+            check = unknown_version(version.output, version.exit_code)
+            check.evidence = self.evidence.write("pgbackrest-version.out", version.output)
+            return check, PhaseTiming(PhaseName.REPOSITORY_VERIFY, PhaseStatus.MEASURED,
+                                      seconds=time.monotonic() - started, started_at=started_at)
+        result = self.target.run(self.pgbackrest("verify", "--log-level-console=info", *options),
+                                 timeout=self.pg.check_timeout, env=self.cipher_env)
         check = parse_pgbackrest_verify(result.output, result.exit_code, self.plan.database)
         if self.outcome.staged_copy is not None:  # the target saw the planned chain, nothing else
             wal = self.plan.chain.wal

@@ -1,4 +1,13 @@
-"""What pgBackRest 2.45's error codes say about who is at fault: the backups, or the way to them.
+"""What pgBackRest's error codes say about who is at fault: the backups, or the way to them.
+
+Every version the images ship (2.33, 2.45, 2.55.1, 2.60.0) numbers these codes alike (build/error.yaml
+at release/2.33 and main, src/build/error/error.yaml at 2.45 and 2.55.1; 2.33 has no [105] yet) and
+words the storage messages below alike. Its restore errors as captured from each (tests/fixtures/
+postgres/pgbackrest-<version>/pgbackrest-restore-*.out) read the same: `ERROR: [029]: raised from
+local-1 protocol: zlib threw error: [-3] data error` for a flipped byte, `[055] unable to open missing
+file '…' for read` for a file gone. 2.55.1 on print them in the console log on stdout (`<time> P00
+ERROR: [029]: …`; log-level-stderr defaults to off there), not on stderr as 2.33 and 2.45 do: they are
+read wherever they are in the output (ERROR_LINE is not anchored).
 
 The codes and names are src/build/error/error.yaml at the release/2.45 tag; where each is thrown was
 read in that tag's src/:

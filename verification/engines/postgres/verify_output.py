@@ -1,8 +1,10 @@
-"""`pgbackrest verify --output=text --verbose` (pgBackRest 2.45, console logging at INFO), every line
-accounted for.
+"""`pgbackrest verify` (console logging at INFO) of each pgBackRest version the images ship (2.33,
+2.45, 2.55.1, 2.60.0: DIALECTS), every line accounted for. The version is the one the command says it
+began as; any other is an error, never a verdict.
 
-What pgBackRest 2.45 prints, read in src/command/verify/verify.c at the release/2.45 tag (the line
-numbers are that file's), and in src/common/log.c for where and how a line is written:
+What pgBackRest 2.45 prints (run with `--output=text --verbose`), read in src/command/verify/verify.c
+at the release/2.45 tag (the line numbers are that file's), and in src/common/log.c for where and how
+a line is written:
 
 - the summary (verifyProcess, 1708-1714; verifyRender, 1322-1463), printed twice by cmdVerify: logged
   at INFO (the console log, on stdout, 1735) and written to stdout by --output=text (1738-1741). It is
@@ -33,8 +35,41 @@ numbers are that file's), and in src/common/log.c for where and how a line is wr
   reconciliation is left to do, 1697; the backup.info cross-check came in a later version). A missing
   manifest is said at DETAIL only; the summary's `manifest missing` says it.
 
+How the other versions differ (DIALECTS; each read at its release tag, 2.60.0 at the 2.60.0dev main
+branch, and each checked on outputs captured from real runs: tests/fixtures/postgres/pgbackrest-<v>/):
+
+- 2.55.1 prints what 2.45 does. verify.c adds only `--set`'s lines (`'…' is not a valid backup label
+  format`, `backup set … is not valid`, 1657, 1675), and restoreproof does not pass --set. Its default
+  log-level-stderr is `off` (src/build/config/config.yaml, 1092-1096, against `warn` in 2.45), so its
+  WARN and ERROR lines come in the console log on stdout, with time and process: read the same.
+- 2.60.0 (2.59's backup.info cross-check, commit 7f82fb663) warns, not counted as errors: `backup '…'
+  found in the repository but not in backup.info` (verify.c, 1665), a folder left by an interrupted
+  backup (also said in progress) or an interrupted expire (verified as any other): noted in the
+  details, no finding; and `backup '…' found in backup.info but not in the repository` (1702), a
+  backup that cannot be restored, which it then verifies as one with no manifest: a finding.
+- 2.33 has neither `--output` nor `--verbose` for verify (an internal command then: config.yaml,
+  `output` allowed for info and repo-ls only, no `verbose` at all), so neither is passed, and it
+  prints its summary once, logged at INFO (cmdVerify, 1643), as `Results:` with neither stanza nor
+  status (verifyRender, 1258; the stanza is the one the command began with, its status its ending),
+  every count line printed under what checked a file. What later versions log at INFO it logs at
+  ERROR with a code and counts as an error: the file results `[028]` (verifyLogInvalidResult,
+  1125-1127; a WAL file missing stays a WARN, not counted, 1120), `[039]: invalid result …` (1573),
+  `[028]` the may-not-be-recoverable, duplicate WAL and no-target-files notes (454, 579, 1014),
+  `[044]: archiveIds …` (1193), and `[029]` `No usable backup.info|archive.info file` and the history
+  mismatch (1410, 1420, 1434: then there is no summary). Having counted any, it ends with `ERROR:
+  [122]: N fatal errors encountered, see log for details` (1647) and exits 122. What 2.45 says at
+  DETAIL it says at WARN (QUIET_233): an info file or manifest it could not load and why (234), a
+  copy used or not matching (274, 327, 394, 412), a manifest missing (421; the summary says it), an
+  archive folder empty or without WAL (783, 805), no archives or no backups (1476), and `no archives
+  or backups exist in the repo` (1614), then no summary: read as one that says so. It reads a
+  backup file's content through zlib, so one flipped byte in a compressed file is `invalid result
+  …: [29] … zlib threw error` (counted as `other`), not `invalid checksum`.
+- No version reconciles the WAL the backups need with the WAL there is ("??? Need to do the final
+  reconciliation", still in 2.60.0): a segment missing between two others is the planner's to find.
+
 pgBackRest exits 0 even when it finds invalid files, and says `status: ok` with a manifest missing,
-a backup skipped as in progress, a WAL file gone or counts that do not add up, so the verdict comes
+a backup skipped as in progress, a WAL file gone or counts that do not add up (2.33 exits 122 and
+lists its count of errors, but not for those either), so the verdict comes
 from this text, every line of it: only `valid` backups with every file valid pass, and anything this
 parser does not know is an error, never a pass.
 """
@@ -42,7 +77,7 @@ parser does not know is an error, never a pass.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from verification.engines.postgres.pgbackrest_errors import is_transport, transport_cause
@@ -52,7 +87,6 @@ from verification.targets.base import not_started
 NAME = CheckName.PGBACKREST_VERIFY
 # It reads the repository's files, not the restored cluster: it can fail a database, never pass it.
 KIND = CheckKind.BACKUP_FILES
-VERSION = "2.45"
 LEVELS = "ASSERT|ERROR|WARN|INFO|DETAIL|DEBUG|TRACE"
 # The console log (stdout): time, process, level aligned to 6 characters. Continuation lines are
 # indented to where the message starts.
@@ -98,6 +132,80 @@ NOTHING = "no archives or backups exist in the repo"
 MISMATCH = "backup info file and archive info file do not match"
 MISMATCH_MORE = re.compile(r"^(?:(?:archive|backup) ?: id = \d+, version = \S+, system-id = \d+|"
                            r"HINT: this may be a symptom of repository corruption!)$")
+# 2.33 logs at ERROR, with a code, what later versions log at INFO; and ends with this when it found any.
+CODED = re.compile(r"^\[(?P<code>\d{3})\]: (?P<msg>.*)$")
+FATAL = re.compile(r"^(?P<n>\d+) fatal errors encountered, see log for details$")
+END_FATAL = "verify command end: aborted with exception [122]"
+FATAL_EXIT = 122  # RuntimeError (build/error.yaml)
+RESULTS = "Results:"
+VERSION_LINE = re.compile(r"^pgBackRest (?P<version>\S+)$")
+# 2.59 on: the backup.info cross-check. A backup folder backup.info does not list is left by an
+# interrupted backup or expire (verify says the first "in progress" and checks the second): noted. A
+# backup backup.info lists with no folder is a backup that cannot be restored: a finding.
+ORPHAN = re.compile(r"^backup '(?P<label>[^']+)' found in the repository but not in backup\.info$")
+LOST = re.compile(r"^backup '(?P<label>[^']+)' found in backup\.info but not in the repository$")
+# 2.33's WARN lines that 2.45 lowered to DETAIL: what the summary says anyway (the copy used, a
+# manifest missing, an empty archive folder, an info file not loaded and why).
+QUIET_233 = (
+    re.compile(r"^(?:archive|backup)\.info\.copy does not match (?:archive|backup)\.info$"),
+    re.compile(r"^backup '[^']+' manifest\.copy does not match manifest$"),
+    re.compile(r"^\S+/backup\.manifest is missing or unusable, using copy$"),
+    re.compile(r"^manifest missing for '[^']+' - backup may have expired$"),
+    re.compile(r"^path '[^']+' does not contain any valid WAL to be processed$"),
+    re.compile(r"^archive path '[^']+' is empty$"),
+    re.compile(r"^no (?:archives|backups) exist in the repo$"),
+    re.compile(r"^unable to open missing file '[^']+' for read$"),
+)
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """What one pgBackRest version's verify prints where versions differ (the module docstring says
+    where in each version's source)."""
+    options: tuple[str, ...]  # verify's own options restoreproof passes: only those the version has
+    copies: tuple[str, ...]  # where the summary is printed: the log and/or stdout (--output=text)
+    header: re.Pattern[str]  # the summary's first line
+    status_line: bool  # `status: ok|error` under the header (2.33: none; its ending says it)
+    coded_findings: bool  # findings logged at ERROR with a code (2.33), not at INFO
+    quiet: tuple[re.Pattern[str], ...] = ()  # WARN lines the summary says anyway
+    noted: tuple[re.Pattern[str], ...] = ()  # WARN lines kept in the details, no finding
+    failing: tuple[re.Pattern[str], ...] = ()  # WARN lines that are findings
+
+
+_LATER = Dialect(options=("--output=text", "--verbose"), copies=("log", "stdout"), header=STANZA, status_line=True,
+                 coded_findings=False)
+DIALECTS: dict[str, Dialect] = {
+    "2.33": Dialect(options=(), copies=("log",), header=re.compile(rf"^{RESULTS}$"), status_line=False,
+                    coded_findings=True, quiet=QUIET_233),
+    "2.45": _LATER,
+    "2.55.1": _LATER,
+    "2.60.0": replace(_LATER, noted=(ORPHAN,), failing=(LOST,)),
+}
+VERSIONS = ", ".join(DIALECTS)
+
+
+def tool_version(output: str) -> str | None:
+    """The version `pgbackrest version` printed."""
+    found = VERSION_LINE.match(output.strip())
+    return found["version"] if found else None
+
+
+def verify_options(version: str | None) -> tuple[str, ...] | None:
+    """The options of `pgbackrest verify` restoreproof passes to this version; None: a version it cannot read."""
+    dialect = DIALECTS.get(version or "")
+    return dialect.options if dialect is not None else None
+
+
+def unknown_version(output: str, exit_code: int) -> CheckResult:
+    """The check when the target's pgBackRest is not one whose verify restoreproof reads (not run)."""
+    if (why := not_started("pgbackrest", output, exit_code)) is not None:
+        return CheckResult(NAME, CheckStatus.ERROR, f"pgbackrest verify could not run: {why}",
+                           output.strip().splitlines(), {"exit_code": exit_code}, kind=KIND)
+    version = tool_version(output)
+    said = f"pgBackRest {version}" if version else f"a pgBackRest that says {output.strip()[:200]!r} (exit {exit_code})"
+    return CheckResult(NAME, CheckStatus.ERROR, f"pgbackrest verify not run: the target has {said}; restoreproof "
+                       f"reads the verify output of pgBackRest {VERSIONS} only: use an image with one of them",
+                       output.strip().splitlines(), {"exit_code": exit_code, "version": version}, kind=KIND)
 
 
 @dataclass
@@ -137,6 +245,8 @@ class _Summary:
 @dataclass
 class _Reading:
     stanza: str
+    dialect: Dialect
+    known: bool  # the version is one in DIALECTS (else read as the newest, and never a verdict)
     failures: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)      # why the output cannot be taken as it is
     unknown: list[str] = field(default_factory=list)     # lines this parser does not know
@@ -147,6 +257,9 @@ class _Reading:
     blocks: list[_Block] = field(default_factory=list)  # the copies of the summary, in order
     versions: list[str] = field(default_factory=list)
     ends: list[str] = field(default_factory=list)
+    begun: str = ""  # the options the command said it began with
+    fatal: list[int] = field(default_factory=list)  # 2.33: "N fatal errors encountered"
+    notes: list[str] = field(default_factory=list)  # warnings kept in the details (Dialect.noted)
     # Per backup label or archive id: files whose job failed on the way to the storage, not on the file.
     unread: dict[str, int] = field(default_factory=dict)
 
@@ -197,11 +310,24 @@ def _entry(reading: _Reading, entry: _Entry) -> None:
     extra = entry.more  # lines indented under the message; each kind says which it takes
     if level in ("DETAIL", "DEBUG", "TRACE"):
         return  # not printed at --log-level-console=info; nothing in them decides the verdict
+    dialect = reading.dialect
+    if level == "ERROR" and dialect.coded_findings and (coded := CODED.match(msg)):
+        if (fatal := FATAL.match(coded["msg"])) and not extra:  # 2.33's ending: its count of errors
+            reading.fatal.append(int(fatal["n"]))
+            return
+        if _finding(coded["msg"], extra):  # 2.33 logs at ERROR what later versions log at INFO
+            level, msg = "INFO", coded["msg"]
+    if level == "WARN" and not extra and _versions_warning(reading, msg):
+        return
     if level in ("ERROR", "ASSERT"):
         reading.tool_errors.append("\n".join([f"{level}: {msg}", *(m.strip() for m in extra)]))
         return
-    if level == "INFO" and STANZA.match(msg):
+    if level == "INFO" and dialect.header.match(msg):
         reading.blocks.append(_Block("log", [msg, *extra]))
+        return
+    if level == "INFO" and dialect.coded_findings and _finding(msg, extra) and msg in (*UNUSABLE, MISMATCH):
+        # 2.33 logs what later versions put in the summary.
+        reading.fail(f"stanza {stanza}: {'; '.join([msg, *(line.strip() for line in extra)])}")
         return
     if match := FILE_RESULT.match(msg):
         # INFO, or WARN for a WAL file gone when read (not counted by pgBackRest): a file bad or missing.
@@ -233,6 +359,7 @@ def _entry(reading: _Reading, entry: _Entry) -> None:
     if level == "INFO" and not extra:
         if match := BEGIN.match(msg):
             reading.versions.append(match["version"])
+            reading.begun = match["options"]
             return
         if msg.startswith("verify command end: "):
             reading.ends.append(msg)
@@ -244,6 +371,31 @@ def _entry(reading: _Reading, entry: _Entry) -> None:
             reading.fail(msg)
             return
     _unknown(reading, level, [msg, *extra])
+
+
+def _versions_warning(reading: _Reading, msg: str) -> bool:
+    """A warning of this version's own (Dialect quiet, noted, failing; 2.33's nothing to verify), taken."""
+    dialect = reading.dialect
+    if any(p.match(msg) for p in dialect.quiet):
+        return True
+    if any(p.match(msg) for p in dialect.noted):
+        reading.notes.append(msg)
+        return True
+    if any(p.match(msg) for p in dialect.failing):
+        reading.fail(msg)
+        return True
+    if msg == NOTHING and not dialect.status_line:  # 2.33 says it instead of its summary
+        reading.blocks.append(_Block("log", [RESULTS, NOTHING]))
+        return True
+    return False
+
+
+def _finding(msg: str, extra: list[str]) -> bool:
+    """Whether a message is one of verify's findings (2.33 logs them at ERROR, with a code)."""
+    if msg == MISMATCH:
+        return all(MISMATCH_MORE.match(line.strip()) for line in extra)
+    return bool(FILE_RESULT.match(msg) or JOB_ERROR.match(msg) or any(p.match(msg) for p in FAILING_NOTES)
+                or msg in UNUSABLE)
 
 
 def _unknown(reading: _Reading, level: str, lines: list[str]) -> None:
@@ -258,9 +410,13 @@ def _counts(line: str) -> dict[str, int]:
 def _parse_summary(reading: _Reading, block: _Block) -> _Summary:
     """One copy of the summary, line by line; every line is known or said unrecognised."""
     lines = [line.strip() for line in block.lines]
-    summary = _Summary(lines[0].removeprefix("stanza: "))  # every block begins with its stanza line
+    summary = _Summary(lines[0].removeprefix("stanza: "))  # every block begins with its header
+    if not reading.dialect.status_line:  # 2.33: "Results:", its stanza the command's, its status its ending
+        found = re.search(r"(?:^| )--stanza=(\S+)", reading.begun)
+        summary.stanza = found.group(1) if found else None
+        summary.status = "error" if reading.fatal else "ok"
     lines = lines[1:]
-    if lines and (match := STATUS.match(lines[0])):
+    if lines and reading.dialect.status_line and (match := STATUS.match(lines[0])):
         summary.status = match["status"]
         lines = lines[1:]
     subject: _Item | None = None
@@ -300,7 +456,8 @@ def _judge_summary(reading: _Reading, summary: _Summary) -> None:
     if summary.stanza != reading.stanza:
         reading.error(f"pgbackrest verify reported on stanza {summary.stanza}, not {reading.stanza}")
     if summary.status is not None and summary.status not in STANZA_STATUSES:
-        reading.unrecognised(f"stanza status {summary.status!r}, which pgBackRest {VERSION} does not print")
+        reading.unrecognised(f"stanza status {summary.status!r}, which pgBackRest {_version(reading)} does not "
+                             "print")
     for archive_id, item in summary.archives.items():
         item = _discounted(reading, archive_id, item)
         what = f"archive {archive_id}"
@@ -314,7 +471,7 @@ def _judge_summary(reading: _Reading, summary: _Summary) -> None:
         item = _discounted(reading, label, item)
         what = f"backup {label}"
         if item.status not in BACKUP_STATUSES:
-            reading.unrecognised(f"{what}: status {item.status!r}, which pgBackRest {VERSION} does not print")
+            reading.unrecognised(f"{what}: status {item.status!r}, which pgBackRest {_version(reading)} does not print")
         elif item.status == "in-progress":
             reading.fail(f"{what}: status in-progress (skipped by pgBackRest: not verified)")
         elif item.status != "valid":
@@ -354,32 +511,50 @@ def _judge_counts(reading: _Reading, what: str, item: _Item) -> None:
         reading.fail(f"{what}: {', '.join(bad)}")
 
 
-def _layout(reading: _Reading) -> None:
-    """The frame around the summaries: two identical copies, one logged and one on stdout; the
-    command begun by pgBackRest 2.45 and ended successfully."""
-    blocks = reading.blocks
+def _layout(reading: _Reading, exit_code: int) -> None:
+    """The frame around the summaries: the copies the version prints (2.33: one, logged; later: two,
+    logged and on stdout, the same); the command begun by a version read here and ended successfully
+    (2.33: or with its count of the errors it logged, exit 122)."""
+    blocks, copies = reading.blocks, reading.dialect.copies
     sources = sorted(block.source for block in blocks)
-    if not blocks:
+    if not blocks and not reading.fatal:  # 2.33 stops before its summary on an info file it cannot use
         reading.error("pgbackrest verify printed no summary")
-    elif sources != ["log", "stdout"]:
-        reading.error(f"the summary was printed {len(blocks)} time(s) ({', '.join(sources)}); pgBackRest prints it "
-                      "twice, logged and on stdout")
-    elif [line.rstrip() for line in blocks[0].lines] != [line.rstrip() for line in blocks[1].lines]:
+    elif sources != sorted(copies):
+        reading.error(f"the summary was printed {len(blocks)} time(s) ({', '.join(sources)}); pgBackRest "
+                      f"{_version(reading)} prints it {' and '.join(_COPIES[c] for c in copies)}")
+    elif len({tuple(line.rstrip() for line in block.lines) for block in blocks}) > 1:
         reading.error("the logged summary and the one on stdout differ")
-    if reading.versions != [VERSION]:
+    if len(reading.versions) != 1 or not reading.known:
         said = ", ".join(reading.versions) or "none"
-        reading.error(f"pgBackRest version {said}: restoreproof reads the output of pgBackRest {VERSION} "
-                      "(verify command begin)")
-    if len(reading.ends) != 1 or not END_OK.match(reading.ends[0]):
+        reading.error(f"pgBackRest version {said}: restoreproof reads the verify output of pgBackRest {VERSIONS} "
+                      "only (verify command begin)")
+    if not (_ended(reading, exit_code) and len(reading.fatal) <= 1):
         reading.error(f"the command did not end successfully ({'; '.join(reading.ends) or 'no verify command end'})")
+    if exit_code != 0 and not (reading.fatal and exit_code == FATAL_EXIT):
+        reading.error(f"pgbackrest verify exited {exit_code}")
+
+
+_COPIES = {"log": "logged", "stdout": "on stdout"}
+
+
+def _ended(reading: _Reading, exit_code: int) -> bool:
+    if len(reading.ends) != 1:
+        return False
+    if reading.fatal:  # 2.33 throws its count of errors at the end: the command ran to its end
+        return reading.ends[0] == END_FATAL and exit_code == FATAL_EXIT
+    return bool(END_OK.match(reading.ends[0]))
+
+
+def _version(reading: _Reading) -> str:
+    return reading.versions[0] if len(reading.versions) == 1 and reading.known else "(unknown)"
 
 
 def parse_pgbackrest_verify(output: str, exit_code: int, stanza: str) -> CheckResult:
     if (why := not_started("pgbackrest", output, exit_code)) is not None:
         return CheckResult(NAME, CheckStatus.ERROR, f"pgbackrest verify could not run: {why}",
                            output.strip().splitlines(), {"exit_code": exit_code}, kind=KIND)
-    reading = _Reading(stanza)
     parts, stray = _split(output)
+    reading = _reading_for(stanza, parts)
     for line in stray:
         reading.unrecognised(line)
     for part in parts:
@@ -395,11 +570,9 @@ def parse_pgbackrest_verify(output: str, exit_code: int, stanza: str) -> CheckRe
         if label not in listed:
             reading.fail(f"backup {label}: in progress (skipped by pgBackRest: not verified)")
     statuses = [s.status or "none" for s in summaries]
-    if "error" in statuses and not reading.failures and not reading.unread:
+    if ("error" in statuses or reading.fatal) and not reading.failures and not reading.unread:
         reading.fail(f"stanza {stanza}: pgBackRest says status error and gives no reason restoreproof recognises")
-    _layout(reading)
-    if exit_code != 0:
-        reading.error(f"pgbackrest verify exited {exit_code}")
+    _layout(reading, exit_code)
     first = summaries[0] if summaries else _Summary()
     details: dict[str, Any] = {
         "backups": {label: item.status for label, item in first.backups.items()},
@@ -416,17 +589,18 @@ def parse_pgbackrest_verify(output: str, exit_code: int, stanza: str) -> CheckRe
         "archive_wal": {archive_id: _numbers(item) for archive_id, item in first.archives.items()},
         "invalid_files": reading.invalid_files,
         "warnings": reading.settings,
+        "notes": reading.notes,
         "tool_errors": reading.tool_errors,
     }
     unrecognised = [f"unrecognised: {u}" for u in reading.unknown]
-    if reading.failures:
+    if reading.failures and reading.known:  # a version not read here gives no verdict, either way
         not_valid = [label for label, item in first.backups.items() if item.status != "valid"]
         return CheckResult(NAME, CheckStatus.FAILED,
                            f"the repository has {len(reading.failures)} problem(s)"
                            + (f"; backups not valid: {', '.join(not_valid)}" if not_valid else ""),
                            reading.failures + unrecognised + reading.tool_errors + reading.settings + reading.errors,
                            details, kind=KIND)
-    said = reading.tool_errors + unrecognised + reading.settings + reading.errors
+    said = reading.failures + reading.tool_errors + unrecognised + reading.settings + reading.errors
     problem = _not_taken(reading, exit_code, statuses)
     if problem is None and (not first.backups or first.nothing):
         problem = "pgbackrest verify verified no backup"
@@ -453,9 +627,16 @@ def scoped_to_staged_chain(check: CheckResult, backups: list[str], wal: tuple[st
     return check
 
 
+def _reading_for(stanza: str, parts: list[_Entry | _Block]) -> _Reading:
+    """A reading in the dialect of the version the command said it began as (the newest when unknown)."""
+    begun = [m["version"] for p in parts if isinstance(p, _Entry) and (m := BEGIN.match(p.msg.strip()))]
+    dialect = DIALECTS.get(begun[0]) if len(begun) == 1 else None
+    return _Reading(stanza, dialect or DIALECTS[list(DIALECTS)[-1]], dialect is not None)
+
+
 def _not_taken(reading: _Reading, exit_code: int, statuses: list[str]) -> str | None:
     """Why an output with no failure in it cannot be taken (the first reason), or None."""
-    if exit_code != 0 or reading.tool_errors:
+    if (exit_code != 0 and not reading.fatal) or reading.tool_errors:
         return f"pgbackrest verify could not run (exit {exit_code})"
     if reading.errors:
         return reading.errors[0]

@@ -138,6 +138,7 @@ class RecordedTarget:
         self.files: dict[str, str] = {}
         self.answers: dict[str, tuple[int, str]] = {
             "pgbackrest restore": (0, recorded("pgbackrest-restore.log")),
+            "pgbackrest version": (0, "pgBackRest 2.45\n"),  # the flow's pgBackRest (its verify output's)
             "pgbackrest verify": (0, recorded("pgbackrest-verify.out")),
             "pg_amcheck": (0, recorded("pg_amcheck.out")),
             # pg_database as listed, for every psql (the ALTER DATABASE of template0 ignores it).
@@ -300,7 +301,7 @@ def test_the_recorded_run_passes_for_the_reasons_it_passed(demo_plan: RestorePla
     # The commands, in order, as restoreproof sends them; pgbackrest verify reads only the repository, so
     # it is sent as the transfer ends, alongside the recovery and the checks.
     sent = [" ".join(argv[:2]) if argv[0] != "pgbackrest" else f"pgbackrest {argv[-1]}" for argv in target.sent]
-    assert [command for command in sent if command != "pgbackrest verify"] == [
+    assert [command for command in sent if command not in ("pgbackrest version", "pgbackrest verify")] == [
         "mkdir -p", "pgbackrest restore", "bash -c", "pg_ctl start", "bash -c", "psql -X", "psql -X", "psql -X",
         "bash -c", "psql -X", "psql -X", "pg_amcheck -h", "pg_ctl stop", "pg_checksums --check"]
     assert sent.count("pgbackrest verify") == 1 and sent.index("pgbackrest verify") > sent.index("pgbackrest restore")
@@ -589,7 +590,7 @@ def test_the_repository_is_verified_even_where_the_target_could_not_be_prepared(
     target = RecordedTarget(mkdir=(1, "mkdir: cannot create directory: No space left on device"))
     outcome, (verdict, reasons) = verify(demo_plan, tmp_path, target)
     assert verdict is Verdict.ERROR and reasons[0].startswith("cannot prepare /var/lib/restoreproof/data")
-    assert [argv[-1] for argv in target.sent if argv[0] == "pgbackrest"] == ["verify"]
+    assert [argv[-1] for argv in target.sent if argv[0] == "pgbackrest"] == ["version", "verify"]
     assert [c.name for c in outcome.checks] == ["pgbackrest_verify"]
 
 
@@ -1093,3 +1094,26 @@ def test_databases_refusing_connections_for_their_locale_are_an_error_naming_it(
                                  "connections: they were made under a locale the target image does not have (psql: "
                                  "error: connection to server"), reasons
     assert 'LC_COLLATE "xx_XX.UTF-8",  which is not recognized by setlocale().' in reasons[0]
+
+
+def test_verify_is_given_only_the_options_the_targets_pgbackrest_has(demo_plan: RestorePlan, tmp_path: Path) -> None:
+    # pgBackRest 2.33 (bullseye's) has neither --output nor --verbose for verify, and refuses both.
+    target = RecordedTarget(**{"pgbackrest version": (0, "pgBackRest 2.33\n")})
+    verify(demo_plan, tmp_path, target)
+    (argv,) = [argv for argv in target.sent if argv[-1] == "verify"]
+    assert "--log-level-console=info" in argv and not {"--output=text", "--verbose"} & set(argv)
+    target = RecordedTarget()
+    verify(demo_plan, tmp_path / "2.45", target)
+    (argv,) = [argv for argv in target.sent if argv[-1] == "verify"]
+    assert argv[-3:] == ["--output=text", "--verbose", "verify"]
+
+
+def test_a_pgbackrest_whose_verify_is_not_read_here_is_not_run_and_is_an_error(demo_plan: RestorePlan,
+                                                                                 tmp_path: Path) -> None:
+    target = RecordedTarget(**{"pgbackrest version": (0, "pgBackRest 2.99\n")})
+    outcome, (verdict, _) = verify(demo_plan, tmp_path, target)
+    assert verdict is Verdict.ERROR
+    assert not [argv for argv in target.sent if argv[-1] == "verify"]
+    (check,) = [c for c in outcome.checks if c.name == "pgbackrest_verify"]
+    assert check.status is CheckStatus.ERROR
+    assert check.summary.startswith("pgbackrest verify not run: the target has pgBackRest 2.99; restoreproof reads")

@@ -2,7 +2,7 @@
 
 
 from tests.conftest import fixture_text
-from verification.engines.postgres.verify_output import parse_pgbackrest_verify
+from verification.engines.postgres.verify_output import VERSIONS, parse_pgbackrest_verify
 from verification.model import CheckStatus
 
 # pgbackrest verify. Real outputs of pgBackRest 2.45 (Debian 12) on copies of one real repository,
@@ -62,7 +62,7 @@ def test_verify_baseline_passes_with_every_count_kept():
         "backup_files": {FULL: {"checked": 977, "valid": 977, **zero}, DIFF: {"checked": 978, "valid": 978, **zero},
                          INCR: {"checked": 981, "valid": 981, **zero}},
         "archive_wal": {"15-1": {"checked": 13, "valid": 13, **zero}},
-        "invalid_files": [], "warnings": [], "tool_errors": []}
+        "invalid_files": [], "warnings": [], "notes": [], "tool_errors": []}
 
 
 def test_verify_manifest_and_copy_removed_fails_naming_the_backup_though_pgbackrest_says_ok():
@@ -217,7 +217,8 @@ def test_verify_option_refused_is_an_error_quoting_pgbackrest():
         "pgbackrest_verify", CheckStatus.ERROR, "pgbackrest verify could not run (exit 31)")
     assert check.findings == [
         "ERROR: [031]: option 'type' not valid for command 'verify'", "pgbackrest verify printed no summary",
-        "pgBackRest version none: restoreproof reads the output of pgBackRest 2.45 (verify command begin)",
+        f"pgBackRest version none: restoreproof reads the verify output of pgBackRest {VERSIONS} only (verify "
+        "command begin)",
         "the command did not end successfully (no verify command end)", "pgbackrest verify exited 31"]
 
 
@@ -396,9 +397,9 @@ def test_verify_rule_the_summary_is_printed_twice_logged_and_on_stdout():
         assert check.status is CheckStatus.ERROR
         assert check.summary.startswith("the summary was printed ")
     assert parse_pgbackrest_verify(only_logged, 0, "demo1").summary == (
-        "the summary was printed 1 time(s) (log); pgBackRest prints it twice, logged and on stdout")
+        "the summary was printed 1 time(s) (log); pgBackRest 2.45 prints it logged and on stdout")
     assert parse_pgbackrest_verify(three, 0, "demo1").summary == (
-        "the summary was printed 3 time(s) (log, stdout, stdout); pgBackRest prints it twice, logged and on stdout")
+        "the summary was printed 3 time(s) (log, stdout, stdout); pgBackRest 2.45 prints it logged and on stdout")
     stdout_twice = "\n".join(lines[:1] + lines[11:-1] + lines[11:]) + "\n"
     assert parse_pgbackrest_verify(stdout_twice, 0, "demo1").status is CheckStatus.ERROR
 
@@ -430,11 +431,12 @@ def test_verify_rule_pgbackrest_245_begun_and_ended_successfully():
     newer = text.replace("verify command begin 2.45:", "verify command begin 2.54.2:")
     check = parse_pgbackrest_verify(newer, 0, "demo1")
     assert (check.status, check.summary) == (
-        CheckStatus.ERROR, "pgBackRest version 2.54.2: restoreproof reads the output of pgBackRest 2.45 "
-        "(verify command begin)")
+        CheckStatus.ERROR, f"pgBackRest version 2.54.2: restoreproof reads the verify output of pgBackRest {VERSIONS} "
+        "only (verify command begin)")
     no_begin = "\n".join(text.splitlines()[1:]) + "\n"
     assert parse_pgbackrest_verify(no_begin, 0, "demo1").summary == (
-        "pgBackRest version none: restoreproof reads the output of pgBackRest 2.45 (verify command begin)")
+        f"pgBackRest version none: restoreproof reads the verify output of pgBackRest {VERSIONS} only (verify "
+        "command begin)")
     no_end = "\n".join(text.splitlines()[:-1]) + "\n"
     check = parse_pgbackrest_verify(no_end, 0, "demo1")
     assert (check.status, check.summary) == (CheckStatus.ERROR,
@@ -448,7 +450,8 @@ def test_verify_rule_pgbackrest_245_begun_and_ended_successfully():
         "verify command end: completed successfully (618ms))")
     begun_twice = text.splitlines()[0] + "\n" + text
     assert parse_pgbackrest_verify(begun_twice, 0, "demo1").summary == (
-        "pgBackRest version 2.45, 2.45: restoreproof reads the output of pgBackRest 2.45 (verify command begin)")
+        f"pgBackRest version 2.45, 2.45: restoreproof reads the verify output of pgBackRest {VERSIONS} only (verify "
+        "command begin)")
     untimed = text.replace(" (618ms)", "")
     assert parse_pgbackrest_verify(untimed, 0, "demo1").status is CheckStatus.PASSED
 
