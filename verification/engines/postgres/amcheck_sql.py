@@ -173,25 +173,35 @@ def _row(line: str) -> dict[str, Any]:
 def _read_rows(run: DatabaseRun, rows: list[dict[str, Any]]) -> None:
     if not rows:
         return
-    catalogue, results = rows[0], rows[1:]
-    indexes = catalogue.get("indexes")
-    if not isinstance(indexes, list) or catalogue.get("database") != run.database:
-        run.errors.append(f"the catalogue of btree indexes was not the one asked for: {json.dumps(catalogue)[:300]}")
+    indexes = _catalogue(run, rows[0])
+    if indexes is None:
         return
-    run.amcheck_version = (catalogue.get("amcheck") or {}).get("version")
     names = {index["oid"]: index["name"] for index in indexes}
     checkable = {index["oid"] for index in indexes if index["valid"] and not index["temporary"]}
     run.catalogued = len(indexes)
     run.not_checkable = {index["name"]: _why_not_checkable(index) for index in indexes if index["oid"] not in checkable}
-    seen: set[int] = set()
-    for result in results:
+    seen: list[Any] = [result.get("oid") for result in rows[1:]]
+    for result in rows[1:]:
         _read_result(run, result, names.get(result.get("oid"), f"oid {result.get('oid')}"))
-        seen.add(result.get("oid", -1))
-    if missing := sorted(checkable - seen):
+    if missing := sorted(checkable - set(seen)):
         run.errors.append(f"{len(missing)} of {len(checkable)} btree indexes have no result: "
                           + ", ".join(names[oid] for oid in missing[:5]))
-    if extra := sorted(seen - checkable):
-        run.errors.append(f"results for indexes not in the catalogue's checkable ones: {extra[:5]}")
+    if unasked := [oid for oid in seen if oid not in checkable or seen.count(oid) > 1]:
+        run.errors.append(f"results not asked for (not a checkable index of the catalogue, or twice): {unasked[:5]}")
+
+
+def _catalogue(run: DatabaseRun, row: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The catalogue's btree indexes, each with its oid, name and whether amcheck can check it; None
+    (said in the errors) when the row is not the catalogue asked for."""
+    indexes = row.get("indexes")
+    if (row.get("database") != run.database or not isinstance(indexes, list)
+            or not all(isinstance(index, dict) and type(index.get("oid")) is int and isinstance(index.get("name"), str)
+                       and isinstance(index.get("valid"), bool) and isinstance(index.get("temporary"), bool)
+                       for index in indexes)):
+        run.errors.append(f"the catalogue of btree indexes was not the one asked for: {json.dumps(row)[:300]}")
+        return None
+    run.amcheck_version = (row.get("amcheck") or {}).get("version")
+    return indexes
 
 
 def _why_not_checkable(index: dict[str, Any]) -> str:

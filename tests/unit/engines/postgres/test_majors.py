@@ -226,3 +226,16 @@ def test_13_a_server_warning_keeps_a_clean_run_from_passing() -> None:
 
 def test_the_13_captures_ran_the_script_restoreproof_runs() -> None:
     assert (MAJORS / "amcheck-script.sql").read_text() == SCRIPT
+
+
+def test_13_a_result_twice_or_a_catalogue_not_the_one_asked_for_is_an_error() -> None:
+    stdout, stderr = _clean_app()
+    twice = run_database("app", "\n".join([*stdout[:2], stdout[1], *stdout[2:]]), stderr, 0)
+    assert twice.errors == [f"results not asked for (not a checkable index of the catalogue, or twice): "
+                            f"{[json.loads(stdout[1])['oid']] * 2}"]
+    other = run_database("shop", "\n".join(stdout), stderr, 0)  # app's catalogue read as shop's
+    assert not other.proven and other.errors[-1].startswith("the catalogue of btree indexes was not the one asked for")
+    catalogue = json.loads(stdout[0])
+    catalogue["indexes"][0].pop("valid")
+    broken = run_database("app", "\n".join([json.dumps(catalogue), *stdout[1:]]), stderr, 0)
+    assert broken.errors == [f"the catalogue of btree indexes was not the one asked for: {json.dumps(catalogue)[:300]}"]
