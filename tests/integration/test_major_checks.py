@@ -1,9 +1,11 @@
-"""A repository written by PostgreSQL 13 (Debian bullseye's, with its pgBackRest 2.33), verified in its
-own image: 13 has no pg_amcheck program and no heap check, so every database's every btree index is
-checked with the amcheck extension's SQL functions, and the report says what was and was not checked.
+"""Repositories written by other PostgreSQL majors than 15, verified in their own images, and what each
+major's integrity checks say. PostgreSQL 13 (Debian bullseye's, with its pgBackRest 2.33) has no
+pg_amcheck program and no heap check, so every database's every btree index is checked with the amcheck
+extension's SQL functions, and the report says what was and was not checked; 18 (sid's, pgBackRest
+2.60) runs pg_amcheck, whose output and pg_checksums' are read as 18 prints them.
 
-The overall verdict is not asserted: reading pgBackRest 2.33's `verify` output is another part of
-issue 30. What is asserted is that no check reads a missing tool as damage, and what each check says."""
+The overall verdict is not asserted beyond "not failed": reading each pgBackRest version's `verify`
+output is another part of issue 30. What is asserted is what each check says."""
 
 from __future__ import annotations
 
@@ -23,16 +25,23 @@ from verification.targets.labels import new_run_id
 
 pytestmark = pytest.mark.integration
 
-STANZA = "pg13"
+@pytest.fixture(scope="module")
+def pg13_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return written_by(13, tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
-def pg13_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def pg18_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return written_by(18, tmp_path_factory)
+
+
+def written_by(major: int, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One full backup and its WAL: a table with two btree indexes in a second database, one closed."""
-    repo = tmp_path_factory.mktemp("pg13") / "backups"
+    repo = tmp_path_factory.mktemp(f"pg{major}") / "backups"
     repo.mkdir()
     run_id = new_run_id()
-    cluster = _SourceCluster(docker_client(), ensure_image("restoreproof/postgres:13"), STANZA, repo, run_id)
+    cluster = _SourceCluster(docker_client(), ensure_image(f"restoreproof/postgres:{major}"), f"pg{major}", repo,
+                             run_id)
     try:
         cluster.setup()
         cluster.psql("create database shop")
@@ -85,3 +94,18 @@ def test_a_pg13_backup_has_every_btree_index_of_every_database_checked_and_says_
         f"== database {name}: exit 0" for name in details["databases_existing"]]
     (phase,) = [p for p in database["phases"] if p["name"] == "integrity_check"]
     assert phase["details"]["amcheck_functions_seconds"] > 0 and "pg_amcheck_seconds" not in phase["details"]
+
+
+def test_a_pg18_backup_is_checked_by_pg_amcheck_and_pg_checksums_read_as_18_prints_them(
+        pg18_repo: Path, tmp_path: Path) -> None:
+    database = verified(pg18_repo, tmp_path)
+    assert database["verdict"] != "failed", database["reasons"]
+    checks = {check["name"]: check for check in database["checks"]}
+    assert "amcheck" not in checks
+    amcheck = checks["pg_amcheck"]
+    assert amcheck["status"] == "passed", amcheck
+    assert amcheck["summary"].endswith(" indexes in 5 of 5 databases: no corruption")
+    assert amcheck["details"]["postgres_major"] == 18 and amcheck["details"]["checked"].startswith("verify_heapam ")
+    assert checks["pg_checksums"]["status"] == "passed", checks["pg_checksums"]
+    (phase,) = [p for p in database["phases"] if p["name"] == "integrity_check"]
+    assert phase["details"]["pg_amcheck_seconds"] > 0
