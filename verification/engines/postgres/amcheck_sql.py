@@ -321,3 +321,18 @@ def _warned(runs: list[DatabaseRun]) -> str | None:
                 "is not the one the database was created with; verify with a target image whose ICU/glibc matches "
                 "the source's (docker.postgres_image)")
     return f"amcheck found no corruption, but the server warned: {'; '.join(texts)}"
+
+
+def heap_pages_said(check: CheckResult, checksums: CheckResult | None) -> None:
+    """On a major without verify_heapam, what did check the heap pages, in the amcheck check: pg_checksums'
+    word on every page's checksum, or that nothing did (a cluster without data checksums)."""
+    if check.name != CheckName.AMCHECK:
+        return
+    if checksums is None or checksums.status is CheckStatus.ERROR:
+        check.details["heap_pages"] = "pg_checksums did not check them (see its check, or postgres.checksums_check)"
+    elif checksums.status is CheckStatus.SKIPPED:
+        check.details["heap_pages"] = "checked by nothing: the cluster has no data checksums (pg_checksums skipped)"
+        if check.status is CheckStatus.PASSED:
+            check.summary += "; the cluster has no data checksums, so no check verified its heap pages"
+    else:
+        check.details["heap_pages"] = f"every page's checksum read by pg_checksums: {checksums.status.value}"

@@ -55,6 +55,7 @@ from verification.engines.postgres.amcheck_sql import (
     SCRIPT,
     amcheck_result,
     amcheck_sql_argv,
+    heap_pages_said,
     options_not_applied,
     run_database,
 )
@@ -1135,6 +1136,7 @@ class _Verification:
         stop = self.target.run(["pg_ctl", "stop", "-m", "fast", "-w", "-D", self.data], timeout=600)
         stopped = time.monotonic()
         checksums_seconds = None
+        result: CheckResult | None = None
         if not stop.ok:
             self.outcome.errors.append(f"the restored server did not stop cleanly: {stop.output.strip()[-300:]}")
         elif not self.pg.checksums_check:
@@ -1145,6 +1147,7 @@ class _Verification:
             result = parse_pg_checksums(checksums.output, checksums.exit_code)
             result.evidence = self.evidence.write("pg_checksums.out", checksums.output)
             self.outcome.checks.append(result)
+        heap_pages_said(check, result)
         finished = time.monotonic()
         self.spans.add(PhaseName.INTEGRITY_CHECK, stopping, finished)
         # Its own seconds: pg_amcheck, the stop and pg_checksums, not the wait for the data checks between.

@@ -1133,6 +1133,7 @@ def test_on_13_every_database_s_btree_indexes_are_checked_with_amcheck_s_functio
     (check,) = [c for c in outcome.checks if c.name == "amcheck"]
     assert check.status is CheckStatus.PASSED and check.details["databases_checked"] == databases
     assert check.summary.startswith("PostgreSQL 13: ")
+    assert check.details["heap_pages"] == "every page's checksum read by pg_checksums: passed"
     assert f"amcheck: {check.summary}" in reasons
     said = (tmp_path / check.evidence).read_text()
     assert [line for line in said.splitlines() if line.startswith("== database ")] == [

@@ -13,6 +13,7 @@ from verification.engines.postgres.amcheck_sql import (
     SCRIPT,
     DatabaseRun,
     amcheck_result,
+    heap_pages_said,
     run_database,
 )
 from verification.engines.postgres.databases import Database, amcheck_relations, covered, parse_catalog
@@ -239,3 +240,23 @@ def test_13_a_result_twice_or_a_catalogue_not_the_one_asked_for_is_an_error() ->
     catalogue["indexes"][0].pop("valid")
     broken = run_database("app", "\n".join([json.dumps(catalogue), *stdout[1:]]), stderr, 0)
     assert broken.errors == [f"the catalogue of btree indexes was not the one asked for: {json.dumps(catalogue)[:300]}"]
+
+
+def test_13_says_what_checked_its_heap_pages_pg_checksums_or_nothing() -> None:
+    checked = amcheck_result(13, clean_runs(), catalog("13"))
+    summary = checked.summary
+    heap_pages_said(checked, parse_pg_checksums(*captured("pg13-pg_checksums-clean")))
+    assert checked.details["heap_pages"] == "every page's checksum read by pg_checksums: passed"
+    assert checked.summary == summary
+    unchecked = amcheck_result(13, clean_runs(), catalog("13"))
+    heap_pages_said(unchecked, parse_pg_checksums(*captured("pg13-pg_checksums-disabled")))
+    assert unchecked.status is CheckStatus.PASSED  # the indexes' proof stands; what it does not cover is said
+    assert unchecked.details["heap_pages"] == ("checked by nothing: the cluster has no data checksums "
+                                               "(pg_checksums skipped)")
+    assert unchecked.summary == summary + "; the cluster has no data checksums, so no check verified its heap pages"
+    off = amcheck_result(13, clean_runs(), catalog("13"))
+    heap_pages_said(off, None)
+    assert off.details["heap_pages"].startswith("pg_checksums did not check them")
+    pg_amcheck = parse_pg_amcheck(*captured("pg17-pg_amcheck-clean"))
+    heap_pages_said(pg_amcheck, None)
+    assert "heap_pages" not in pg_amcheck.details  # verify_heapam checked them
