@@ -73,6 +73,8 @@ class CheckName(StrEnum):
     "sql:<its name>")."""
 
     PG_AMCHECK = "pg_amcheck"
+    # The amcheck extension's functions called over SQL, on a major with no pg_amcheck program (13).
+    AMCHECK = "amcheck"
     PG_CHECKSUMS = "pg_checksums"
     PGBACKREST_VERIFY = "pgbackrest_verify"
     DBCC_CHECKDB = "dbcc_checkdb"

@@ -49,6 +49,16 @@ from verification.engines.base import (
 )
 from verification.engines.postgres import chain as chain_rules
 from verification.engines.postgres import segment_size, work
+from verification.engines.postgres.amcheck_sql import (
+    AMCHECK_SCRIPT_VARIABLE,
+    PG_AMCHECK_SINCE,
+    SCRIPT,
+    amcheck_result,
+    amcheck_sql_argv,
+    heap_pages_said,
+    options_not_applied,
+    run_database,
+)
 from verification.engines.postgres.archive_end import archive_end, refuse_beyond
 from verification.engines.postgres.cipher import CIPHER, WrongPassphraseError, missing_passphrase
 from verification.engines.postgres.consistent_point import prove_consistent_point
@@ -69,7 +79,7 @@ from verification.engines.postgres.databases import (
 )
 from verification.engines.postgres.direct import DirectTarget, direct_repository, is_direct
 from verification.engines.postgres.footprint import backup_history, chain_files
-from verification.engines.postgres.integrity import parse_pg_amcheck, parse_pg_checksums
+from verification.engines.postgres.integrity import PG_AMCHECK_CHECKED, parse_pg_amcheck, parse_pg_checksums
 from verification.engines.postgres.offline_proof import prove_offline
 from verification.engines.postgres.pgbackrest_errors import (
     ERROR_LINE,
@@ -1112,23 +1122,16 @@ class _Verification:
             self.data_checks(found)
         backup = self.plan.target_backup
         started, started_at = time.monotonic(), datetime.now(UTC)
-        jobs = [] if _names_jobs(self.pg.amcheck_options) else [f"--jobs={self.target_cpus()}"]
         try:
-            amcheck = self.target.run(["pg_amcheck", "-h", self.socket_dir, "-p", str(PORT),
-                                       "-U", self.pg.superuser, "--all", "--install-missing", "--verbose", *jobs,
-                                       *self.pg.amcheck_options], timeout=self.pg.check_timeout, env=AMCHECK_ENV)
+            check, amcheck_details = self.amcheck()
         except Exception:
             if data is not None:
                 data.wait()  # nothing of the data checks goes on (or writes evidence) after this step
             raise
         amchecked = time.monotonic()
         self.spans.add(PhaseName.INTEGRITY_CHECK, started, amchecked)
-        # pg_amcheck's finding is kept whatever the data checks met: a corruption it found still fails
+        # The amcheck finding is kept whatever the data checks met: a corruption it found still fails
         # the database when the data checks' thread raised.
-        check = parse_pg_amcheck(amcheck.output, amcheck.exit_code)
-        # Passed only with every database of pg_database checked ("N of N databases").
-        check = covered(check, self.catalog, amcheck_relations(amcheck.output), self.pg.amcheck_options)
-        check.evidence = self.evidence.write("pg_amcheck.out", amcheck.output)
         try:
             if data is not None:
                 data.result()  # the server is stopped only once the data checks are done with it
@@ -1142,6 +1145,7 @@ class _Verification:
         stop = self.target.run(["pg_ctl", "stop", "-m", "fast", "-w", "-D", self.data], timeout=600)
         stopped = time.monotonic()
         checksums_seconds = None
+        result: CheckResult | None = None
         if not stop.ok:
             self.outcome.errors.append(f"the restored server did not stop cleanly: {stop.output.strip()[-300:]}")
         elif not self.pg.checksums_check:
@@ -1152,6 +1156,7 @@ class _Verification:
             result = parse_pg_checksums(checksums.output, checksums.exit_code)
             result.evidence = self.evidence.write("pg_checksums.out", checksums.output)
             self.outcome.checks.append(result)
+        heap_pages_said(check, result)
         finished = time.monotonic()
         self.spans.add(PhaseName.INTEGRITY_CHECK, stopping, finished)
         # Its own seconds: pg_amcheck, the stop and pg_checksums, not the wait for the data checks between.
@@ -1159,11 +1164,46 @@ class _Verification:
         self.outcome.phases.append(PhaseTiming(
             PhaseName.INTEGRITY_CHECK, PhaseStatus.MEASURED, seconds=(amchecked - started) + (finished - stopping),
             bytes=backup.size_bytes if backup else None, started_at=started_at,
-            details={"pg_amcheck_seconds": round(amchecked - started, 3),
-                     "pg_amcheck_jobs": self.target_cpus() if jobs else None,
-                     "stop_seconds": round(stopped - stopping, 3),
+            details={**amcheck_details, "stop_seconds": round(stopped - stopping, 3),
                      "pg_checksums_seconds": round(checksums_seconds, 3) if checksums_seconds is not None else None,
                      "waited_for_data_checks_seconds": round(waited, 3)}))
+
+    def amcheck(self) -> tuple[CheckResult, dict[str, Any]]:
+        """The restored major's own amcheck, and its seconds and jobs for the phase: the pg_amcheck
+        program (PostgreSQL 14 and later), else the amcheck extension's SQL functions (amcheck_sql.py)."""
+        started = time.monotonic()
+        if self.major is not None and self.major < PG_AMCHECK_SINCE:
+            check = self.amcheck_functions(self.major)
+            return check, {"amcheck_functions_seconds": round(time.monotonic() - started, 3)}
+        jobs = [] if _names_jobs(self.pg.amcheck_options) else [f"--jobs={self.target_cpus()}"]
+        amcheck = self.target.run(["pg_amcheck", "-h", self.socket_dir, "-p", str(PORT),
+                                   "-U", self.pg.superuser, "--all", "--install-missing", "--verbose", *jobs,
+                                   *self.pg.amcheck_options], timeout=self.pg.check_timeout, env=AMCHECK_ENV)
+        seconds = time.monotonic() - started
+        check = parse_pg_amcheck(amcheck.output, amcheck.exit_code)
+        # Passed only with every database of pg_database checked ("N of N databases").
+        check = covered(check, self.catalog, amcheck_relations(amcheck.output), self.pg.amcheck_options)
+        check.details |= {"postgres_major": self.major, "checked": PG_AMCHECK_CHECKED}
+        check.evidence = self.evidence.write("pg_amcheck.out", amcheck.output)
+        return check, {"pg_amcheck_seconds": round(seconds, 3), "pg_amcheck_jobs": self.target_cpus() if jobs else None}
+
+    def amcheck_functions(self, major: int) -> CheckResult:
+        """amcheck's btree checks over SQL in every database a connection reaches, one after the other
+        (within the check's time), each database's outputs kept in the evidence."""
+        deadline = time.monotonic() + self.pg.check_timeout
+        reachable = [d.name for d in self.catalog or [] if d.unreachable is None]
+        runs, said = [], []
+        for database in reachable:
+            result = self.target.run(amcheck_sql_argv(self.socket_dir, PORT, self.pg.superuser, database),
+                                     timeout=max(1.0, deadline - time.monotonic()),
+                                     env={AMCHECK_SCRIPT_VARIABLE: SCRIPT})
+            runs.append(run_database(database, result.stdout, result.stderr, result.exit_code))
+            said.append(f"== database {database}: exit {result.exit_code}\n{result.output}")
+        check = amcheck_result(major, runs, self.catalog)
+        check.evidence = self.evidence.write("amcheck.out", "\n".join(said))
+        if ignored := options_not_applied(self.pg.amcheck_options):
+            check.details["amcheck_options_not_applied"] = ignored
+        return check
 
     def repository_verify(self) -> tuple[CheckResult, PhaseTiming]:
         """`pgbackrest verify`, its check and phase (run alongside the steps after the transfer: it

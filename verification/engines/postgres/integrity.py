@@ -17,6 +17,12 @@ AMCHECK_PROGRESS = re.compile(
 )
 
 
+# What pg_amcheck (PostgreSQL 14 and later) checks, as restoreproof runs it (--all, postgres.amcheck_options).
+PG_AMCHECK_CHECKED = ("verify_heapam on every table and its TOAST table (heap pages, tuples, TOAST links) and "
+                      "bt_index_check on every btree index (heapallindexed with postgres.amcheck_options' "
+                      "--heapallindexed, the default)")
+
+
 def did_not_run(name: str, output: str, exit_code: int) -> CheckResult | None:
     """The check as an error when its program never started (missing from the target image, say)."""
     why = not_started(name, output, exit_code)

@@ -24,10 +24,11 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from tests.conftest import TESTS, fixture_text, write_manifest
+from tests.conftest import FIXTURES, TESTS, fixture_text, write_manifest
 from tests.unit.engines.postgres.conftest import EncryptedRepo
 from verification.config import Settings
 from verification.engines.base import DataAccess, Evidence, RestoreOutcome
+from verification.engines.postgres.amcheck_sql import SCRIPT
 from verification.engines.postgres.chain import plan
 from verification.engines.postgres.cipher import PassphraseMissingError, WrongPassphraseError
 from verification.engines.postgres.databases import TEMPLATE_LEFT_OUT
@@ -1117,3 +1118,49 @@ def test_a_pgbackrest_whose_verify_is_not_read_here_is_not_run_and_is_an_error(d
     (check,) = [c for c in outcome.checks if c.name == "pgbackrest_verify"]
     assert check.status is CheckStatus.ERROR
     assert check.summary.startswith("pgbackrest verify not run: the target has pgBackRest 2.99; restoreproof reads")
+
+
+MAJORS = FIXTURES / "majors"
+MAJOR_EXIT_CODES = dict(line.split() for line in (MAJORS / "exit-codes.txt").read_text().splitlines())
+
+
+class Pg13Target(RecordedTarget):
+    """The recorded run, its restored data a PostgreSQL 13 cluster: amcheck's SQL functions answer each
+    database with what they printed in the 13 image (tests/fixtures/postgres/majors)."""
+
+    def __init__(self, **replace: tuple[int, str]) -> None:
+        super().__init__(**{"bash configure": (0, "13\n" + settings_capture("pgbackrest-auto-conf-alter-system.conf")),
+                            "psql": (0, (MAJORS / "pg13-pg_database.json").read_text()), **replace})
+
+    def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> ExecResult:
+        if argv[:2] != ["bash", "-c"] or argv[3:4] != ["amcheck"]:
+            return super().run(argv, timeout=timeout, env=env)
+        self.sent.append(argv)
+        self.env.append(env or {})
+        stem = f"pg13-amcheck-clean-{argv[-1]}"
+        return ExecResult(argv, int(MAJOR_EXIT_CODES[stem]), (MAJORS / f"{stem}.stdout").read_text(),
+                          (MAJORS / f"{stem}.stderr").read_text(), 0.1)
+
+
+def test_on_13_every_database_s_btree_indexes_are_checked_with_amcheck_s_functions_not_pg_amcheck(
+        demo_plan: RestorePlan, tmp_path: Path) -> None:
+    target = Pg13Target()
+    outcome, (verdict, reasons) = verify(demo_plan, tmp_path, target)
+    assert verdict is Verdict.PASSED, reasons
+    assert "pg_amcheck" not in [argv[0] for argv in target.sent]  # 13 has no such program
+    runs = [argv for argv in target.sent if argv[3:4] == ["amcheck"]]
+    databases = ["app", "postgres", "shop", "template0", "template1"]
+    assert [argv[-1] for argv in runs] == databases
+    assert runs[0][:3] == ["bash", "-c", 'psql "$@" <<<"$RESTOREPROOF_AMCHECK_SQL"']
+    assert all(env == {"RESTOREPROOF_AMCHECK_SQL": SCRIPT} for argv, env in zip(target.sent, target.env, strict=True)
+               if argv[3:4] == ["amcheck"])
+    (check,) = [c for c in outcome.checks if c.name == "amcheck"]
+    assert check.status is CheckStatus.PASSED and check.details["databases_checked"] == databases
+    assert check.summary.startswith("PostgreSQL 13: ")
+    assert check.details["heap_pages"] == "every page's checksum read by pg_checksums: passed"
+    assert f"amcheck: {check.summary}" in reasons
+    said = (tmp_path / check.evidence).read_text()
+    assert [line for line in said.splitlines() if line.startswith("== database ")] == [
+        f"== database {name}: exit 0" for name in databases]
+    (phase,) = [p for p in outcome.phases if p.name == "integrity_check"]
+    assert "pg_amcheck_seconds" not in phase.details and phase.details["amcheck_functions_seconds"] >= 0
