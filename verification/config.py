@@ -116,8 +116,16 @@ class DockerSettings(_ContainerLimits):
 
 
 class PostgresSettings(_Section):
-    # Where the PostgreSQL binaries live for the local-process target (inside the image they are on PATH).
+    @field_validator("bin_dirs", mode="before")
+    @classmethod
+    def _major_as_text(cls, value: Any) -> Any:
+        return {str(key): folder for key, folder in value.items()} if isinstance(value, dict) else value
+
+    # Where the PostgreSQL binaries live for the local-process target (inside the image they are on PATH):
+    # per major in bin_dirs, else bin_dir when it is set, else Debian's /usr/lib/postgresql/<major>/bin.
+    # Each is held to the major the backup needs.
     bin_dir: Path = Path("/usr/lib/postgresql/15/bin")
+    bin_dirs: dict[str, Path] = Field(default_factory=dict)
     # Used only where the repository cannot tell the cluster's WAL segment size (engines/postgres/segment_size.py).
     wal_segment_size: int = Field(16 * 1024 * 1024, ge=1024 * 1024)
     # pgBackRest --process-max for the restore; the raw-steps bench uses the same value.

@@ -116,14 +116,19 @@ def _give_to_os_user(path: Path) -> None:
 class LocalTargetProvider:
     kind = "local"
 
-    def __init__(self, bin_dir: Path, state_dir: Path) -> None:
+    def __init__(self, bin_dir: Path, state_dir: Path, bin_dirs: dict[str, Path] | None = None,
+                 refused: dict[str, str] | None = None) -> None:
+        """`bin_dir` serves every database but those `bin_dirs` gives a folder of their own (the engine
+        chose and checked them) and those `refused` says no folder here serves."""
         self.bin_dir = bin_dir
         self.state_dir = state_dir
-        missing = [tool for tool in ("pg_ctl", "postgres", "pg_amcheck", "pg_checksums")
-                   if not (bin_dir / tool).exists()]
-        if missing:
-            raise TargetError(f"local target: {', '.join(missing)} not found in {bin_dir} "
-                              "(install postgresql-15 or set postgres.bin_dir)")
+        self.bin_dirs = dict(bin_dirs or {})
+        self.refused = dict(refused or {})
+        if not self.bin_dirs and not self.refused:
+            missing = [tool for tool in ("pg_ctl", "postgres", "pg_checksums") if not (bin_dir / tool).exists()]
+            if missing:
+                raise TargetError(f"local target: {', '.join(missing)} not found in {bin_dir} "
+                                  "(install postgresql-15 or set postgres.bin_dir)")
         if shutil.which("pgbackrest") is None:
             raise TargetError("local target: pgbackrest is not on PATH (install pgbackrest)")
         if os.geteuid() == 0:
@@ -133,15 +138,18 @@ class LocalTargetProvider:
                 raise TargetError(f"local target: running as root needs an OS user {OS_USER!r}") from exc
 
     def provision(self, run_id: str, database: str, repo_host_path: str) -> LocalTarget:
+        if database in self.refused:
+            raise TargetError(self.refused[database])
+        bin_dir = self.bin_dirs.get(database, self.bin_dir)
         started = time.monotonic()
         work_dir = Path(tempfile.mkdtemp(prefix=f"restoreproof-{run_id}-{slug(database)}-"))
         folder = leftovers_dir(self.state_dir)
         folder.mkdir(parents=True, exist_ok=True)
         state_file = folder / f"{work_dir.name}.json"
         write_text_atomically(state_file, json.dumps({"run_id": run_id, "database": database, "folder": str(work_dir),
-                                                      "bin_dir": str(self.bin_dir), **this_process().record()}))
+                                                      "bin_dir": str(bin_dir), **this_process().record()}))
         _give_to_os_user(work_dir)
-        target = LocalTarget(work_dir, repo_host_path, self.bin_dir, state_file, time.monotonic() - started)
+        target = LocalTarget(work_dir, repo_host_path, bin_dir, state_file, time.monotonic() - started)
         # The restore and the server's archive-get run as the OS user: it must be able to read the
         # repository, or pgBackRest reports a missing backup set, which would read as a bad backup.
         probe = target.run(["test", "-r", f"{repo_host_path}/backup", "-a", "-x", f"{repo_host_path}/backup"],

@@ -80,6 +80,7 @@ from verification.engines.postgres.databases import (
 from verification.engines.postgres.direct import DirectTarget, direct_repository, is_direct
 from verification.engines.postgres.footprint import backup_history, chain_files
 from verification.engines.postgres.integrity import PG_AMCHECK_CHECKED, parse_pg_amcheck, parse_pg_checksums
+from verification.engines.postgres.local_binaries import bin_dirs_for
 from verification.engines.postgres.offline_proof import prove_offline
 from verification.engines.postgres.pgbackrest_errors import (
     ERROR_LINE,
@@ -309,7 +310,7 @@ class PostgresEngine:
             image, images, refused = self._images(plans)
             return DockerTargetProvider(self.settings.docker, image, state_dir=self.settings.state_dir, images=images,
                                         refused=refused)
-        return LocalTargetProvider(self.pg.bin_dir, self.settings.state_dir)
+        return LocalTargetProvider(self.pg.bin_dir, self.settings.state_dir, *bin_dirs_for(self.pg, plans))
 
     def _images(self, plans: list[RestorePlan]) -> tuple[str, dict[str, str], dict[str, str]]:
         """The image each restored database needs (chosen from its backup, checked before any target

@@ -132,20 +132,27 @@ def _reads_the_layout(image: str, docker: DockerSettings, plan: RestorePlan) -> 
     TargetError naming what the backup needs, what the image has and the setting to change."""
     if not plan.needs:
         return
-    has = image_tool_version(image)
+    major = plan.written_by[SERVER]
+    setting = (_configured(docker, major) or ("", "the default"))[1]
+    refusal = layout_refusal(plan, image_tool_version(image), f"the target image {image} ({setting})",
+                             f"no label {TOOL_LABEL}, and `pgbackrest version` in it did not answer",
+                             f"docker.postgres_images: {{{major}: <an image with PostgreSQL {major} and {TOOL} "
+                             "{version} or newer>}")
+    if refusal is not None:
+        raise TargetError(refusal)
+
+
+def layout_refusal(plan: RestorePlan, has: str | None, target: str, unsaid: str, setting: str) -> str | None:
+    """Why a target whose pgBackRest is `has` (None: it did not say, `unsaid` says why) cannot read the
+    backup's layouts, naming `setting` (its "{version}" is the version needed) as the fix; None: it can."""
     missing = unmet(plan.needs, has) if has else plan.needs
     if not missing:
-        return
-    major = plan.written_by[SERVER]
+        return None
     wanted = _newest([need.version for need in missing])
-    which = f"has {TOOL} {has}" if has else (f"does not say which {TOOL} it has (no label {TOOL_LABEL}, and "
-                                              "`pgbackrest version` in it did not answer)")
+    which = f"has {TOOL} {has}" if has else f"does not say which {TOOL} it has ({unsaid})"
     why = "; ".join(f"{need.why} (read by {TOOL} {need.version} and newer)" for need in missing)
-    setting = (_configured(docker, major) or ("", "the default"))[1]
-    raise TargetError(
-        f"{needs(plan)}; reading it needs {TOOL} {wanted} or newer: {why}; the target image {image} ({setting}) "
-        f"{which}; set docker.postgres_images: {{{major}: <an image with PostgreSQL {major} and {TOOL} {wanted} "
-        "or newer>}")
+    return (f"{needs(plan)}; reading it needs {TOOL} {wanted} or newer: {why}; {target} {which}; set "
+            + setting.replace("{version}", wanted))
 
 
 def _newest(versions: list[str]) -> str:
