@@ -12,7 +12,7 @@ import re
 from verification.config import DockerSettings
 from verification.engines.postgres.repository import Stanza
 from verification.errors import ImageMissingError, TargetError
-from verification.images import ensure_image, image_environment, image_labels, image_present, suites
+from verification.images import ensure_image, image_environment, image_labels, image_name, image_present, suites
 from verification.model import BackupSet, ChainStatus, RestorePlan
 
 SERVER = "PostgreSQL"
@@ -38,7 +38,7 @@ def written_by(stanza: Stanza, backup: BackupSet | None) -> dict[str, str]:
 
 
 def default_image(major: str) -> str:
-    return f"restoreproof/{IMAGE_NAME}:{major}"
+    return image_name(IMAGE_NAME, major)
 
 
 def image_major(image: str) -> str | None:
