@@ -188,9 +188,10 @@ def test_each_way_verifies_to_passed_with_every_check_passed(verified: Verified)
     # Every check the run made passed, and at least the integrity checks were made.
     expected = {name: ("passed", dict.fromkeys(set(checks) | {"pg_amcheck", "pg_checksums", "pgbackrest_verify"}, "passed"))
                 for name, (_, checks) in got.items()}
-    why = {name: db["reasons"] + [f"{check['name']}: {check['summary']}" for check in db["checks"]
-                                  if check["status"] != "passed"]
-           for name, db in databases.items() if got[name] != expected[name]}
+    # Said whole (a dict in the message would be cut short): each reason and each check not passed.
+    why = "\n".join(f"{name}: {said}" for name, db in databases.items() if got[name] != expected[name]
+                    for said in db["reasons"] + [f"{check['name']} {check['status']}: {check['summary']}"
+                                                 for check in db["checks"] if check["status"] != "passed"])
     assert (sorted(got), got) == (sorted(verified.kinds), expected), why
     for stanza in verified.kinds:
         assert [b["type"] for b in databases[stanza]["chain"]["backups"]] == BACKUPS[stanza]
