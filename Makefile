@@ -11,7 +11,7 @@ CARGO ?= $(shell command -v cargo || echo $(HOME)/.cargo/bin/cargo)
 GARAGE_VERSION := 2.5.0
 GARAGE := build/garage-$(GARAGE_VERSION)/bin/garage
 
-.PHONY: setup system venv images demo test lint unit integration faults mutation bench bench-celery bench-mssql-pages bench-s3 bench-s3-restore bench-reports clean reap
+.PHONY: setup system venv images demo test test-versions lint unit integration faults mutation bench bench-celery bench-mssql-pages bench-s3 bench-s3-restore bench-reports clean reap
 
 setup: system venv images
 
@@ -51,6 +51,12 @@ faults: setup
 
 test: setup lint
 	$(BIN)/pytest
+
+# Every supported PostgreSQL major (verification/images/postgres/SUITES) end to end: a repository written by
+# each major's image (plain, bundled and block incremental where its pgBackRest has them) verified to
+# "passed"; `make test` runs the oldest, 15 and the newest only. Builds each major's image if missing.
+test-versions: setup
+	RESTOREPROOF_TEST_PG_VERSIONS=all $(BIN)/pytest tests/integration/test_version_matrix.py -v
 
 # Mutation testing of the verdict path (modules in pyproject's [tool.mutmut]); not part of
 # `make test` (it runs the unit tests once per mutant). Prints the score per module.

@@ -1,8 +1,9 @@
 """restoreproof's wall time against the same work done by hand, in the same image, same run.
 
-    .venv/bin/python bench/e2e_postgres.py [--scale 10] [--repeat 3] [--workdir bench-work]
+    .venv/bin/python bench/e2e_postgres.py [--scale 10] [--repeat 3] [--workdir bench-work] [--pg-version 17]
 
-Makes (or reuses) a one-cluster demo repository at the given scale, then, `--repeat` times,
+Makes (or reuses) a one-cluster demo repository at the given scale, of PostgreSQL `--pg-version`
+(default 15: written by that major's image, restored in it on both sides), then, `--repeat` times,
 alternating the order (odd runs restoreproof first, even runs the raw steps first):
 - restoreproof: `run_verification` on it (plan, provision, restore, recovery, data checks,
   integrity checks, repository verify, hashes, reports, store), with its own results store;
@@ -22,16 +23,18 @@ Target: at most 0.85 at --scale 10.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from verification.config import load_settings
-from verification.demo.source import make_demo
+from verification.demo.source import DEFAULT_PG_VERSION, demo_image, make_demo
 from verification.pipeline import run_verification
 from verification.reports.json_report import report_data
 from verification.targets.docker import WORK_DIR
@@ -85,7 +88,7 @@ def raw_steps(repo: Path, image: str, memory: str, cpus: float, process_max: int
     return seconds
 
 
-def pipeline_run(repo: Path, report_dir: Path, data_checks: bool = True) -> dict[str, float]:
+def pipeline_run(repo: Path, report_dir: Path, image: str, data_checks: bool = True) -> dict[str, float]:
     settings = load_settings(report_dir=report_dir, state_dir=report_dir / "state",
                              checks=None if data_checks else {"enabled": False})
     started = time.monotonic()
@@ -94,6 +97,9 @@ def pipeline_run(repo: Path, report_dir: Path, data_checks: bool = True) -> dict
     (db,) = report_data(result.report)["databases"]
     if db["verdict"] != "passed":
         sys.exit(f"restoreproof did not pass the bench repository: {db['reasons']}")
+    used = json.loads((result.run_dir / "evidence" / db["evidence"]["versions.json"]).read_text())["target"]["image"]
+    if used != image:  # the raw steps run `image`: like is compared with like only in the same one
+        sys.exit(f"restoreproof restored in {used}, the raw steps run {image}: unset docker.postgres_image(s)")
     seconds = {p["name"]: p["seconds"] for p in db["phases"] if p["seconds"] is not None}
     seconds["phases_own_sum"] = sum(seconds.values())
     if db.get("wall_seconds") is not None:
@@ -115,6 +121,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=4,
                         help="timed pairs, at least 3; an even number runs each order as often")
     parser.add_argument("--workdir", type=Path, default=Path("bench-work"))
+    parser.add_argument("--pg-version", default=DEFAULT_PG_VERSION,
+                        help="the demo cluster's PostgreSQL major (its image writes and restores the repository)")
     parser.add_argument("--calibrate", type=int, default=None,
                         help="untimed restoreproof runs first (default: prediction.min_runs)")
     parser.add_argument("--no-data-checks", dest="data_checks", action="store_false",
@@ -124,9 +132,12 @@ def main() -> None:
 
     settings = load_settings()
     made_at = time.monotonic()
-    demo = make_demo(args.workdir / f"scale{args.scale}", scale=args.scale, clusters=1)
+    image = demo_image(args.pg_version)
+    # 15's repositories keep the folder they had before --pg-version, so one made then is reused.
+    folder = f"scale{args.scale}" if args.pg_version == DEFAULT_PG_VERSION else f"pg{args.pg_version}-scale{args.scale}"
+    demo = make_demo(args.workdir / folder, scale=args.scale, clusters=1, pg_version=args.pg_version)
     size = sum(p.stat().st_size for p in demo.repository.rglob("*") if p.is_file())
-    print(f"repository: {demo.repository} ({size / 1e6:.0f} MB on disk, "
+    print(f"repository: {demo.repository} (PostgreSQL {args.pg_version}, image {image}; {size / 1e6:.0f} MB on disk, "
           f"{'reused' if demo.reused else f'made in {time.monotonic() - made_at:.0f} s'})")
     calibrate = settings.prediction.min_runs if args.calibrate is None else args.calibrate
     loads = [load()]
@@ -136,15 +147,15 @@ def main() -> None:
     raw: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory(prefix="restoreproof-bench-") as reports:
         for i in range(calibrate):
-            warm = pipeline_run(demo.repository, Path(reports), args.data_checks)
+            warm = pipeline_run(demo.repository, Path(reports), image, args.data_checks)
             print(f"  calibrating {i + 1}/{calibrate}: restoreproof {warm['total']:7.2f} s (untimed)", flush=True)
         for i in range(args.repeat):
             # Alternate the order so neither side always gets the warmer page cache.
-            steps = [("restoreproof", lambda: ours.append(pipeline_run(demo.repository, Path(reports),
-                                                                      args.data_checks))),
-                     ("raw", lambda: raw.append(raw_steps(demo.repository, settings.docker.postgres_image,
-                                                          settings.docker.memory, settings.docker.cpus,
-                                                          settings.postgres.restore_process_max)))]
+            steps: list[tuple[str, Callable[[], None]]] = [
+                ("restoreproof", lambda: ours.append(pipeline_run(demo.repository, Path(reports), image,
+                                                                  args.data_checks))),
+                ("raw", lambda: raw.append(raw_steps(demo.repository, image, settings.docker.memory,
+                                                     settings.docker.cpus, settings.postgres.restore_process_max)))]
             for label, step in steps if i % 2 == 0 else reversed(steps):
                 step()
                 last = (ours if label == "restoreproof" else raw)[-1]["total"]
@@ -157,7 +168,7 @@ def main() -> None:
         values = [r[key] for r in rows if key in r]
         return statistics.median(values) if values else None
 
-    print(f"\nper-phase medians over {args.repeat} runs, scale {args.scale} (seconds)"
+    print(f"\nper-phase medians over {args.repeat} runs, scale {args.scale}, PostgreSQL {args.pg_version} (seconds)"
           + ("" if args.data_checks else "; restoreproof without its data checks"))
     print("restoreproof (each phase its own duration; several ran alongside others):")
     for key in ("provision", "transfer", "server_start", "redo", "recovery_end", "data_checks", "integrity_check",

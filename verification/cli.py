@@ -320,6 +320,9 @@ def demo(
                      "here) and verify s3://restoreproof-demo/ from there, read by pgBackRest in each target "
                      "(s3.restore_mode direct). Always fresh; notes in WORKDIR/s3.")] = False,
     encrypt: EncryptOpt = False,
+    pg_version: Annotated[str, typer.Option(
+        help="The sample clusters' PostgreSQL major, one an image is made for (verification/images/postgres/"
+             "SUITES); its image's pgBackRest writes the backups.")] = "15",
 ) -> None:
     """Make sample pgBackRest backups of real PostgreSQL clusters, then verify them."""
     from verification.demo.source import make_demo
@@ -327,11 +330,13 @@ def demo(
     settings = settings_from(config)
     progress = _progress(not as_json)
     if s3:
-        _demo_in_s3(settings, workdir / "s3", scale, clusters, target, report_dir, as_json, progress, encrypt)
+        _demo_in_s3(settings, workdir / "s3", scale, clusters, target, report_dir, as_json, progress, encrypt,
+                    pg_version)
     settings, cipher_pass = _demo_encryption(settings, workdir, encrypt)
     try:
         made = make_demo(workdir, scale=scale, clusters=clusters, fresh=fresh, progress=progress,
-                         build_context=settings.docker.build_context, cipher_pass=cipher_pass)
+                         build_context=settings.docker.build_context, cipher_pass=cipher_pass,
+                         pg_version=pg_version)
     except RestoreproofError as exc:
         fail(str(exc))
     except KeyboardInterrupt:
@@ -365,7 +370,7 @@ def _encrypted_note(workdir: Path, cipher_pass: SecretStr | None) -> str:
 
 
 def _demo_in_s3(settings: Settings, workdir: Path, scale: int, clusters: int, target: TargetChoice,
-                report_dir: Path | None, as_json: bool, progress: Any, encrypt: bool = False) -> NoReturn:
+                report_dir: Path | None, as_json: bool, progress: Any, encrypt: bool, pg_version: str) -> NoReturn:
     """`demo --s3`: a local S3 endpoint for the whole command, stopped on the way out whatever happens
     (an error, Ctrl-C, the verdict's exit)."""
     from verification.demo.s3_endpoint import LocalS3Endpoint
@@ -380,7 +385,7 @@ def _demo_in_s3(settings: Settings, workdir: Path, scale: int, clusters: int, ta
             bucket = DemoS3.local(endpoint)
             made = make_demo(workdir, scale=scale, clusters=clusters, fresh=True, progress=progress,
                              build_context=settings.docker.build_context, s3=bucket, state_dir=settings.state_dir,
-                             cipher_pass=cipher_pass)
+                             cipher_pass=cipher_pass, pg_version=pg_version)
         except RestoreproofError as exc:
             fail(str(exc))
         except KeyboardInterrupt:

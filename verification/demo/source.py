@@ -1,6 +1,7 @@
 """The sample source: real PostgreSQL clusters with a workload and a pgBackRest repository.
 
-For each cluster (one pgBackRest stanza, `demo1`, `demo2`, ...), in its own container:
+For each cluster (one pgBackRest stanza, `demo1`, `demo2`, ...), in its own container of the image
+of its PostgreSQL major (15 unless `pg_version` says another: the image's pgBackRest writes the backups):
 initdb with data checksums, continuous WAL archiving into `<workdir>/backups`, a pgbench-style
 workload plus an `events` table with a timestamp column, then
 
@@ -42,7 +43,7 @@ import docker
 from verification.atomic import write_text_atomically
 from verification.config import default_state_dir
 from verification.errors import RestoreproofError
-from verification.images import ensure_image
+from verification.images import ensure_image, image_name, images_folder, suites
 from verification.targets.docker import docker_client
 from verification.targets.egress import EgressLink, Endpoint
 from verification.targets.exchange import EXCHANGE_PATH, ExchangeFolder, make_exchange
@@ -58,6 +59,11 @@ MARKER = ".restoreproof-demo"
 # pgbench scale per demo scale unit: pgbench scale 1 is ~15 MB, so --scale 10 gives ~1 GB.
 PGBENCH_SCALE_PER_UNIT = 7
 DEMO_FORMAT = 1
+# The sample clusters' PostgreSQL major unless asked otherwise; demos made before --pg-version ran it
+# only, so a manifest that names none was made by it.
+DEFAULT_PG_VERSION = "15"
+# The image folder whose SUITES lists the majors an image is made for (one per major).
+POSTGRES_IMAGE = "postgres"
 DEMO_BUCKET = "restoreproof-demo"
 # In the source containers: the S3 endpoint's CA (readable), and pgBackRest's configuration, which
 # holds the keys (0600, the postgres user).
@@ -308,18 +314,33 @@ def _make_cluster(client: docker.DockerClient, image: str, stanza: str, repo: Pa
         cluster.remove()
 
 
+def demo_image(pg_version: str, build_context: Path | None = None) -> str:
+    """The image the sample clusters of PostgreSQL `pg_version` run in; a DemoError naming the majors
+    there are images for when it is none of them (a build folder without SUITES: its one image)."""
+    supported = suites(POSTGRES_IMAGE, build_context)
+    if supported and pg_version not in supported:
+        raise DemoError(f"--pg-version {pg_version}: no image for PostgreSQL {pg_version} here; images are made "
+                        f"for PostgreSQL {', '.join(supported)} "
+                        f"({images_folder(build_context) / POSTGRES_IMAGE / 'SUITES'}): choose one of these")
+    return image_name(POSTGRES_IMAGE, pg_version)
+
+
 def make_demo(workdir: Path, scale: int = 1, clusters: int = 2, fresh: bool = False,
               progress: Any = None, build_context: Path | None = None, s3: DemoS3 | None = None,
-              state_dir: Path | None = None, cipher_pass: SecretStr | None = None) -> DemoResult:
+              state_dir: Path | None = None, cipher_pass: SecretStr | None = None,
+              pg_version: str = DEFAULT_PG_VERSION) -> DemoResult:
     """Make (or reuse) the sample repository under `workdir/backups`, or in the bucket `s3` names.
 
     `build_context`: where to build the image from if it is missing (docker.build_context).
+    `pg_version`: the clusters' PostgreSQL major (its image's pgBackRest writes the repository).
     `state_dir`: where the S3 links' exchange folders are recorded for `restoreproof reap`.
     `cipher_pass`: encrypt the repository with it; one made before is reused only if it was made
     with the same encryption (none, or this passphrase).
     """
     if scale < 1 or clusters < 1:
         raise DemoError("--scale and --clusters must be at least 1")
+    # Before anything in the workdir is touched: a major with no image leaves an earlier demo as it was.
+    wanted_image = demo_image(pg_version, build_context)
     workdir = workdir.resolve()
     repo = workdir / "backups"
     manifest_path = workdir / MANIFEST
@@ -328,6 +349,7 @@ def make_demo(workdir: Path, scale: int = 1, clusters: int = 2, fresh: bool = Fa
     if manifest_path.exists() and not fresh:
         manifest = json.loads(manifest_path.read_text())
         if (manifest.get("format") == DEMO_FORMAT and manifest.get("scale") == scale
+                and _same_major(manifest, pg_version)
                 and sorted(manifest.get("stanzas", {})) == stanzas and manifest.get("repository") == where
                 and _same_encryption(workdir, manifest, cipher_pass)
                 and (repo.is_dir() if s3 is None else _bucket_holds(s3, stanzas, manifest))):
@@ -345,13 +367,13 @@ def make_demo(workdir: Path, scale: int = 1, clusters: int = 2, fresh: bool = Fa
         repo.mkdir()
     else:
         _prepare_bucket(s3)
-    image = ensure_image("restoreproof/postgres:15", build_context)
+    image = ensure_image(wanted_image, build_context)
     run_id = "demo-" + new_run_id()
     client = docker_client()
     pool = ThreadPoolExecutor(max_workers=clusters)
     try:
         if progress:
-            progress(f"making {clusters} sample cluster(s) at scale {scale} in {where}")
+            progress(f"making {clusters} sample PostgreSQL {pg_version} cluster(s) at scale {scale} in {where}")
         futures = {s: pool.submit(_make_cluster, client, image, s, repo, run_id, scale, s3, state_dir, cipher_pass)
                    for s in stanzas}
         results = {s: f.result() for s, f in futures.items()}
@@ -364,7 +386,8 @@ def make_demo(workdir: Path, scale: int = 1, clusters: int = 2, fresh: bool = Fa
     finally:
         pool.shutdown(wait=True)
         client.close()
-    manifest = {"format": DEMO_FORMAT, "scale": scale, "created_at": datetime.now(UTC).isoformat(),
+    manifest = {"format": DEMO_FORMAT, "scale": scale, "pg_version": pg_version,
+                "created_at": datetime.now(UTC).isoformat(),
                 "repository": where, "cipher": DEMO_CIPHER if cipher_pass is not None else None, "stanzas": results}
     if s3 is not None:
         manifest["endpoint"] = s3.endpoint_url
@@ -382,6 +405,11 @@ def demo_cipher_pass(workdir: Path, given: SecretStr | None) -> SecretStr:
     if kept.is_file():
         return SecretStr(kept.read_text(encoding="utf-8").strip())
     return SecretStr(secrets.token_urlsafe(24))
+
+
+def _same_major(manifest: dict[str, Any], pg_version: str) -> bool:
+    """Whether the demo the manifest describes has clusters of PostgreSQL `pg_version`."""
+    return bool(manifest.get("pg_version", DEFAULT_PG_VERSION) == pg_version)
 
 
 def _same_encryption(workdir: Path, manifest: dict[str, Any], cipher_pass: SecretStr | None) -> bool:

@@ -36,6 +36,11 @@ NO_SUITE_EXIT = 3
 IMAGE_RE = re.compile(r"restoreproof/(?P<name>[a-z0-9][a-z0-9_.-]*):(?P<tag>[A-Za-z0-9_.-]+)")
 
 
+def image_name(name: str, tag: str) -> str:
+    """The image build.sh makes from <name>/ for `tag` (one of its SUITES, or its TAG)."""
+    return f"restoreproof/{name}:{tag}"
+
+
 def images_folder(build_context: Path | None) -> Path:
     return build_context if build_context is not None else IMAGES_DIR
 

@@ -20,9 +20,12 @@ from verification.demo.source import (
     DemoS3,
     _keep_cipher_pass,
     _same_encryption,
+    _same_major,
     demo_cipher_pass,
+    demo_image,
     make_demo,
 )
+from verification.images import IMAGES_DIR
 from verification.targets.egress import Endpoint
 
 
@@ -95,3 +98,29 @@ def test_the_demo_passphrase_is_the_given_one_else_the_kept_one_else_a_new_one(t
     assert stat.S_IMODE((tmp_path / CIPHER_PASS_FILE).stat().st_mode) == 0o600
     _keep_cipher_pass(tmp_path, None)  # a plain demo made: no passphrase left beside it
     assert not (tmp_path / CIPHER_PASS_FILE).exists()
+
+
+def test_the_demo_image_is_its_majors_and_a_major_with_none_names_those_there_are() -> None:
+    assert (demo_image("15"), demo_image("17")) == ("restoreproof/postgres:15", "restoreproof/postgres:17")
+    with pytest.raises(DemoError) as raised:
+        demo_image("14")
+    assert str(raised.value) == ("--pg-version 14: no image for PostgreSQL 14 here; images are made for PostgreSQL "
+                                 f"13, 15, 17, 18 ({IMAGES_DIR / 'postgres' / 'SUITES'}): choose one of these")
+
+
+def test_a_major_with_no_image_leaves_an_earlier_demo_as_it_was(tmp_path: Path) -> None:
+    made_before(tmp_path, None, None)
+    (tmp_path / "backups" / "kept").write_text("an earlier demo's backup\n")
+    before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    with pytest.raises(DemoError, match=r"no image for PostgreSQL 9\.6 here"):
+        make_demo(tmp_path, clusters=1, fresh=True, pg_version="9.6")  # no Docker needed
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == before
+
+
+def test_a_demo_is_reused_only_for_the_major_it_was_made_with(tmp_path: Path) -> None:
+    made_before(tmp_path, None, None)  # made before --pg-version: PostgreSQL 15, the only one then
+    manifest = json.loads((tmp_path / "demo.json").read_text())
+    assert make_demo(tmp_path, clusters=1).reused  # no Docker needed
+    assert _same_major(manifest, "15") and not _same_major(manifest, "17")
+    assert _same_major({**manifest, "pg_version": "17"}, "17")
+    assert not _same_major({**manifest, "pg_version": "17"}, "15")

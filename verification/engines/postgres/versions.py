@@ -15,7 +15,7 @@ from verification.config import DockerSettings
 from verification.engines.postgres.repository import Stanza
 from verification.engines.postgres.repository_format import UNKNOWN, unmet, version_key
 from verification.errors import ImageMissingError, TargetError
-from verification.images import ensure_image, image_environment, image_labels, image_present, suites
+from verification.images import ensure_image, image_environment, image_labels, image_name, image_present, suites
 from verification.model import BackupSet, ChainStatus, RestorePlan
 from verification.targets.docker import docker_client
 from verification.targets.labels import labels, new_run_id
@@ -57,7 +57,7 @@ def said_versions(tool_versions: dict[str, str]) -> dict[str, str]:
 
 
 def default_image(major: str) -> str:
-    return f"restoreproof/{IMAGE_NAME}:{major}"
+    return image_name(IMAGE_NAME, major)
 
 
 def image_major(image: str) -> str | None:
