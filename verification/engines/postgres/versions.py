@@ -94,7 +94,8 @@ def image_for(docker: DockerSettings, plan: RestorePlan) -> str:
     if configured is None and known and major not in known and not image_present(image):
         raise ImageMissingError(
             f"{needs(plan)}; PostgreSQL {major} is not supported here: no Debian suite this machine's mirror "
-            f"serves has it, and images are built for PostgreSQL {', '.join(known) or 'none'}; "
+            f"serves has it, nor a pinned PyPI wheel, and images are built for PostgreSQL "
+            f"{', '.join(known) or 'none'}; "
             f"set docker.postgres_images: {{{major}: <an image with PostgreSQL {major} and pgBackRest>}}")
     try:
         ensure_image(image, docker.build_context)

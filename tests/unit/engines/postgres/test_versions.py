@@ -55,13 +55,22 @@ def test_a_backup_of_the_cluster_before_a_stanza_upgrade_needs_that_clusters_maj
     assert versions.written_by(upgraded, replace(backup, db_id=2))["PostgreSQL"] == "17"
 
 
-def test_a_major_no_debian_suite_has_is_unsupported_naming_the_ones_that_are(local_images):
+def test_a_major_no_debian_suite_or_wheel_gives_is_unsupported_naming_the_ones_that_are(local_images):
     with pytest.raises(ImageMissingError) as raised:
-        versions.images_for(DockerSettings(), [needing("14", tool="2.50")])
+        versions.images_for(DockerSettings(), [needing("12", tool="2.50")])
     assert str(raised.value) == (
-        "demo1: the backup needs PostgreSQL 14 (written by pgBackRest 2.50); PostgreSQL 14 is not supported here: "
-        "no Debian suite this machine's mirror serves has it, and images are built for PostgreSQL 13, 15, 17, 18; "
-        "set docker.postgres_images: {14: <an image with PostgreSQL 14 and pgBackRest>}")
+        "demo1: the backup needs PostgreSQL 12 (written by pgBackRest 2.50); PostgreSQL 12 is not supported here: "
+        "no Debian suite this machine's mirror serves has it, nor a pinned PyPI wheel, and images are built for "
+        "PostgreSQL 13, 14, 15, 16, 17, 18; "
+        "set docker.postgres_images: {12: <an image with PostgreSQL 12 and pgBackRest>}")
+
+
+def test_a_major_from_a_wheel_is_built_like_the_debian_ones(local_images):
+    # 14 and 16 are in SUITES with their wheel: asked for, their image is built, not refused.
+    with pytest.raises(ImageMissingError, match=r"building restoreproof/postgres:16 failed$"):
+        versions.images_for(DockerSettings(), [needing("16")])
+    local_images["restoreproof/postgres:16"] = {versions.MAJOR_LABEL: "16"}
+    assert versions.images_for(DockerSettings(), [needing("16")]) == {"demo1": "restoreproof/postgres:16"}
 
 
 def test_the_single_image_setting_is_held_to_the_backups_major(local_images):
@@ -113,8 +122,8 @@ def test_a_database_that_is_not_restored_needs_no_image(local_images):
 
 
 def test_an_image_present_for_a_major_no_suite_has_is_used(local_images):
-    local_images["restoreproof/postgres:14"] = {versions.MAJOR_LABEL: "14"}  # built from a folder of your own
-    assert versions.images_for(DockerSettings(), [needing("14")]) == {"demo1": "restoreproof/postgres:14"}
+    local_images["restoreproof/postgres:12"] = {versions.MAJOR_LABEL: "12"}  # built from a folder of your own
+    assert versions.images_for(DockerSettings(), [needing("12")]) == {"demo1": "restoreproof/postgres:12"}
 
 
 def test_a_build_folder_of_one_recipe_is_judged_by_the_image_it_builds(local_images, tmp_path):
@@ -131,10 +140,10 @@ def test_a_database_no_image_can_restore_is_refused_alone_and_the_others_get_the
     # One stanza of a major this machine cannot serve must not keep the other stanzas from restoring.
     local_images["restoreproof/postgres:15"] = {versions.MAJOR_LABEL: "15"}
     engine = PostgresEngine(Settings())
-    image, images, refused = engine._images([needing("15", "ok"), needing("14", "old", tool="2.50")])
+    image, images, refused = engine._images([needing("15", "ok"), needing("12", "old", tool="2.50")])
     assert (image, images) == ("restoreproof/postgres:15", {"ok": "restoreproof/postgres:15"})
     assert list(refused) == ["old"] and refused["old"].startswith(
-        "old: the backup needs PostgreSQL 14 (written by pgBackRest 2.50); PostgreSQL 14 is not supported here")
+        "old: the backup needs PostgreSQL 12 (written by pgBackRest 2.50); PostgreSQL 12 is not supported here")
 
 
 def test_a_refused_database_gets_no_target_and_says_why(local_images, monkeypatch: pytest.MonkeyPatch):
