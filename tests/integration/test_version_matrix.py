@@ -1,6 +1,8 @@
 """Every supported PostgreSQL major, end to end: a real repository written by that major's image (its own
 PostgreSQL and pgBackRest), one stanza per way of writing it the pgBackRest has, verified by `restoreproof
-verify` with no image setting, to "passed" with every check passed, the report naming both versions.
+verify` with no image setting, to "passed" with every check passed, the report naming both versions. A major
+whose server comes from a PyPI wheel (14, 16: not Debian's build) is used only when named, so its image is
+given by docker.postgres_images.
 
 - plain: full, diff, incr, and WAL archived between and after them;
 - bundled: repo1-bundle=y, full then incr (pgBackRest 2.39 on; the option was internal in 2.36 to 2.38);
@@ -26,7 +28,7 @@ from typer.testing import CliRunner
 from tests.integration.conftest import leftovers, shared_repository
 from verification.cli import app
 from verification.demo.source import DEFAULT_PG_VERSION, POSTGRES_IMAGE, _SourceCluster, demo_image
-from verification.images import ensure_image, image_labels, suites
+from verification.images import ensure_image, image_labels, suites, wheels
 from verification.targets.docker import docker_client
 
 pytestmark = pytest.mark.integration
@@ -155,6 +157,8 @@ def verified(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
         patch.setenv("XDG_STATE_HOME", str(reports / "state"))
         for name in ("RESTOREPROOF_DOCKER__POSTGRES_IMAGE", "RESTOREPROOF_DOCKER__POSTGRES_IMAGES"):
             patch.delenv(name, raising=False)
+        if major in wheels(POSTGRES_IMAGE):
+            patch.setenv("RESTOREPROOF_DOCKER__POSTGRES_IMAGES", json.dumps({major: image}))
         result = CliRunner().invoke(app, ["verify", str(repo), "--json", "--report-dir", str(reports)],
                                     catch_exceptions=False)
     report = json.loads(result.stdout)

@@ -197,10 +197,10 @@ def test_demo_in_s3_without_motos_server_names_the_extra_and_starts_nothing(tmp_
 def test_demo_of_a_major_with_no_image_names_those_there_are_and_starts_nothing(tmp_path):
     from verification.images import IMAGES_DIR
 
-    result = runner.invoke(app, ["demo", "--pg-version", "14", "--workdir", str(tmp_path / "demo"), "--json"])
+    result = runner.invoke(app, ["demo", "--pg-version", "12", "--workdir", str(tmp_path / "demo"), "--json"])
     assert result.exit_code == 2, result.output
     assert " ".join(result.output.split()) == (
-        "restoreproof: --pg-version 14: no image for PostgreSQL 14 here; images are made for PostgreSQL 13, 15, 17, "
+        "restoreproof: --pg-version 12: no image for PostgreSQL 12 here; images are made for PostgreSQL 13, 15, 17, "
         f"18 ({IMAGES_DIR / 'postgres' / 'SUITES'}): choose one of these")
     assert not (tmp_path / "demo").exists()
 

@@ -43,7 +43,7 @@ import docker
 from verification.atomic import write_text_atomically
 from verification.config import default_state_dir
 from verification.errors import RestoreproofError
-from verification.images import ensure_image, image_name, images_folder, suites
+from verification.images import ensure_image, image_name, images_folder, suites, wheels
 from verification.targets.docker import docker_client
 from verification.targets.egress import EgressLink, Endpoint
 from verification.targets.exchange import EXCHANGE_PATH, ExchangeFolder, make_exchange
@@ -317,7 +317,12 @@ def _make_cluster(client: docker.DockerClient, image: str, stanza: str, repo: Pa
 def demo_image(pg_version: str, build_context: Path | None = None) -> str:
     """The image the sample clusters of PostgreSQL `pg_version` run in; a DemoError naming the majors
     there are images for when it is none of them (a build folder without SUITES: its one image)."""
-    supported = suites(POSTGRES_IMAGE, build_context)
+    community = wheels(POSTGRES_IMAGE, build_context)
+    supported = [major for major in suites(POSTGRES_IMAGE, build_context) if major not in community]
+    if pg_version in community:
+        raise DemoError(f"--pg-version {pg_version}: PostgreSQL {pg_version}'s image is a community build from PyPI "
+                        f"({community[pg_version]}), used only when named in docker.postgres_images "
+                        f"(docs/postgres-versions.md); the demo runs on Debian's: {', '.join(supported)}")
     if supported and pg_version not in supported:
         raise DemoError(f"--pg-version {pg_version}: no image for PostgreSQL {pg_version} here; images are made "
                         f"for PostgreSQL {', '.join(supported)} "

