@@ -27,8 +27,8 @@ from typer.testing import CliRunner
 
 from tests.integration.conftest import leftovers, shared_repository
 from verification.cli import app
-from verification.demo.source import DEFAULT_PG_VERSION, POSTGRES_IMAGE, _SourceCluster, demo_image
-from verification.images import ensure_image, image_labels, suites, wheels
+from verification.demo.source import DEFAULT_PG_VERSION, POSTGRES_IMAGE, _SourceCluster
+from verification.images import ensure_image, image_labels, image_name, suites, wheels
 from verification.targets.docker import docker_client
 
 pytestmark = pytest.mark.integration
@@ -147,7 +147,7 @@ class Verified:
 def verified(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Verified:
     """The major's repository, made by its own image, verified once with no image setting."""
     major: str = request.param
-    image = ensure_image(demo_image(major))
+    image = ensure_image(image_name(POSTGRES_IMAGE, major))
     pgbackrest = image_labels(image)[TOOL_LABEL]
     kinds = kinds_of(pgbackrest)
     repo = shared_repository(tmp_path_factory, f"pg{major}", kinds, _maker(image))
