@@ -129,6 +129,10 @@ def main() -> None:
                         help="restoreproof without its data checks (checks.enabled: false): the same steps as "
                              "the raw ones, which have none")
     args = parser.parse_args()
+    if args.pg_version.isdigit() and int(args.pg_version) < 14:
+        # The raw side is what a person would run by hand: pg_amcheck, a program from PostgreSQL 14 on.
+        parser.error(f"--pg-version {args.pg_version}: the raw steps run pg_amcheck, which PostgreSQL "
+                     f"{args.pg_version} does not have; bench 14 or later")
 
     settings = load_settings()
     made_at = time.monotonic()
