@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +93,20 @@ def image_environment(image: str) -> dict[str, str]:
     return dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item)
 
 
+def _build(image: str, build_context: Path | None) -> tuple[int, str]:
+    """Run build.sh for `image`, its steps shown on stderr as they come (a cold build takes minutes);
+    its exit code and everything it said."""
+    said: list[str] = []
+    with subprocess.Popen(["bash", str(BUILD_SCRIPT), image], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True, env=build_environment(build_context)) as build:
+        assert build.stderr is not None
+        for line in build.stderr:
+            said.append(line)
+            if line.startswith("[images/build] "):
+                print(line, end="", file=sys.stderr, flush=True)
+    return build.returncode, "".join(said)
+
+
 def ensure_image(image: str, build_context: Path | None = None) -> str:
     """Return `image` once it is present; build it with build.sh if it is not (only that image).
 
@@ -110,10 +125,9 @@ def ensure_image(image: str, build_context: Path | None = None) -> str:
         if (named := IMAGE_RE.fullmatch(image)) is None:
             raise ImageMissingError(f"image {image} is not present, and {BUILD_SCRIPT} builds only "
                                     "restoreproof/<name>:<tag> images: build or pull it yourself")
-        completed = subprocess.run(["bash", str(BUILD_SCRIPT), f"{named['name']}:{named['tag']}"],
-                                   capture_output=True, text=True, check=False, env=build_environment(build_context))
-        if completed.returncode != 0:
-            raise ImageMissingError(f"building {image} with {BUILD_SCRIPT} failed: {completed.stderr.strip()[-800:]}")
+        code, said = _build(f"{named['name']}:{named['tag']}", build_context)
+        if code != 0:
+            raise ImageMissingError(f"building {image} with {BUILD_SCRIPT} failed: {said.strip()[-800:]}")
         try:
             client.images.get(image)
         except docker.errors.ImageNotFound as exc:
