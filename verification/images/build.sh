@@ -125,7 +125,7 @@ label_versions() {  # tag -> the same image, labelled with the PostgreSQL and pg
   br=$(printf '%s\n' "$said" | sed -n 's/^pgBackRest \([0-9.a-z]*\).*/\1/p')
   [ -n "$pg" ] && [ -n "$br" ] || { log "$tag: cannot read its versions from: $said"; exit 2; }
   old=$(docker image inspect --format '{{.Id}}' "$tag")
-  printf 'FROM %s\n' "$tag" | docker build -q --label "restoreproof.postgres-major=$major" \
+  printf 'FROM %s\n' "$tag" | docker build -q --force-rm --label "restoreproof.postgres-major=$major" \
       --label "restoreproof.postgres-version=$pg" --label "restoreproof.pgbackrest-version=$br" -t "$tag" - >/dev/null
   docker image rm "$old" >/dev/null 2>&1 || true
   log "$tag holds PostgreSQL $pg and pgBackRest $br"
@@ -193,7 +193,7 @@ build_one() {  # name[:tag]
     trap 'rm -rf "$context"' RETURN
     trap "rm -rf '$context'" EXIT
   fi
-  docker build -q --label "$HASH_LABEL=$hash" --build-arg "BASE_IMAGE=$BASE_IMAGE" \
+  docker build -q --force-rm --label "$HASH_LABEL=$hash" --build-arg "BASE_IMAGE=$BASE_IMAGE" \
       --build-arg "DEBIAN_MIRROR=$mirror" "${extra[@]}" -t "$tag" "$context" >/dev/null
   if [ -f "$dir/SUITES" ]; then label_versions "$tag"; fi
   log "$tag built in $(( $(date +%s) - start )) s"
