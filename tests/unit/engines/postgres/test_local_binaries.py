@@ -76,3 +76,53 @@ def test_the_hosts_pgbackrest_older_than_the_layout_is_refused_naming_both() -> 
 def test_each_database_is_chosen_or_refused_alone() -> None:
     chosen, refused = bin_dirs_for(PostgresSettings(), [plan_of("15", "a"), plan_of("17", "b")])
     assert chosen == {"a": HOST_15} and list(refused) == ["b"]
+
+
+def folder_of(tmp_path: Path, programs: dict[str, Path]) -> Path:
+    """A bin folder of real programs (symlinks), named as PostgreSQL's are."""
+    folder = tmp_path / "bin"
+    folder.mkdir(parents=True)
+    for name, program in programs.items():
+        (folder / name).symlink_to(program)
+    return folder
+
+
+def test_14_and_later_need_pg_amcheck_in_the_folder(tmp_path: Path) -> None:
+    folder = folder_of(tmp_path, {p: HOST_15 / p for p in ("postgres", "pg_ctl", "pg_checksums", "psql")})
+    said = bin_dir_for(PostgresSettings(bin_dirs={"14": folder}), plan_of("14"))
+    assert isinstance(said, str) and f"the local target's {folder} (postgres.bin_dirs[14]) has no pg_amcheck; " in said
+
+
+def test_a_postgres_that_says_no_version_is_refused_saying_so(tmp_path: Path) -> None:
+    programs = {p: HOST_15 / p for p in ("pg_ctl", "pg_checksums", "psql", "pg_amcheck")}
+    folder = folder_of(tmp_path, programs | {"postgres": Path("/bin/true")})
+    said = bin_dir_for(PostgresSettings(bin_dirs={"15": folder}), plan_of("15"))
+    assert said == (f"db: the backup needs PostgreSQL 15 (written by pgBackRest 2.60.0); the local target's {folder} "
+                    "(postgres.bin_dirs[15]) holds no PostgreSQL that says its version; install postgresql-15 or set "
+                    "postgres.bin_dirs: {15: <its bin folder>}")
+    failing = folder_of(tmp_path / "f", programs | {"postgres": Path("/bin/false")})
+    assert "holds no PostgreSQL that says its version" in str(bin_dir_for(
+        PostgresSettings(bin_dirs={"15": failing}), plan_of("15")))
+
+
+def test_no_pgbackrest_on_path_is_refused_when_the_backup_needs_a_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    said = bin_dir_for(PostgresSettings(), plan_of("15", block_incremental=True))
+    assert isinstance(said, str)
+    assert said.endswith("; the local target's pgbackrest (not on PATH) does not say which pgBackRest it has "
+                         "(`pgbackrest version` did not answer); set PATH to a pgBackRest 2.48 or newer"), said
+    assert bin_dir_for(PostgresSettings(), plan_of("15")) == HOST_15  # a plain backup needs no version
+
+
+def test_a_database_not_to_be_restored_gets_no_folder_and_the_next_still_does() -> None:
+    broken = plan_of("17", "broken")
+    broken.chain = Chain(ChainStatus.BROKEN, [], [], [])
+    unplanned = plan_of("17", "unplanned")
+    unplanned.target_backup = None
+    unwritten = plan_of("17", "unwritten")
+    unwritten.written_by = {}
+    chosen, refused = bin_dirs_for(PostgresSettings(), [broken, unplanned, unwritten, plan_of("15", "a"),
+                                                        plan_of("17", "b")])
+    assert chosen == {"a": HOST_15}
+    assert refused == {"b": bin_dir_for(PostgresSettings(), plan_of("17", "b"))}
+    assert refused["b"].startswith("b: the backup needs PostgreSQL 17")

@@ -97,3 +97,10 @@ def test_a_false_layout_key_is_no_layout(tmp_path: Path) -> None:
 def test_versions_order_by_number_not_by_text(older: str, newer: str) -> None:
     assert version_key(older) < version_key(newer)
     assert version_key("2.54.0") == version_key("2.54") and version_key("2.60.0-1") == version_key("2.60")
+
+
+def test_a_version_ends_its_trailing_zeros_but_keeps_its_major() -> None:
+    assert version_key("2.0") == version_key("2") == (2,)
+    assert version_key("0") == (0,)
+    with pytest.raises(ValueError, match=r"^not a version: 'unknown'$"):
+        version_key("unknown")
