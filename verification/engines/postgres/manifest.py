@@ -144,6 +144,9 @@ class ManifestRead:
     # The [backup] keys that say how the backup's files are laid out (e.g. backup-bundle), set on
     # (true, or any value but false and null): what a target's pgBackRest must know to read them.
     layout: tuple[str, ...] = ()
+    # [backup] backup-lsn-start and -stop: where the backup began and ended, as PostgreSQL said.
+    lsn_start: str | None = None
+    lsn_stop: str | None = None
     # The key the backup's files are encrypted with ([cipher] cipher-pass), for whoever reads them.
     files_key: SecretStr | None = field(default=None, repr=False, compare=False)
 
@@ -217,8 +220,11 @@ def _validated(label: str, manifest: str, used: str, refused: tuple[tuple[str, s
         problem = f"{used} lists no files ([target:file] is empty)"
     elif encrypted and (not isinstance(key, str) or not key):
         problem = f"{used} keeps no [cipher] cipher-pass, the key of its backup's files"
+    lsns = [info.value("backup", key) for key in ("backup-lsn-start", "backup-lsn-stop")]
+    start, stop = (value if isinstance(value, str) else None for value in lsns)
     return ManifestRead(label, manifest, used, refused, problem, files=files, encrypted=encrypted,
-                        layout=layout_of(info), files_key=SecretStr(key) if isinstance(key, str) and key else None)
+                        layout=layout_of(info), lsn_start=start, lsn_stop=stop,
+                        files_key=SecretStr(key) if isinstance(key, str) and key else None)
 
 
 # The [backup] keys every pgBackRest from 2.33 to 2.60 writes that describe the backup, not how its

@@ -13,7 +13,7 @@ import functools
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,6 +28,7 @@ from verification.engines.postgres.cipher import (
     missing_passphrase,
     wrong_passphrase,
 )
+from verification.engines.postgres.manifest import read_manifest
 from verification.engines.postgres.segment_size import (
     SIZES,
     HeaderRead,
@@ -282,6 +283,16 @@ def _backup_from_info(stanza: str, label: str, data: dict[str, Any], cipher: str
     )
 
 
+def _lsns_from_manifest(source: Source, backup: BackupSet, manifest_key: SecretStr | None) -> BackupSet:
+    """The backup with its start and stop LSNs from its manifest: pgBackRest wrote them to backup.info
+    only from 2.38 (infoBackup.c), and to every manifest before that. As it was when the manifest does
+    not load or says none (the chain names a manifest that does not load)."""
+    read = read_manifest(source, backup.path or f"backup/{backup.database}/{backup.label}", backup.label, manifest_key)
+    if not read.ok or read.lsn_start is None or read.lsn_stop is None:
+        return backup
+    return replace(backup, start_lsn=read.lsn_start, stop_lsn=read.lsn_stop)
+
+
 def read_stanza(source: Source, stanza: str, setting: int, passphrase: SecretStr | None = None) -> Stanza:
     """The stanza's backups and WAL archive; an encrypted stanza's files are decrypted with
     `passphrase` (the repository's) and the sub-passphrases its info files keep. Each cluster's (archive
@@ -298,6 +309,8 @@ def read_stanza(source: Source, stanza: str, setting: int, passphrase: SecretStr
         raise RepositoryFileError(used, f"{used}: no [db] section")
     db = dict(parser.items("db"))
     manifest_key = sub_passphrase(parser, used) if cipher else None
+    backups = [b if b.start_lsn is not None or b.error else _lsns_from_manifest(source, b, manifest_key)
+               for b in backups]
     history = {
         key: _json_value(raw, f"{used} [db:history] {key}", used)
         for key, raw in (parser.items("db:history") if parser.has_section("db:history") else [])
