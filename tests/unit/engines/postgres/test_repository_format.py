@@ -4,6 +4,7 @@ images wrote (scripts/capture-manifest-layouts.py), and the pgBackRest each layo
 from __future__ import annotations
 
 import gzip
+import re
 from pathlib import Path
 
 import pytest
@@ -104,3 +105,15 @@ def test_a_version_ends_its_trailing_zeros_but_keeps_its_major() -> None:
     assert version_key("0") == (0,)
     with pytest.raises(ValueError, match=r"^not a version: 'unknown'$"):
         version_key("unknown")
+
+
+@pytest.mark.parametrize("captured", ["2.33-plain", "2.45-plain", "2.60.0-block"])
+def test_every_version_s_manifest_says_where_its_backup_began_and_ended(captured: str, tmp_path: Path) -> None:
+    # backup.info says it only from pgBackRest 2.38: the plan reads 2.33's from here.
+    read = manifest_of(captured, tmp_path)
+    assert read.lsn_start is not None and read.lsn_stop is not None
+    assert re.fullmatch(r"[0-9A-F]+/[0-9A-F]+", read.lsn_start) and re.fullmatch(r"[0-9A-F]+/[0-9A-F]+", read.lsn_stop)
+    assert f'backup-lsn-start="{read.lsn_start}"' in captured_text(captured)
+    assert f'backup-lsn-stop="{read.lsn_stop}"' in captured_text(captured)
+    if captured == "2.33-plain":
+        assert (read.lsn_start, read.lsn_stop) == ("0/4000028", "0/4000100")
