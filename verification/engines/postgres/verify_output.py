@@ -98,7 +98,9 @@ BEGIN = re.compile(r"^verify command begin (?P<version>\S+): (?P<options>.*)$")
 END_OK = re.compile(r"^verify command end: completed successfully(?: \(\d+ms\))?$")
 FILE_RESULT = re.compile(r"^(?P<what>file missing|invalid checksum|invalid size|invalid result) '(?P<file>[^']+)'$")
 JOB_ERROR = re.compile(r"^invalid result (?P<file>\S+): \[(?P<code>\d+)\] (?P<message>.*)$")
-RETRY = re.compile(r"^\[\w+\] on retry after \d+ms$")
+# A retry under a failed job: 2.45 one line per retry; 2.47 on (common/error/retry.c errRetryMessage) one
+# per error type, with its message: `on retry at Nms: …` or `on N retries from A-Bms: …`.
+RETRY = re.compile(r"^\[\w+\] on (?:retry after \d+ms|retry at \d+ms: .*|\d+ retries from \d+-\d+ms: .*)$")
 IN_PROGRESS = re.compile(r"^backup '(?P<label>[^']+)' appears to be in progress, skipping$")
 # Notes that say the repository is not as it should be; pgBackRest counts each as an error.
 FAILING_NOTES = (
