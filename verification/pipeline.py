@@ -897,6 +897,9 @@ def publish(settings: Settings, run_id: str) -> Publication:
         last_success = store.last_passed(run.source)
     finally:
         store.close()
+    from verification.checks.runner import imports_settled
+
+    imports_settled()  # the charts take pandas from sys.modules: never half imported
     outputs = write_reports(report, run_dir, settings, last_success)
     outputs.warnings = [Redactor(settings)(warning) for warning in outputs.warnings]
     return Publication(report, run_dir, outputs)

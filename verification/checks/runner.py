@@ -57,6 +57,8 @@ RESULTS_FOLDER = "data-checks"
 SYSTEM_SCHEMAS = frozenset({"information_schema", "pg_catalog", "pg_toast", "sys", "guest", "cdc"})
 
 _imported: dict[str, float] = {}
+# The threads import_gx_alongside started (imports_settled waits for them).
+_importing: list[threading.Thread] = []
 
 
 def import_gx() -> Any:
@@ -86,7 +88,18 @@ def import_gx_alongside() -> None:
         with contextlib.suppress(Exception):
             import_gx()
 
-    threading.Thread(target=quietly, name="restoreproof-import-gx", daemon=True).start()
+    thread = threading.Thread(target=quietly, name="restoreproof-import-gx", daemon=True)
+    _importing.append(thread)
+    thread.start()
+
+
+def imports_settled(timeout: float = 300.0) -> None:
+    """Wait for the import started alongside to end. Until it has, the modules it is importing
+    (pandas, numpy) are in sys.modules half made, and whoever takes them from there without importing
+    them sees that: plotly does, drawing the report's charts ("partially initialized module 'pandas'"),
+    in a run that reaches its report first (every database refused before its target starts)."""
+    for thread in _importing:
+        thread.join(timeout)
 
 
 # Each batch is validated first without asking for examples of unexpected values: for a uniqueness

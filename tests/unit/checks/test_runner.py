@@ -583,3 +583,22 @@ def test_batches_on_the_same_table_are_one_validation_in_the_order_planned_and_q
     assert [[b.key for b in v.batches] for v in found] == [["user-0", "user-3", "table-1"], ["user-1"],
                                                            ["user-2", "table-0"]]
     assert [v.key for v in found] == ["user-0", "user-1", "user-2"]
+
+
+def test_the_import_begun_alongside_is_settled_before_anyone_takes_its_modules():
+    # A run whose every database is refused before its target starts reaches its report at once, while
+    # Great Expectations is still being imported alongside: the report's charts (plotly) then took a
+    # half-imported pandas from sys.modules and the run ended in an internal error, with no report.
+    import subprocess
+    import sys
+
+    script = ("import sys\n"
+              "from verification.checks.runner import import_gx_alongside, imports_settled, _importing\n"
+              "import_gx_alongside()\n"
+              "imports_settled()\n"
+              "assert not any(thread.is_alive() for thread in _importing)\n"
+              "import plotly.graph_objects as go\n"
+              "go.Figure(go.Bar(x=['a'], y=[1]))\n"
+              "print(hasattr(sys.modules['pandas'], 'Series'))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False)
+    assert (done.returncode, done.stdout.strip()) == (0, "True"), done.stderr[-2000:]
