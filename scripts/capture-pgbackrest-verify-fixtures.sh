@@ -135,6 +135,13 @@ fault() {  # name: a fresh copy of the repository, $WORK/faults/<name>
     as_pg cp -a "$WORK/base" "$WORK/faults/$1"
     echo "$WORK/faults/$1"
 }
+digit() {  # file, key: the first digit after the key's first occurrence changed, in place
+    local offset byte
+    offset=$(( $(grep -boF "$2" "$1" | head -n 1 | cut -d: -f1) + ${#2} ))
+    byte=$(dd if="$1" bs=1 skip="$offset" count=1 status=none)
+    if [ "$byte" = 9 ]; then byte=8; else byte=9; fi
+    printf %s "$byte" | dd of="$1" bs=1 seek="$offset" conv=notrunc status=none
+}
 flip() {  # file: one byte in the middle xor 0xff (no Python in the images)
     local offset byte
     offset=$(( $(stat -c %s "$1") / 2 ))
@@ -201,6 +208,13 @@ REPOS[archive-id-other-version]=$r
 
 r=$(fault backup-info-and-copy-removed); rm "$r/$B/backup.info" "$r/$B/backup.info.copy"
 REPOS[backup-info-and-copy-removed]=$r
+
+# backup.info, and the incremental's backup.manifest, each with one digit of a value changed (the file
+# still parses; its checksum no longer matches); their copies intact: pgBackRest loads the copies.
+r=$(fault backup-info-damaged); digit "$r/$B/backup.info" '"backup-info-size":'
+REPOS[backup-info-damaged]=$r
+r=$(fault manifest-damaged); digit "$r/$B/$INCR/backup.manifest" '"size":'
+REPOS[manifest-damaged]=$r
 
 # archive.info (and its copy) of another cluster: the two info files disagree.
 r=$(fault history-mismatch); cp -p "$WORK/other-repo/archive/$STANZA/archive.info"* "$r/archive/$STANZA/"

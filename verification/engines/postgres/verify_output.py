@@ -58,7 +58,8 @@ branch, and each checked on outputs captured from real runs: tests/fixtures/post
   `[044]: archiveIds …` (1193), and `[029]` `No usable backup.info|archive.info file` and the history
   mismatch (1410, 1420, 1434: then there is no summary). Having counted any, it ends with `ERROR:
   [122]: N fatal errors encountered, see log for details` (1647) and exits 122. What 2.45 says at
-  DETAIL it says at WARN (QUIET_233): an info file or manifest it could not load and why (234), a
+  DETAIL it says at WARN (QUIET_233): an info file or manifest it could not load and why (234: a
+  main file failing its checksum, its copy then used, is kept as a note, INFO_CHECKSUM_233), a
   copy used or not matching (274, 327, 394, 412), a manifest missing (421; the summary says it), an
   archive folder empty or without WAL (783, 805), no archives or no backups (1476), and `no archives
   or backups exist in the repo` (1614), then no summary: read as one that says so. It reads a
@@ -141,6 +142,11 @@ END_FATAL = "verify command end: aborted with exception [122]"
 FATAL_EXIT = 122  # RuntimeError (build/error.yaml)
 RESULTS = "Results:"
 VERSION_LINE = re.compile(r"^pgBackRest (?P<version>\S+)$")
+# 2.33 logs at WARN why an info file or manifest did not load (verifyInfoFile, 234), which 2.45 on logs at
+# DETAIL: a main file whose checksum does not match, its copy then used. Noted, no finding: the summary
+# says what it means for the backups (a copy damaged too: no usable file, or a manifest missing).
+INFO_CHECKSUM_233 = re.compile(r"^invalid checksum, actual '[0-9a-f]{40}' but expected '[0-9a-f]{40}' "
+                               r"<REPO:(?:BACKUP|ARCHIVE)>/\S+$")
 # 2.59 on: the backup.info cross-check. A backup folder backup.info does not list is left by an
 # interrupted backup or expire (verify says the first "in progress" and checks the second): noted. A
 # backup backup.info lists with no folder is a backup that cannot be restored: a finding.
@@ -178,7 +184,7 @@ _LATER = Dialect(options=("--output=text", "--verbose"), copies=("log", "stdout"
                  coded_findings=False)
 DIALECTS: dict[str, Dialect] = {
     "2.33": Dialect(options=(), copies=("log",), header=re.compile(rf"^{RESULTS}$"), status_line=False,
-                    coded_findings=True, quiet=QUIET_233),
+                    coded_findings=True, quiet=QUIET_233, noted=(INFO_CHECKSUM_233,)),
     "2.45": _LATER,
     "2.55.1": _LATER,
     "2.60.0": replace(_LATER, noted=(ORPHAN,), failing=(LOST,)),
