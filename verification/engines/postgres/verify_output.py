@@ -128,6 +128,11 @@ BACKUP = re.compile(r"^backup: (?P<label>\S+), status: (?P<status>[^,]+), total 
 COUNTS = re.compile(r"^(?:(?:missing|checksum invalid|size invalid|other): \d+(?:, (?=\S)|$))+$")
 COUNT = re.compile(r"(missing|checksum invalid|size invalid|other): (\d+)")
 BACKUP_STATUSES = ("valid", "invalid", "manifest missing", "in-progress")
+# pgBackRest says "in progress" only of the newest backup folder that backup.info does not list and
+# that has no main manifest (verify.c: currentBackup, verifyManifestFile): a backup being written
+# now, or one killed before it finished, which a later backup resumes or removes. No restore can use
+# it, so it is noted, never a finding; a listed backup always has its manifest checked.
+IN_PROGRESS_NOTE = "in progress, not in backup.info (being written, or interrupted): no restore uses it, not verified"
 STANZA_STATUSES = ("ok", "error")
 UNUSABLE = ("No usable backup.info file", "No usable archive.info file",
             "archive and backup history lists do not match")
@@ -481,7 +486,8 @@ def _judge_summary(reading: _Reading, summary: _Summary) -> None:
         if item.status not in BACKUP_STATUSES:
             reading.unrecognised(f"{what}: status {item.status!r}, which pgBackRest {_version(reading)} does not print")
         elif item.status == "in-progress":
-            reading.fail(f"{what}: status in-progress (skipped by pgBackRest: not verified)")
+            if (note := f"{what}: {IN_PROGRESS_NOTE}") not in reading.notes:
+                reading.notes.append(note)  # once, though each copy of the summary says it
         elif item.status != "valid":
             reading.fail(f"{what}: status {item.status}")
         elif item.checked == 0:
@@ -576,7 +582,7 @@ def parse_pgbackrest_verify(output: str, exit_code: int, stanza: str) -> CheckRe
     listed = {label for summary in summaries for label in summary.backups}
     for label in reading.in_progress:
         if label not in listed:
-            reading.fail(f"backup {label}: in progress (skipped by pgBackRest: not verified)")
+            reading.notes.append(f"backup {label}: {IN_PROGRESS_NOTE}")
     statuses = [s.status or "none" for s in summaries]
     if ("error" in statuses or reading.fatal) and not reading.failures and not reading.unread:
         reading.fail(f"stanza {stanza}: pgBackRest says status error and gives no reason restoreproof recognises")
@@ -616,7 +622,10 @@ def parse_pgbackrest_verify(output: str, exit_code: int, stanza: str) -> CheckRe
     if problem is not None:
         return CheckResult(NAME, CheckStatus.ERROR, problem, said, details, kind=KIND)
     archives = "no WAL archive" if not first.archives else f"{len(first.archives)} WAL archive(s)"
-    return CheckResult(NAME, CheckStatus.PASSED, f"{len(first.backups)} backups and {archives} valid",
+    skipped = details["in_progress"]
+    valid = len(first.backups) - len([label for label in skipped if label in first.backups])
+    return CheckResult(NAME, CheckStatus.PASSED, f"{valid} backups and {archives} valid"
+                       + (f"; in progress, not a backup yet, so not verified: {', '.join(skipped)}" if skipped else ""),
                        details=details, kind=KIND)
 
 

@@ -196,12 +196,17 @@ def test_verify_repository_with_nothing_to_verify_is_an_error():
         ["stanza demo1: no archives or backups exist in the repo"])
 
 
-def test_verify_interrupted_backup_in_progress_fails_naming_it():
+IN_PROGRESS = "in progress, not in backup.info (being written, or interrupted): no restore uses it, not verified"
+
+
+def test_verify_interrupted_backup_in_progress_is_noted_not_a_finding():
+    # A backup being written while the nightly verification runs, or one killed: no restore can use it.
     check = verify("backup-interrupted")
     assert check.details["statuses"] == ["ok", "ok"]
-    assert check.status is CheckStatus.FAILED
-    assert check.findings == ["backup 20261124-020917F: status in-progress (skipped by pgBackRest: not verified)"]
+    assert (check.status, check.findings) == (CheckStatus.PASSED, [])
+    assert check.details["notes"] == [f"backup 20261124-020917F: {IN_PROGRESS}"]
     assert check.details["in_progress"] == ["20261124-020917F"]
+    assert check.summary.endswith("; in progress, not a backup yet, so not verified: 20261124-020917F")
 
 
 def test_verify_configuration_warning_is_an_error_even_on_a_clean_repository():
@@ -261,11 +266,12 @@ def test_verify_without_backup_info_fails():
     assert check.findings == ["stanza demo1: No usable backup.info file"]
 
 
-def test_verify_in_progress_backup_fails_naming_it():
+def test_verify_in_progress_backup_is_noted_and_the_others_still_judged():
     check = parse_pgbackrest_verify(fixture_text("pgbackrest-verify-in-progress.out"), 0, "demo1")
-    assert check.status is CheckStatus.FAILED
-    assert check.findings == [
-        "backup 20261124-001501F_20261124-002000I: status in-progress (skipped by pgBackRest: not verified)"]
+    assert (check.status, check.findings) == (CheckStatus.PASSED, [])
+    assert check.details["notes"] == [f"backup 20261124-001501F_20261124-002000I: {IN_PROGRESS}"]
+    assert check.summary == ("3 backups and 1 WAL archive(s) valid; in progress, not a backup yet, so not verified: "
+                             "20261124-001501F_20261124-002000I")
 
 
 def test_verify_does_not_see_a_missing_segment_in_the_middle_so_the_planner_must():
@@ -308,13 +314,17 @@ def test_verify_rule_any_non_zero_count_fails_naming_backup_or_archive_and_what(
 
 
 def test_verify_rule_only_valid_passes_and_each_other_status_fails_naming_the_backup():
-    for status in ("invalid", "manifest missing", "in-progress"):
+    for status in ("invalid", "manifest missing"):
         text = both_copies(f"backup: {INCR}, status: valid", f"backup: {INCR}, status: {status}")
         check = parse_pgbackrest_verify(text, 0, "demo1")
         assert check.status is CheckStatus.FAILED
         assert check.findings[0].startswith(f"backup {INCR}: status {status}")
         assert check.summary.endswith(f"backups not valid: {INCR}")
-        assert check.details["in_progress"] == ([INCR] if status == "in-progress" else [])
+        assert check.details["in_progress"] == []
+    text = both_copies(f"backup: {INCR}, status: valid", f"backup: {INCR}, status: in-progress")
+    check = parse_pgbackrest_verify(text, 0, "demo1")
+    assert (check.status, check.findings) == (CheckStatus.PASSED, [])
+    assert check.details["in_progress"] == [INCR] and check.details["notes"] == [f"backup {INCR}: {IN_PROGRESS}"]
 
 
 def test_verify_rule_unknown_backup_status_is_an_error_not_a_pass():
@@ -516,12 +526,11 @@ def test_verify_info_notes_each_handled():
                  "in the backup.info history, skipping"):
         check = parse_pgbackrest_verify(baseline() + f"{STAMP}  INFO: {note}\n", 0, "demo1")
         assert (check.status, check.findings) == (CheckStatus.FAILED, [note])
-    # A backup said in progress but not in the summary is still named, and fails.
+    # A backup said in progress but not in the summary is still named, as a note.
     check = parse_pgbackrest_verify(baseline() + f"{STAMP}  INFO: backup 'L1' appears to be in progress, skipping\n",
                                     0, "demo1")
-    assert (check.status, check.findings) == (
-        CheckStatus.FAILED, ["backup L1: in progress (skipped by pgBackRest: not verified)"])
-    assert check.details["in_progress"] == ["L1"]
+    assert (check.status, check.findings) == (CheckStatus.PASSED, [])
+    assert check.details["in_progress"] == ["L1"] and check.details["notes"] == [f"backup L1: {IN_PROGRESS}"]
     # Every file result pgBackRest 2.45 can log names the file in the repository.
     for what, path, said in (("invalid size", f"{FULL}/pg_data/PG_VERSION.gz", f"backup/demo1/{FULL}/pg_data/"
                               "PG_VERSION.gz"), ("invalid result", WAL_05, f"archive/demo1/{WAL_05}"),

@@ -125,7 +125,7 @@ def test_a_wal_segment_deleted_in_the_middle_is_not_seen_by_any_version_so_the_p
     assert checked == before - 1
 
 
-@pytest.mark.parametrize("fault", ["manifest-and-copy-removed", "backup-folder-copy-only", "backup-interrupted",
+@pytest.mark.parametrize("fault", ["manifest-and-copy-removed", "backup-folder-copy-only",
                                    "backup-referenced-file-flipped", "wal-duplicate", "archive-id-not-in-history",
                                    "backup-info-and-copy-removed", "history-mismatch", "foreign-backup"])
 def test_every_other_fault_fails_and_every_line_is_known(version: str, fault: str) -> None:
@@ -186,13 +186,24 @@ def test_pgbackrest_2_60_names_the_backups_backup_info_lists_and_the_repository_
         *(f"backup {label}: status manifest missing" for label in (full, diff, incr))]
 
 
+def test_an_interrupted_backup_is_noted_by_every_version_never_a_finding(version: str) -> None:
+    check = verify(version, "backup-interrupted")
+    (label,) = check.details["in_progress"]
+    assert (check.status, check.findings) == (CheckStatus.PASSED, []), check.findings
+    assert f"backup {label}: in progress, not in backup.info (being written, or interrupted): no restore uses it, " \
+        "not verified" in check.details["notes"]
+    assert check.details["unrecognised"] == [] and check.details["tool_errors"] == []
+
+
 def test_pgbackrest_2_60_notes_a_backup_folder_backup_info_does_not_list() -> None:
-    # verify.c, 1665: the folder of an interrupted backup (or of an interrupted expire) is noted; the
-    # interrupted backup still fails, as in progress; a foreign one fails as not in the history.
+    # verify.c, 1665: the folder of an interrupted backup (or of an interrupted expire) is noted, and the
+    # interrupted backup is noted as in progress; a foreign one fails as not in the history.
     check = verify("2.60.0", "backup-interrupted")
     (label,) = check.details["in_progress"]
-    assert check.details["notes"] == [f"backup '{label}' found in the repository but not in backup.info"]
-    assert check.findings == [f"backup {label}: status in-progress (skipped by pgBackRest: not verified)"]
+    assert check.details["notes"] == [f"backup '{label}' found in the repository but not in backup.info",
+                                      f"backup {label}: in progress, not in backup.info (being written, or "
+                                      "interrupted): no restore uses it, not verified"]
+    assert (check.status, check.findings) == (CheckStatus.PASSED, [])
     text = (folder("2.60.0") / "pgbackrest-verify-baseline.out").read_text()
     noted = text + f"WARN: backup '{label}' found in the repository but not in backup.info\n"
     assert parse_pgbackrest_verify(noted, 0, "demo1").status is CheckStatus.PASSED
