@@ -170,3 +170,21 @@ def test_an_image_whose_pgbackrest_is_older_than_the_backup_s_layout_is_refused_
     assert (f"; the target image {unlabelled_13} (docker.postgres_images[13]) has pgBackRest 2.33; set "
             "docker.postgres_images: {13: <an image with PostgreSQL 13 and pgBackRest 2.48 or newer>}") in said
     _reads_the_layout("restoreproof/postgres:18", docker, block_incremental_plan("18"))  # 2.60 reads it
+
+
+def test_an_image_that_never_answers_its_version_is_left_unsaid_and_removed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from verification.engines.postgres import versions
+
+    tag = f"restoreproof-test/silent:{new_run_id().lower()}"
+    client = docker_client()
+    try:
+        # An entry point that ignores the command it is given, as some images' do.
+        client.images.build(fileobj=io.BytesIO(b'FROM restoreproof/postgres:13\nLABEL restoreproof.pgbackrest-version=""'
+                                               b'\nENTRYPOINT ["sleep", "infinity"]\n'), tag=tag, rm=True)
+        monkeypatch.setattr(versions, "PROBE_SECONDS", 2)
+        assert versions.image_tool_version(tag) is None
+        assert client.containers.list(all=True, filters={"ancestor": tag}) == []
+    finally:
+        client.images.remove(tag, force=True)
+        client.close()

@@ -7,9 +7,11 @@ backup no image here can restore is an error naming what it needs and what the t
 
 from __future__ import annotations
 
+import contextlib
 import re
 
 import docker.errors
+import requests
 
 from verification.config import DockerSettings
 from verification.engines.postgres.repository import Stanza
@@ -34,6 +36,8 @@ TOOL = "pgBackRest"
 IMAGE_NAME = "postgres"
 MAJOR_LABEL = "restoreproof.postgres-major"
 TOOL_LABEL = "restoreproof.pgbackrest-version"
+# Seconds a throwaway container of an unlabelled image is given to say its pgBackRest version.
+PROBE_SECONDS = 60
 # The Debian packages put a major's programs here, and the images put them on PATH.
 BIN_ON_PATH = re.compile(r"/usr/lib/postgresql/([0-9.]+)/bin")
 
@@ -129,16 +133,23 @@ def image_for(docker: DockerSettings, plan: RestorePlan) -> str:
 
 def image_tool_version(image: str) -> str | None:
     """The pgBackRest version an image holds: its label, else `pgbackrest version` asked in a container
-    of it (labelled, removed once it has answered); None when it does not answer with one."""
+    of it (labelled, removed once it has answered or after PROBE_SECONDS: an image whose entry point
+    ignores the command would otherwise never answer); None when it does not answer with one."""
     if tool := image_labels(image).get(TOOL_LABEL):
         return tool
     client = docker_client()
+    probe = None
     try:
-        said = client.containers.run(image, ["pgbackrest", "version"], remove=True, stdout=True, stderr=True,
-                                     labels=labels(new_run_id(), "version-probe"), network_disabled=True)
-    except docker.errors.DockerException:
+        probe = client.containers.run(image, ["pgbackrest", "version"], detach=True, network_disabled=True,
+                                      labels=labels(new_run_id(), "version-probe"))
+        probe.wait(timeout=PROBE_SECONDS)
+        said = probe.logs(stdout=True, stderr=True)
+    except (docker.errors.DockerException, requests.exceptions.RequestException):
         return None
     finally:
+        if probe is not None:
+            with contextlib.suppress(docker.errors.DockerException):
+                probe.remove(force=True)
         client.close()
     return said_versions({"pgbackrest": bytes(said).decode(errors="replace")}).get(TOOL)
 
