@@ -80,6 +80,19 @@ def mssql_corpus() -> Path:
     return MSSQL_CORPUS
 
 
+# Three COPY_ONLY fulls from outside the lab (SQL Server 2016 SP1, 4096-byte soft filemark blocks).
+MSSQL_REAL_WORLD = next((parent / "shared" / "testdata" / "mssql-real-world" for parent in Path(__file__).resolve().parents
+                         if (parent / "shared" / "testdata" / "mssql-real-world").is_dir()),
+                        Path(__file__).resolve().parents[2] / "shared" / "testdata" / "mssql-real-world")
+
+
+@pytest.fixture(scope="session")
+def mssql_real_world() -> Path:
+    if not (MSSQL_REAL_WORLD / "MANIFEST.tsv").exists():
+        pytest.skip(f"the real-world SQL Server backups are not at {MSSQL_REAL_WORLD} (they ship in ../shared/testdata)")
+    return MSSQL_REAL_WORLD
+
+
 @pytest.fixture
 def mssql_copy(mssql_corpus: Path, tmp_path: Path):  # type: ignore[no-untyped-def]
     """Copy part of the corpus into a writable temporary folder: copy(rel, ...) -> the copy's root."""

@@ -199,6 +199,12 @@ class BackupSet:
     database_files: tuple[BackupFile, ...] = ()
     # None: the engine says nothing about it (not "not encrypted").
     encryption: BackupEncryption | None = None
+    # SQL Server: the set's position in its file (HEADERONLY's Position, RESTORE ... WITH FILE = n), the
+    # server version that wrote it ("SQL Server 13.0.4001 (SQL Server 2016)"), and whether real samples
+    # prove the layout that version writes (None: not said).
+    position: int | None = None
+    writer: str | None = None
+    layout_proven: bool | None = None
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
@@ -348,14 +354,17 @@ class UnreadableKind(StrEnum):
     # A file the restore needs that the target will not be allowed to read (its mode and owner): an
     # operator's fix, never a damaged backup, so the database is "error".
     PERMISSION = "permission"
+    # A layout the reader does not know (a SQL Server backup whose MTF structure no real sample proves):
+    # the run and the database beside it are error, never failed: nothing proves the file damaged.
+    UNSUPPORTED = "unsupported"
 
 
 # Kinds that keep a run from passing: a backup file that went unread or is damaged.
 BLOCKING_UNREADABLE = (UnreadableKind.CORRUPT, UnreadableKind.NEEDS_SERVER, UnreadableKind.UNADDRESSABLE,
-                       UnreadableKind.ARCHIVED, UnreadableKind.PERMISSION)
+                       UnreadableKind.ARCHIVED, UnreadableKind.PERMISSION, UnreadableKind.UNSUPPORTED)
 # Of those, the ones that make a run "error" (a file nobody read), not "failed" (a file proven bad).
 UNREAD_KINDS = (UnreadableKind.NEEDS_SERVER, UnreadableKind.UNADDRESSABLE, UnreadableKind.ARCHIVED,
-                UnreadableKind.PERMISSION)
+                UnreadableKind.PERMISSION, UnreadableKind.UNSUPPORTED)
 
 
 @dataclass(frozen=True)

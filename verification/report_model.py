@@ -41,8 +41,8 @@ from verification.model import (
 
 # Every version a reader accepts: 1.0 plus what each minor version added (docs/report-schema.md).
 SchemaVersion = Literal["1.0", "1.1", "1.2", "1.3", "1.4", "1.5", "1.6", "1.7", "1.8", "1.9", "1.10", "1.11", "1.12",
-                        "1.13"]
-SCHEMA_VERSION: SchemaVersion = "1.13"
+                        "1.13", "1.14"]
+SCHEMA_VERSION: SchemaVersion = "1.14"
 
 # Times as Python writes them (`isoformat`: "+00:00", not pydantic's "Z"), so reports stay byte-compatible.
 Timestamp = Annotated[datetime, PlainSerializer(lambda value: value.isoformat(), return_type=str)]
@@ -104,7 +104,7 @@ class BackupFileEntry(ReportModel):
 
 
 _HEADER_FACTS = ("recovery_model", "copy_only", "damaged", "compatibility_level", "collation", "database_files",
-                 "encryption")
+                 "encryption", "position", "writer", "layout_proven")
 
 
 class BackupEntry(ReportModel):
@@ -137,6 +137,12 @@ class BackupEntry(ReportModel):
     database_files: list[BackupFileEntry] | None = None
     # 1.9: whether the backup is encrypted, what a target needs to read it, and how that is known.
     encryption: BackupEncryption | None = None
+    # 1.14, SQL Server: the set's position in its file (RESTORE ... WITH FILE = n; a file holds several
+    # where BACKUP ... WITH NOINIT appended them), the server version that wrote it, and whether real
+    # samples prove the layout that version writes (restoreproof read it by the same rules either way).
+    position: int | None = None
+    writer: str | None = None
+    layout_proven: bool | None = None
 
     @model_serializer(mode="wrap")
     def _omit_unknown_header_facts(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

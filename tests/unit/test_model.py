@@ -18,7 +18,7 @@ def test_an_unread_file_is_named_once_with_its_reason():
     assert unreadable_of({"unreadable": unreadable_json([own, bare])}) == [own, bare]
     with pytest.raises(pydantic.ValidationError, match="Unexpected keyword argument"):
         unreadable_of({"unreadable": [{"path": "x", "kind": "corrupt", "reason": "r", "size": 3}]})
-    with pytest.raises(pydantic.ValidationError, match="'corrupt', 'needs-server', 'not-a-backup', 'excluded', 'unaddressable', 'archived' or 'permission'"):
+    with pytest.raises(pydantic.ValidationError, match="'corrupt', 'needs-server', 'not-a-backup', 'excluded', 'unaddressable', 'archived', 'permission' or 'unsupported'"):
         unreadable_of({"unreadable": [{"path": "x", "kind": "damaged", "reason": "r"}]})
 
 

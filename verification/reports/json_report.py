@@ -42,14 +42,16 @@ __all__ = ["SCHEMA_VERSION", "build_report", "database_entry", "dumps", "generat
 
 SCHEMA_ID = "https://restoreproof.invalid/report.schema.json"
 SCHEMA_DESCRIPTION = (
-    "One verification run. Version 1.13 (1.0 plus the optional unreadable and not_verified lists in 1.1/1.2, "
+    "One verification run. Version 1.14 (1.0 plus the optional unreadable and not_verified lists in 1.1/1.2, "
     "per-phase predictions, prediction, objectives and drift in 1.3, chain defects and unread-file kinds "
     "not-a-backup/excluded in 1.4, a schema generated from the typed report model in 1.5, check kinds and "
     "SQL Server header facts in 1.6, the configuration's warnings, incomplete_uploads and chain unread in 1.7, "
     "a database's wall_seconds in 1.8, a backup's encryption in 1.9, "
     "the chain status refused, chain timelines, a database's identity and overridden settings, and drift's "
     "series kind and minimums in 1.10, the unread-file kind permission in 1.11, the WAL range's segment_bytes "
-    "in 1.12, a database's versions (what wrote the backup, what restored it) in 1.13); see "
+    "in 1.12, a database's versions (what wrote the backup, what restored it) in 1.13, a SQL Server backup's "
+    "position in its file, its writer and whether that layout is proven, and the unread-file kind unsupported "
+    "in 1.14); see "
     "docs/report-schema.md for the meaning of every field and the versioning rules.")
 
 
@@ -64,7 +66,8 @@ def backup_entry(backup: BackupSet) -> BackupEntry:
         database_files=[BackupFileEntry(logical_name=f.logical_name, type=f.type, size_bytes=f.size_bytes,
                                         file_id=f.file_id, filegroup=f.filegroup)
                         for f in backup.database_files] or None,
-        encryption=backup.encryption)
+        encryption=backup.encryption, position=backup.position, writer=backup.writer,
+        layout_proven=backup.layout_proven)
 
 
 def phase_entry(phase: PhaseTiming) -> PhaseEntry:

@@ -90,7 +90,8 @@ def _damage(root: Path, relative: str, how: str) -> None:
         path.write_bytes(bytes(backup.data))
     elif how == "diff-ends-at-its-full":  # a differential whose LastLSN is its full's: no newer
         backup = Backup(path.read_bytes())
-        backup.in_both_copies(b"SCIN", 0x2A, "<IIH", 25, 132, 1)  # RestoreTimeClean.bak's LastLSN
+        for field in (0x20, 0x34, 0x2A):  # FirstLSN <= CheckpointLSN <= LastLSN, as every backup has them
+            backup.in_both_copies(b"SCIN", field, "<IIH", 25, 132, 1)  # RestoreTimeClean.bak's LastLSN
         path.write_bytes(bytes(backup.data))
     elif how == "log-ends-where-the-diff-ends":  # LastLSN set to RestoreTimeClean2.bak's
         backup = Backup(path.read_bytes())

@@ -41,7 +41,7 @@ def make_run() -> RunResult:
 def test_report_matches_schema_and_carries_the_contract_fields():
     report = report_data(build_report(make_run()))
     assert validate_report(report) == build_report(make_run())
-    assert report["schema_version"] == "1.13"
+    assert report["schema_version"] == "1.14"
     assert report["unreadable"] == [] and report["not_verified"] == [] and report["warnings"] == []
     assert report["incomplete_uploads"] == []
     assert report["verdict"] == "failed" and report["summary"] == {"passed": 1, "failed": 1, "error": 0}
@@ -121,7 +121,8 @@ def test_checked_in_schema_is_the_one_the_models_generate():
     # `restoreproof schema -o verification/reports/report.schema.json` writes it anew.
     assert report_schema() == generated_schema(), "report.schema.json is stale: run `restoreproof schema -o ...`"
     assert report_schema()["properties"]["schema_version"]["enum"] == ["1.0", "1.1", "1.2", "1.3", "1.4", "1.5", "1.6",
-                                                                      "1.7", "1.8", "1.9", "1.10", "1.11", "1.12", "1.13"]
+                                                                      "1.7", "1.8", "1.9", "1.10", "1.11", "1.12", "1.13",
+                                                                      "1.14"]
 
 
 def test_reports_of_every_earlier_version_still_read():
@@ -217,3 +218,23 @@ def test_overridden_settings_are_reported_typed_and_left_out_when_none():
                                              "source": "conf.d/10-salvage.conf:1", "why": "would hide damaged pages"}]
     assert "overridden_settings" not in second  # earlier readers and golden reports see nothing new
     assert validate_report(report).databases[0].overridden_settings == run.databases[0].overridden_settings
+
+
+def test_a_sql_server_set_s_position_and_writer_are_reported_and_left_out_where_unknown():
+    from dataclasses import replace
+
+    run = make_run()
+    chain = run.databases[0].plan.chain
+    pg = chain.backups[0]
+    chain.backups.append(replace(pg, position=2, writer="SQL Server 13.0.4001 (SQL Server 2016)",
+                                 layout_proven=True))
+    chain.backups.append(replace(pg, position=1, writer="SQL Server 15.0.2000", layout_proven=False))
+    run.unreadable.append(UnreadableFile("x.bak", UnreadableKind.UNSUPPORTED,
+                                         "x.bak: SSET block at offset 0x1000: a layout restoreproof does not know"))
+    report = report_data(build_report(run))
+    jsonschema.validate(report, report_schema())
+    backups = report["databases"][0]["chain"]["backups"]
+    assert [(b.get("position"), b.get("writer"), b.get("layout_proven")) for b in backups] == [
+        (None, None, None), (2, "SQL Server 13.0.4001 (SQL Server 2016)", True), (1, "SQL Server 15.0.2000", False)]
+    assert "position" not in backups[0] and "layout_proven" not in backups[0]
+    assert [u["kind"] for u in report["unreadable"]] == ["unsupported"] and report["verdict"] == "failed"

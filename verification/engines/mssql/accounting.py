@@ -111,8 +111,9 @@ def account(catalog: Catalog, plans: dict[int, RestorePlan]) -> tuple[list[Resto
 
 
 # Unread kinds that may be a backup of the database beside them: read by nobody here, so what they
-# hold is unknown (a corrupt file is a defect instead; not-a-backup and excluded are no backups).
-MAY_HOLD_A_BACKUP = ("needs-server", "archived")
+# hold is unknown (a corrupt file is a defect instead; not-a-backup and excluded are no backups). An
+# unsupported layout is such a file too: nothing proves it damaged, and a database beside it cannot pass.
+MAY_HOLD_A_BACKUP = ("needs-server", "archived", "unsupported")
 
 
 def _beside(plans: list[RestorePlan], path: str) -> list[RestorePlan]:

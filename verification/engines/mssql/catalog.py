@@ -2,14 +2,17 @@
 
 Any layout (flat, Ola Hallengren's <server>/<db>/FULL|DIFF|LOG, anything else) and any file
 extension: every file is opened and its header decides what it is. File names and the dates in
-them are never trusted. Files are grouped into backup sets by media set (one file per family),
-and sets into databases by (server, database name, creation date). What a file's header said may
-come from a header cache (header_cache.py) instead, while the file's fingerprint is unchanged.
+them are never trusted. A file holds one backup set or several (BACKUP ... WITH NOINIT appends them:
+each has its position, RESTORE ... WITH FILE = n). Sets are grouped by media set and position (one
+file per family: the families of a striped set share both), and sets into databases by (server,
+database name, creation date). What a file's header said may come from a header cache
+(header_cache.py) instead, while the file's fingerprint is unchanged.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -19,9 +22,10 @@ from verification.engines.mssql.mtf import (
     COMPRESSED_MAGIC,
     BackupHeader,
     MtfError,
+    MtfUnsupported,
     NeedsServerHeaderOnly,
     TrailerIdentity,
-    read_backup_header,
+    read_backup_headers,
     read_trailer_identity,
 )
 from verification.errors import ArchivedObjectError
@@ -55,7 +59,7 @@ def describe_bytes(data: bytes) -> str:
 
 @dataclass
 class MediaSet:
-    """One backup set: the files (families) of one media set."""
+    """One backup set: the files (families) of one media set, at one position on it."""
 
     media_set_guid: str
     family_count: int
@@ -123,6 +127,7 @@ class Unreadable:
     reason: str
     # "needs-server": natively compressed, readable only by RESTORE HEADERONLY in a target.
     # "corrupt": a backup (by its first bytes, extension or folder) that is truncated or damaged.
+    # "unsupported": a backup laid out in a way the reader does not know: no proof of damage.
     # "not-a-backup": any other file, named with its first bytes; "excluded": matched a pattern.
     # "archived": an object in an archive storage class, not restored: never read.
     kind: str
@@ -180,9 +185,10 @@ def walk(source: Source, folder: str = "", depth: int = 0) -> list[str]:
 
 @dataclass
 class FileRead:
-    """What reading one file found: its header, or why it is not read as a backup."""
+    """What reading one file found: the header of each backup set it holds (position order), or why
+    it is not read as a backup."""
 
-    header: BackupHeader | None = None
+    headers: list[BackupHeader] = field(default_factory=list)
     unreadable: Unreadable | None = None
     not_backup: bool = False
     bytes_read: int = 0
@@ -210,9 +216,11 @@ def read_file(source: Source, path: str) -> FileRead:
         return FileRead(unreadable=Unreadable(path, f"{path}: not a SQL Server backup: starts with {found}",
                                               "not-a-backup"), not_backup=True, bytes_read=reader.bytes_read)
     try:
-        return FileRead(header=read_backup_header(reader), bytes_read=reader.bytes_read)
+        return FileRead(headers=read_backup_headers(reader), bytes_read=reader.bytes_read)
     except NeedsServerHeaderOnly as exc:
         return FileRead(unreadable=Unreadable(path, str(exc), "needs-server"), bytes_read=reader.bytes_read)
+    except MtfUnsupported as exc:  # a layout not known is no proof of damage
+        return FileRead(unreadable=Unreadable(path, str(exc), "unsupported"), bytes_read=reader.bytes_read)
     except MtfError as exc:
         return FileRead(unreadable=Unreadable(path, str(exc), "corrupt", read_trailer_identity(reader)),
                         bytes_read=reader.bytes_read)
@@ -259,8 +267,7 @@ def scan(source: Source, exclude: list[str] | None = None, cache: HeaderCache | 
     bytes_read = files_read = files_cached = 0
     for path in paths:
         result = results[path]
-        if result.header is not None:
-            headers.append(result.header)
+        headers.extend(result.headers)
         if result.unreadable is not None:
             unreadable.append(result.unreadable)
             if result.not_backup:
@@ -274,12 +281,24 @@ def scan(source: Source, exclude: list[str] | None = None, cache: HeaderCache | 
     return Catalog(group(headers), unreadable, not_backups, bytes_read, files_read, files_cached)
 
 
+# SQL Server Express LocalDB names its instance's pipe anew each time the instance starts
+# (<machine>\LOCALDB#<8 hex digits>), and backups record that name: one database's backups would
+# otherwise read as many databases.
+LOCALDB_INSTANCE = re.compile(r"^(?P<machine>.*\\LOCALDB)#[0-9A-F]{8}$", re.IGNORECASE)
+
+
+def server_identity(server_name: str) -> str:
+    """The server a backup's header names, as it stays across restarts (LOCALDB_INSTANCE)."""
+    match = LOCALDB_INSTANCE.match(server_name)
+    return match["machine"] if match else server_name
+
+
 def group(headers: list[BackupHeader]) -> list[DatabaseCatalog]:
-    sets: dict[tuple[str, str, int, int, str], MediaSet] = {}
+    sets: dict[tuple[str, int, str, int, int, str], MediaSet] = {}
     for header in headers:
-        # A media set GUID names the stripe set; the LSNs and type tell apart the backup sets
-        # appended to one media set.
-        key = (header.media_set_guid, header.backup_type, header.first_lsn, header.last_lsn,
+        # A media set GUID names the stripe set and the position the backup set on it (the families
+        # of one striped set share both); the LSNs and type are held to agree as well.
+        key = (header.media_set_guid, header.position, header.backup_type, header.first_lsn, header.last_lsn,
                str(header.backup_start))
         media = sets.setdefault(key, MediaSet(header.media_set_guid, header.family_count))
         if header.family_number in media.families:
@@ -289,8 +308,8 @@ def group(headers: list[BackupHeader]) -> list[DatabaseCatalog]:
     by_database: dict[tuple[str, str, datetime | None], DatabaseCatalog] = {}
     for media in sets.values():
         h = media.header
-        identity = (h.server_name, h.database_name, h.database_creation)
-        db = by_database.setdefault(identity, DatabaseCatalog(h.server_name, h.database_name, h.database_creation))
+        identity = (server_identity(h.server_name), h.database_name, h.database_creation)
+        db = by_database.setdefault(identity, DatabaseCatalog(identity[0], h.database_name, h.database_creation))
         db.sets.append(media)
     for db in by_database.values():
         db.sets.sort(key=lambda s: (s.header.last_lsn, s.header.first_lsn))

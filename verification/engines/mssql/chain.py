@@ -80,7 +80,7 @@ def _backup_set(media: MediaSet, header: BackupHeader) -> BackupSet:
     h = media.header
     return BackupSet(
         database=h.database_name, label=f"{header.path}", type=BackupType(h.backup_type),
-        start=media.start, finish=media.finish, size_bytes=header.size_bytes, path=header.path,
+        start=media.start, finish=media.finish, size_bytes=set_bytes(header), path=header.path,
         first_lsn=str(h.first_lsn), last_lsn=str(h.last_lsn),
         family=f"{header.family_number}/{header.family_count}",
         checkpoint_lsn=str(h.checkpoint_lsn), database_backup_lsn=str(h.database_backup_lsn),
@@ -94,8 +94,23 @@ def _backup_set(media: MediaSet, header: BackupHeader) -> BackupSet:
         compatibility_level=h.compatibility_level, collation=h.collation,
         database_files=tuple(BackupFile(f.logical_name, f.file_type, f.size_bytes, f.file_id, f.filegroup,
                                         f.physical_name) for f in h.files),
-        encryption=h.encryption,
+        encryption=h.encryption, position=header.position, writer=h.writer, layout_proven=h.layout_proven,
     )
+
+
+def set_bytes(header: BackupHeader) -> int:
+    """The bytes of the file that are this set's: the whole file for a file of one set (its media header
+    with it); where sets were appended, the first from the file's start, each later one its own range."""
+    if not header.set_end or (header.position == 1 and header.set_end == header.size_bytes):
+        return header.size_bytes
+    return header.set_end - (header.set_offset if header.position > 1 else 0)
+
+
+def written_by(backups: Sequence[BackupSet]) -> dict[str, str]:
+    """The SQL Server version(s) that wrote the chain's backups, as their headers say (the report's
+    versions.backup): each one once, in restore order."""
+    said = list(dict.fromkeys(b.writer.removeprefix("SQL Server ") for b in backups if b.writer))
+    return {"SQL Server": ", ".join(said)} if said else {}
 
 
 def _lsn_text(lsn: int | None) -> str | None:
@@ -174,7 +189,8 @@ def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
         final = ChainStatus.COMPLETE if not problems else ChainStatus.BROKEN
         backups = [b for media in chosen for b in backup_sets(media)]
         return RestorePlan("mssql", name, Chain(final, backups, problems, rules, defects=defects), at,
-                           backups[0] if backups else None, files=list(_files(*chosen)),
+                           # Each file once: one file may hold several of the chain's sets.
+                           backups[0] if backups else None, files=list(dict.fromkeys(_files(*chosen))),
                            history=backup_history(db), data_backups=data_backups(db))
 
     def forks_said(skipped: list[str], fork: str | None) -> None:

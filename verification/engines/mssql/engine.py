@@ -120,12 +120,23 @@ def _named(paths: list[str]) -> str:
     return " + ".join(paths)
 
 
+def _set_key(backup: BackupSet) -> tuple[str, int | None]:
+    return backup.path or "", backup.position
+
+
+def _set_row(rows: list[dict[str, str | None]], position: int | None) -> dict[str, str | None]:
+    """The HEADERONLY row of the set asked for (WITH FILE = n answers with that set's alone; a row per set
+    where a server answers with every set of the media), by its Position."""
+    wanted = str(position or 1)
+    return next((row for row in rows if (row.get("Position") or "").strip() == wanted), rows[0])
+
+
 def media_sets(backups: list[BackupSet]) -> list[list[BackupSet]]:
     """Consecutive files of one backup set (its families), in restore order."""
     groups: list[list[BackupSet]] = []
     for backup in backups:
-        key = (backup.media_set_guid, backup.first_lsn, backup.last_lsn, backup.type)
-        if groups and (groups[-1][0].media_set_guid, groups[-1][0].first_lsn,
+        key = (backup.media_set_guid, backup.position, backup.first_lsn, backup.last_lsn, backup.type)
+        if groups and (groups[-1][0].media_set_guid, groups[-1][0].position, groups[-1][0].first_lsn,
                        groups[-1][0].last_lsn, groups[-1][0].type) == key:
             groups[-1].append(backup)
         else:
@@ -208,7 +219,7 @@ class MssqlEngine:
                 # A file the cache knows began with TAPE or MSSQLBAK is known without a read (no GET
                 # on a warm night); what else it knows is decided from the bytes, as without it.
                 known = cache.lookup(path, source.fingerprint(path)) if cache.enabled else None
-                if known is not None and (known.header is not None or (
+                if known is not None and (known.headers or (
                         known.unreadable is not None and known.unreadable.kind == "needs-server")):
                     return True
                 try:
@@ -239,6 +250,7 @@ class MssqlEngine:
                 when, rule = choose(point, name, sets, continuous=any(b.type == "log" for b in sets))
             result = chain.plan(db, name, when)
             result.system_id = system_identifier(db)
+            result.written_by = chain.written_by(result.chain.backups)
             if rule is not None:
                 result.chain.rules.insert(0, rule)
             plans.append(result)
@@ -298,7 +310,8 @@ class _Restore:
         self.certificates = certificates.load(self.ms) if self.ms.certificates else []
         # Masked in everything written for this database, beside the settings' own masking of them.
         evidence.hide(c.password.get_secret_value() for c in self.certificates)
-        self.headers: dict[str, Mapping[str, str | None]] = {}  # a set's first path -> its HEADERONLY row
+        # A set (its first path and position) -> its HEADERONLY row.
+        self.headers: dict[tuple[str, int | None], Mapping[str, str | None]] = {}
         # What no statement may carry: the target's (its login's password, with S3 the keys) and the
         # certificates' passwords, each also as a T-SQL literal writes it.
         passwords = [c.password.get_secret_value() for c in self.certificates]
@@ -421,7 +434,7 @@ class _Restore:
         if not self.read_encryption(sets) or not self.install_certificates() or not self.certificates_held(sets):
             return False
         full_paths = [b.path or "" for b in sets[0]]
-        listing = self.run(tsql.filelist(full_paths, self.media))
+        listing = self.run(tsql.filelist(full_paths, self.media, sets[0][0].position))
         if not listing.ok:
             self.failed("RESTORE FILELISTONLY", listing)
             self.learn_needed(sets[0], listing.output)
@@ -430,8 +443,8 @@ class _Restore:
         if not files:
             self.outcome.errors.append("RESTORE FILELISTONLY returned no files")
             return False
-        self.learn(sets[0], encryption.from_server(sets[0][0].software_version, self.headers.get(full_paths[0]),
-                                                   files, _named(full_paths)))
+        self.learn(sets[0], encryption.from_server(sets[0][0].software_version,
+                                                   self.headers.get(_set_key(sets[0][0])), files, _named(full_paths)))
         if not self.certificates_held(sets[:1]):
             return False
         moves = tsql.moves_for(self.database, files)
@@ -443,9 +456,10 @@ class _Restore:
             terminal = index == len(sets) - 1 and self.plan.stop_at is not None and group[0].type == "log"
             if group[0].type == "log":
                 statement = tsql.restore_log(self.database, paths, self.options, checksum,
-                                             self.plan.stop_at if terminal else None, self.media)
+                                             self.plan.stop_at if terminal else None, self.media, group[0].position)
             else:
-                statement = tsql.restore_database(self.database, paths, moves, self.options, checksum, self.media)
+                statement = tsql.restore_database(self.database, paths, moves, self.options, checksum, self.media,
+                                                  group[0].position)
             result = self.run(statement)
             if not result.ok:
                 self.failed(statement, result)
@@ -488,7 +502,8 @@ class _Restore:
         asked = [group for group in sets if encryption.backup_encryption_possible(group[0].software_version)]
         if not asked:
             return True
-        statement = " ".join(tsql.headeronly([b.path or "" for b in group], self.media) for group in asked)
+        statement = " ".join(tsql.headeronly([b.path or "" for b in group], self.media, group[0].position)
+                             for group in asked)
         result = self.run(statement)
         if not result.ok:
             self.failed("RESTORE HEADERONLY", result)
@@ -499,9 +514,9 @@ class _Restore:
                                        "result set(s): which backup is encrypted cannot be told")
             return False
         for group, rows in zip(asked, answered, strict=True):
-            first = group[0].path or ""
-            self.headers[first] = rows[0]
-            self.learn(group, encryption.from_server(group[0].software_version, rows[0], None,
+            row = _set_row(rows, group[0].position)
+            self.headers[_set_key(group[0])] = row
+            self.learn(group, encryption.from_server(group[0].software_version, row, None,
                                                      _named([b.path or "" for b in group])))
         return True
 
@@ -579,8 +594,7 @@ class _Restore:
     def withdraw_pages(self) -> None:
         """The offline page check judged again once the target said which files are encrypted: what it read
         of their pages (a TDE database's keep a plain header) is no verification and no damage."""
-        encrypted = {b.path: b.encryption.basis for b in self.plan.chain.backups
-                     if b.path and b.encryption is not None and b.encryption.state is EncryptionState.ENCRYPTED}
+        encrypted = page_check.encrypted_sets([*self.plan.chain.backups, *self.plan.data_backups])
         again = page_check.withdrawn(self.pages, encrypted) if self.pages is not None and encrypted else None
         if again is None:
             return
@@ -592,10 +606,10 @@ class _Restore:
 
     def learn(self, group: list[BackupSet], found: BackupEncryption) -> None:
         """What the target said of a set's encryption, on each of its families in the plan (the report's chain)."""
-        paths = {b.path for b in group}
+        sets = {_set_key(b) for b in group}  # by position too: one file may hold other sets of the chain
         backups = self.plan.chain.backups
         for index, backup in enumerate(backups):
-            if backup.path in paths:
+            if _set_key(backup) in sets:
                 backups[index] = replace(backup, encryption=found)
         group[:] = [replace(b, encryption=found) for b in group]
 
@@ -607,7 +621,7 @@ class _Restore:
         if needed is None or known is None or needed in known.thumbprints:
             return
         tde = known.encryptor_thumbprint is not None or not encryption.backup_encryption_possible(
-            group[0].software_version) or group[0].path in self.headers
+            group[0].software_version) or _set_key(group[0]) in self.headers
         where = f"SQL Server's message 33111 names certificate {needed}"
         self.learn(group, replace(known, state=EncryptionState.ENCRYPTED, basis=f"{known.basis}; {where}",
                                   **({"tde_thumbprint": needed} if tde else {"encryptor_thumbprint": needed})))

@@ -3,7 +3,7 @@
 A nightly run over a big repository reads the same thousands of headers every night (two GETs per
 object in S3, two reads per file in a folder); almost all of them are the same files as the night
 before. The cache keeps, per file, what catalog.read_file found (the parsed header, or why the file
-is not read as a backup), keyed by:
+is not read as a backup; a file holding several backup sets keeps every set's header), keyed by:
 
 - the source's identity (a folder's path; an S3 endpoint, bucket and prefix) and the file's path;
 - its fingerprint (Source.fingerprint: S3's ETag and size; a local file's size, times, inode and
@@ -45,7 +45,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from verification import __version__
 from verification.config import Settings
-from verification.engines.mssql import catalog, encryption, mtf
+from verification.engines.mssql import catalog, encryption, mtf, mtf_config
 from verification.engines.mssql.catalog import FileRead, Unreadable
 from verification.engines.mssql.mtf import BackupHeader
 from verification.sources.base import Fingerprint, Source
@@ -54,6 +54,7 @@ log = logging.getLogger(__name__)
 
 CACHE_FILE = "mssql-header-cache.sqlite"
 SCHEMA = 1  # the layout of the file's tables (the entries' own layout is in PARSER_VERSION)
+PAYLOAD = 2  # the layout of an entry: 2 keeps the headers of every backup set of the file
 UNUSED_DAYS = 30.0
 BUSY_SECONDS = 10.0
 # SQLite's words for a file that is not a database or is damaged: the only errors that remove it.
@@ -72,7 +73,7 @@ class _Stored:
     """An entry's payload: what read_file found, less what belongs to that one read (FileRead's count
     of bytes read and its flags)."""
 
-    header: BackupHeader | None
+    headers: list[BackupHeader]
     unreadable: Unreadable | None
     not_backup: bool
 
@@ -83,8 +84,8 @@ _PAYLOAD = TypeAdapter(_Stored)
 def _parser_version() -> str:
     """A digest of the code whose output is kept: the MTF reader (with what it says of encryption), the
     catalog's reading of a file, and this module's storing of it. Any change to them is another version."""
-    digest = hashlib.sha256(f"schema {SCHEMA}".encode())
-    for module in (mtf, encryption, catalog):
+    digest = hashlib.sha256(f"schema {SCHEMA} payload {PAYLOAD}".encode())
+    for module in (mtf, mtf_config, encryption, catalog):
         try:
             digest.update(Path(str(module.__file__)).read_bytes())
         except (OSError, TypeError):  # no source to read (a frozen install): the release names it
@@ -100,7 +101,7 @@ PARSER_VERSION = _parser_version()
 
 
 def encode(result: FileRead) -> str:
-    return _PAYLOAD.dump_json(_Stored(result.header, result.unreadable, result.not_backup)).decode()
+    return _PAYLOAD.dump_json(_Stored(result.headers, result.unreadable, result.not_backup)).decode()
 
 
 def decode(payload: str) -> FileRead | None:
@@ -109,9 +110,9 @@ def decode(payload: str) -> FileRead | None:
         stored = _PAYLOAD.validate_json(payload, strict=True)
     except ValidationError:
         return None
-    if (stored.header is None) == (stored.unreadable is None):
+    if (not stored.headers) == (stored.unreadable is None):
         return None  # exactly one of the two, as read_file gives
-    return FileRead(header=stored.header, unreadable=stored.unreadable, not_backup=stored.not_backup, cached=True)
+    return FileRead(headers=stored.headers, unreadable=stored.unreadable, not_backup=stored.not_backup, cached=True)
 
 
 def cache_file(settings: Settings) -> Path:
@@ -183,7 +184,7 @@ class HeaderCache:
         if self._db is None or not self._accepts(before) or before != after or not result.read:
             return
         assert before is not None
-        if not before.reliable and result.header is None:
+        if not before.reliable and not result.headers:
             return  # a damaged or stray local file is read again every run
         payload = encode(result)
         with self._lock:  # scan's reading threads

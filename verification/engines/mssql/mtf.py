@@ -1,88 +1,109 @@
 """Read SQL Server backup headers offline, from the Microsoft Tape Format (MTF) blocks of the file.
 
-Only the head (TAPE, SFMB, SSET, VOLB, MSCI with its MQCI configuration stream) and the trailer
-(the closing MQCI copy, which alone carries the finish date, then ESET) are read, through a
-byte-range reader: at most HEAD_BYTES + TAIL_BYTES per file whatever its size, so object storage
-can serve the same code. Every descriptor block's header checksum is verified.
+The media is read as MTF 1.00a lays it out, with the sizes the media itself states (the TAPE block's
+soft filemark block size, in 512-byte units, and format logical block size): the media header (TAPE,
+then a soft filemark, SFMB), then one or more backup sets (BACKUP ... WITH NOINIT appends), each
+SSET, VOLB, MSCI (SQL Server's configuration, its MQCI stream), data (MSDA) or log (MSTL) blocks, the
+closing configuration copy (MSLS), a filemark, ESET, ESET and a filemark. The last filemark of the
+media lists, newest first, the byte offsets of every earlier one, which is how each set is found
+without reading the data between (docs/sqlserver-mtf.md). Only the
+media header, each set's head and each set's closing blocks are read, through a byte-range reader:
+a few tens of KiB per set whatever the file's size, so object storage serves the same code. Every
+descriptor block's header checksum is verified.
 
-Layout facts (offsets, chunk tags) are those documented in docs and seen in real files written by
-SQL Server 2008 R2 and 2016; see tests/unit/engines/mssql/test_mtf.py.
+What proves damage, and what does not: a block or stream header whose checksum does not match, a
+file that is not whole 512-byte sectors or does not end in a filemark (truncated), a structure
+running past the end of the file. Anything else this reader does not know (a block type, a size, a
+field value, a set it cannot locate, head and closing copies naming different backups) is
+MtfUnsupported: an error naming the field, its offset and the SQL Server version that wrote the set,
+never "corrupt". The configuration stream itself (mtf_config.py) has no checksum: what it holds
+that is unknown is unsupported, too.
 
-The fields beyond the LSNs and dates were found by comparing the 118 MTF files of the corpus
-(../shared/testdata/mssql-backups) against what is known of them; no public reader documents them.
-Each is confirmed as follows (tests/unit/engines/mssql/test_mtf.py asserts every one):
-- BackupSetGUID, SSET +0x64: each file's is unique, and every differential's DifferentialBaseGUID
-  equals the BackupSetGUID of the full it was taken on (23 differentials, 9 databases).
-- DifferentialBaseLSN/GUID, SCIN +0x104/+0x110: set on differentials only; the LSN equals the base
-  full's CheckpointLSN (DatabaseBackupLSN), the GUID its BackupSetGUID.
-- RecoveryForkID, SCIN +0x9c, and the fork it branched from, +0xac (LSN) and +0xb8 (GUID): every backup
-  of one database shares the fork; the two databases restored from another one's backups
-  (restoretimeclean2016 from RestoreTimeClean's, passwd.bak's from RestoreTimeStripe's) carry a new fork
-  whose parent is the source database's fork, at an LSN that is the LastLSN of a source log backup.
-- FamilyGUID, SCIN +0xe0: kept by a restored database (equal to the source's first fork), while
-  BindingID, SCIN +0x7c, changes on restore.
-- Recovery model, from the database status word at SCIN +0xf4 (the sysdatabases bits: 8 "trunc. log
-  on chkpt." is SIMPLE, 4 "select into/bulkcopy" BULK_LOGGED, neither FULL): bit 8 is set exactly on
-  the databases that have no log backups and no log-chain origin (SimpleRecovery, detachattach,
-  testlastbackup); every database with log backups has neither bit. BULK_LOGGED is not in the corpus.
-- Log-chain origin, SCIN +0xf8: the LSN the current log chain began at (0 under SIMPLE); the first log
-  backup of each chain (StopAt_1, RestoreTimeClean_1, RestoreTimeStripe_1, the Ola layout's first
-  logs) starts exactly there, which is BeginsLogChain.
-- CompatibilityLevel, SCIN +0x5b: 100 on every 2008 R2 database, 130 on the 2016 one, 100 on the 2008 R2
-  database restored on 2016. SortOrder +0x58, UnicodeLocaleId +0x74, UnicodeComparisonStyle +0x78,
-  SoftwareVersionBuild +0x18 (4000 for the SQL2008R2SP2 instance, i.e. 10.50.4000).
-- Collation, SCIN +0xd8: 4-byte collation info (LCID and comparison flags, laid out as MS-TDS's
-  COLLATION) and the SQL sort id; named here only where the corpus confirms the name (LCID 1033 with
-  sort id 52 is SQL_Latin1_General_CP1_CI_AS, whose SortOrder 52 HEADERONLY reports; sort id 0 is a
-  Windows collation, Latin1_General_<flags>), else None with the raw bytes kept.
-- Per database file (SFIN): type at +0x1c (1 data, 2 log: every .mdf/.ndf is 1, every .ldf 2),
-  filegroup id at +0x24 (1 for data files, 0 for logs, as FILELISTONLY's FileGroupID), the filegroup's
-  name from the SFGI chunk with that id (+0x0c, name at +0x10), allocated size in bytes at +0x28.
-Not found (no corpus file has them, and the published HEADERONLY Flags bits are not the SCIN flags:
-0x200 is set on every file, copy-only or not): IsCopyOnly, IsDamaged, HasBulkLoggedData. They are
-None here: unknown, never False.
+The head copy of the configuration is written before the data, the closing copy after it; for a
+database written to while it was backed up the LSNs (and the finish date, only filled in at the end)
+legitimately differ. The closing copy is taken as the set's (it is the one that knows the finish,
+as RESTORE HEADERONLY does); the two must agree on which backup they describe (IDENTITY fields).
+
+The configuration fields (what each is and how the corpus confirms it) are in mtf_config.py.
+Copy-only (IsCopyOnly): MTF's SSET attributes carry a "copy set" bit (0x2, beside normal 0x4 and
+differential 0x8), and the SCIN flags a bit 0x400; both are set on the three COPY_ONLY fulls of
+../shared/testdata/mssql-real-world (one proven copy-only by the script that made it) and neither on
+any of the 118 lab files. True where both say so, False where neither does, None where they disagree.
+Damaged (IsDamaged): the ESET's count of corrupt files (MTF) above zero says so; zero is not proof of
+the opposite (no damaged backup is in either corpus), so it stays None. HasBulkLoggedData is not found.
 Encryption (HEADERONLY's KeyAlgorithm, EncryptorThumbprint, EncryptorType; FILELISTONLY's TDEThumbprint)
 is not found either: no encrypted or TDE backup is in the corpus, and no public reader places it. The
 header says only what the writing server's version (SSET) rules out (engines/mssql/encryption.py:
 "not encrypted" for a server older than TDE, else "unknown", never "not encrypted").
 """
 
+
 from __future__ import annotations
 
+import itertools
 import struct
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Protocol
 
 from verification.engines.mssql.encryption import offline
+from verification.engines.mssql.mtf_config import ConfigError, DatabaseFile, SetConfig, guid, parse
 from verification.errors import SourceError
 from verification.model import BackupEncryption
 
-BLOCK = 512
-HEAD_BYTES = 16 * 1024
-TAIL_BYTES = 32 * 1024
+SECTOR = 512  # MTF's unit: every block size the media states is a multiple of it
+HEAD_BYTES = 16 * 1024  # read ahead at the start of the file; a set's configuration block lies within it
+TAIL_BYTES = 32 * 1024  # how far before a set's data filemark its closing configuration copy may lie
+CLOSING_BYTES = 8 * 1024  # read ahead before that filemark: where SQL Server puts the copy
+READ_CHUNK = 8 * 1024  # what is read where a structure lies past the bytes read ahead
 COMMON_HEADER = 52
 STREAM_HEADER = 22
 COMPRESSED_MAGIC = b"MSSQLBAK"
-DBLK_TYPES = {b"TAPE", b"SSET", b"VOLB", b"DIRB", b"FILE", b"CFIL", b"ESPB", b"ESET", b"EOTM", b"SFMB",
-              b"MSCI", b"MSDA", b"MSTL", b"MSLS"}
-BACKUP_TYPES = {"D": "full", "I": "diff", "L": "log"}
+# The descriptor blocks MTF 1.00a defines, and the four SQL Server adds (configuration, data, log, closing copy).
+MTF_BLOCKS = {b"TAPE", b"SSET", b"VOLB", b"DIRB", b"FILE", b"CFIL", b"ESPB", b"ESET", b"EOTM", b"SFMB"}
+DBLK_TYPES = MTF_BLOCKS | {b"MSCI", b"MSDA", b"MSTL", b"MSLS"}
 RAID_BYTES = 26  # media set GUID (16), then family count at 20 and family number at 24, u16 each
+TAPE_SOFT_FILEMARK = 64  # u16: the soft filemark block size, in sectors
+TAPE_LOGICAL_BLOCK = 84  # u16: the format logical block size, in bytes
+MAX_FILEMARKS = 1 + 2 * 65535  # the media header's and two per set: SSET numbers sets in 16 bits
+MAX_FILEMARK_SECTORS = 128  # 64 KiB, SQL Server's largest BLOCKSIZE; larger is a layout not seen
+SSET_ATTRIBUTES, SSET_NUMBER, SSET_VERSION = 52, 62, 93
 SSET_GUID = 0x64  # BackupSetGUID, 16 bytes, in the SSET block (after MTF's own SSET fields)
-SCIN_FULL_BYTES = 0x120  # the SCIN fields up to DifferentialBaseGUID (2008 R2 and 2016 write more)
-FILE_TYPES = {1: "D", 2: "L"}  # SFIN +0x1c, as FILELISTONLY's Type; other codes are not in the corpus
-# Collation names the corpus confirms: SQL sort ids, and Windows collations by LCID.
-SQL_SORT_ORDERS = {52: "SQL_Latin1_General_CP1_CI_AS"}
-WINDOWS_COLLATIONS = {0x409: "Latin1_General"}
+SSET_COPY = 0x2  # MTF's "copy set" attribute
+SCIN_COPY_ONLY = 0x400  # the configuration's flag set with it on every copy-only backup read
+# SFMB: u32 entries used at +56, then the u64 list of earlier filemarks. SQL Server 2008 and later put
+# the list's offset in the block (0x48) at +60 and the list there; 2005 starts the list at +60 itself
+# (a filemark never lies at 0x48, so the two cannot be confused).
+SFMB_USED, SFMB_AT, SFMB_LIST_OFFSET = 56, 60, 0x48
+ESET_CORRUPT_FILES = 56
+# What both configuration copies of a set must agree on: which backup of which database they describe,
+# and what no statement can change while a backup runs. The rest is the closing copy's (_disagreement).
+IDENTITY = ("database_name", "server_name", "backup_type", "database_creation", "backup_start",
+            "database_version", "database_backup_lsn")
+IDENTITY_EXTENDED = ("family_guid", "recovery_fork_guid", "binding_id", "differential_base_guid",
+                     "differential_base_lsn", "collation_id")
+# Writers whose layout real samples prove (the two corpora); any other is read by the same rules.
+PROVEN_WRITERS = {(10, 50): "SQL Server 2008 R2", (13, 0): "SQL Server 2016"}
 
 
 class MtfError(SourceError):
-    """The file is not a readable MTF backup; the message names the file, the offset and what was expected."""
+    """The file is damaged: a checksum, a truncation or a structure past its end proves it. The message
+    names the file, the offset and what was expected."""
 
     def __init__(self, name: str, offset: int, what: str, expected: str, found: str) -> None:
         super().__init__(f"{name}: {what} at offset {offset:#x}: expected {expected}, found {found}")
         self.name, self.offset, self.expected, self.found = name, offset, expected, found
+
+
+class MtfUnsupported(MtfError):
+    """A layout this reader does not know: an error naming the field, its offset and the writer, never damage."""
+
+    def __init__(self, name: str, offset: int, what: str, expected: str, found: str, writer: str | None) -> None:
+        super().__init__(name, offset, what, expected, found)
+        self.writer = writer
+        self.args = (f"{self.args[0]}: a layout restoreproof does not know (written by "
+                     f"{writer or 'a SQL Server version not yet read'}), not proof of damage",)
 
 
 class NeedsServerHeaderOnly(SourceError):
@@ -98,26 +119,8 @@ class ByteRangeReader(Protocol):
 
 
 @dataclass(frozen=True)
-class DatabaseFile:
-    """One database file as RESTORE FILELISTONLY lists it (size: allocated bytes, FILELISTONLY's Size)."""
-
-    file_id: int
-    logical_name: str
-    physical_name: str
-    size_bytes: int
-    type_code: int = 0
-    filegroup_id: int = 0
-    filegroup: str | None = None
-
-    @property
-    def file_type(self) -> str | None:
-        """D (data) or L (log), as FILELISTONLY's Type; None for a kind the corpus does not show."""
-        return FILE_TYPES.get(self.type_code)
-
-
-@dataclass(frozen=True)
 class BackupHeader:
-    """The RESTORE HEADERONLY facts recoverable offline, for the one backup set in a file."""
+    """The RESTORE HEADERONLY facts recoverable offline, for one backup set of a file."""
 
     path: str
     database_name: str
@@ -156,9 +159,14 @@ class BackupHeader:
     collation: str | None = None
     collation_id: str | None = None  # the 5 raw bytes, hex: the collation whatever its name
     software_build: int | None = None
+    # HEADERONLY's Position: the set's number on its media (RESTORE ... WITH FILE = n), and where the
+    # set lies in the file: from its SSET block to the end of its last filemark.
+    position: int = 1
+    set_offset: int = 0
+    set_end: int = 0
+    is_copy_only: bool | None = None  # from the file (module docstring); None where its two marks disagree
     # Not located in the offline header (see the module docstring): None means unknown. A reader that
     # knows (RESTORE HEADERONLY in a server) may fill them in.
-    is_copy_only: bool | None = None
     is_damaged: bool | None = None
     has_bulk_logged_data: bool | None = None
     # Whether the backup is encrypted, as far as the header tells (engines/mssql/encryption.py); None
@@ -175,6 +183,16 @@ class BackupHeader:
         return self.first_lsn == self.log_chain_origin_lsn
 
     @property
+    def writer(self) -> str:
+        """The SQL Server version that wrote the set, as its SSET block and configuration say."""
+        return writer_name(self.software_version, self.software_build)
+
+    @property
+    def layout_proven(self) -> bool:
+        """Whether real samples of this writer's version prove the layout read (PROVEN_WRITERS)."""
+        return self.software_version in PROVEN_WRITERS
+
+    @property
     def is_differential(self) -> bool:
         return self.backup_type == "diff"
 
@@ -189,26 +207,12 @@ class BackupHeader:
         return self.backup_type == "log" and self.first_lsn == self.last_lsn
 
 
-def decode_lsn(raw: bytes) -> int:
-    """10 bytes (u32 VLF sequence, u32 block, u16 slot) -> the decimal form RESTORE HEADERONLY prints."""
-    vlf, block, slot = struct.unpack("<IIH", raw)
-    return int(vlf) * 10**15 + int(block) * 10**5 + int(slot)
-
-
-def decode_mtf_date(raw: bytes) -> datetime | None:
-    """5-byte big-endian bit field: 14 bits year, 4 month, 5 day, 5 hour, 6 minute, 6 second."""
-    value = int.from_bytes(raw, "big")
-    if value == 0:
-        return None  # not filled in (the head copy of the finish date)
-    second, value = value & 63, value >> 6
-    minute, value = value & 63, value >> 6
-    hour, value = value & 31, value >> 5
-    day, value = value & 31, value >> 5
-    month, year = value & 15, value >> 4
-    try:
-        return datetime(year, month, day, hour, minute, second)  # SQL Server writes local server time
-    except ValueError:
-        return None
+def writer_name(version: tuple[int, int] | None, build: int | None = None) -> str:
+    if version is None:
+        return "a SQL Server version not yet read"
+    number = f"{version[0]}.{version[1]}" + (f".{build}" if build else "")
+    known = PROVEN_WRITERS.get(version)
+    return f"SQL Server {number}" + (f" ({known})" if known else "")
 
 
 def stream_checksum(header: bytes) -> int:
@@ -229,50 +233,78 @@ def header_checksum(block: bytes) -> int:
 
 
 class _Image:
-    """The bytes read from one file: its head and its tail, addressed by file offset."""
+    """The parts of one file read so far, addressed by file offset, and who wrote it once known."""
 
     def __init__(self, reader: ByteRangeReader) -> None:
-        self.name = reader.name
-        self.size = reader.size()
-        # Never a zero-length or out-of-range read: object storage answers those with an error.
-        self.head = reader.read(0, min(HEAD_BYTES, self.size)) if self.size else b""
-        tail_start = max(len(self.head), (self.size - TAIL_BYTES) // BLOCK * BLOCK)
-        self.tail_start = tail_start
-        self.tail = reader.read(tail_start, self.size - tail_start) if tail_start < self.size else b""
-        self.bytes_read = len(self.head) + len(self.tail)
+        self.reader, self.name, self.size = reader, reader.name, reader.size()
+        self.windows: list[tuple[int, bytes]] = []
+        self.bytes_read = 0
+        self.writer: str | None = None
+
+    def load(self, offset: int, length: int) -> None:
+        """Read [offset, offset + length), clipped to the file, but for what is already held: never a
+        zero-length or out-of-range read (object storage answers those with an error)."""
+        start, end = max(0, offset), min(self.size, offset + length)
+        for at, data in self.windows:  # trim what a window already holds at either end
+            if at <= start < at + len(data):
+                start = at + len(data)
+            if at < end <= at + len(data):
+                end = at
+        if start >= end:
+            return
+        self.windows.append((start, self.reader.read(start, end - start)))
+        self.bytes_read += end - start
+        self._merge()
+
+    def _merge(self) -> None:
+        merged: list[tuple[int, bytes]] = []
+        for at, data in sorted(self.windows):
+            if merged and at <= merged[-1][0] + len(merged[-1][1]):
+                last_at, last = merged[-1]
+                merged[-1] = (last_at, last + data[last_at + len(last) - at:])
+            else:
+                merged.append((at, data))
+        self.windows = merged
 
     def get(self, offset: int, length: int) -> bytes:
-        if offset + length <= len(self.head):
-            return self.head[offset:offset + length]
-        if offset >= self.tail_start and offset + length <= self.tail_start + len(self.tail):
-            return self.tail[offset - self.tail_start:offset - self.tail_start + length]
-        raise MtfError(self.name, offset, "read outside the file's head and trailer",
-                       f"a header within the first {HEAD_BYTES} or last {TAIL_BYTES} bytes",
-                       f"a structure {length} bytes long")
+        """The bytes at offset, read on demand (a whole READ_CHUNK about them) where not yet held: the
+        reads planned ahead are what a set usually needs, never a limit on where a structure may lie."""
+        if offset < 0 or offset + length > self.size:
+            raise MtfError(self.name, offset, "structure", f"{length} bytes within the file",
+                           f"the end of the file at {self.size:#x}: the file is truncated")
+        for at, data in self.windows:
+            if at <= offset and offset + length <= at + len(data):
+                return data[offset - at:offset - at + length]
+        start = offset // READ_CHUNK * READ_CHUNK
+        self.load(start, max(READ_CHUNK, offset + length - start))
+        return self.get(offset, length)
+
+    def unsupported(self, offset: int, what: str, expected: str, found: str) -> MtfUnsupported:
+        return MtfUnsupported(self.name, offset, what, expected, found, self.writer)
 
 
 def _check_block(image: _Image, offset: int, expected: set[bytes] | None = None) -> bytes:
-    try:
-        block = image.get(offset, COMMON_HEADER)
-    except MtfError:
+    """The 52-byte block header at offset: its checksum proves it whole; a whole block of a kind
+    not expected there is a layout not known, not damage."""
+    if offset + COMMON_HEADER > image.size:
         raise MtfError(image.name, offset, "descriptor block", "a complete 52-byte header",
-                       f"end of data (file is {image.size} bytes: truncated?)") from None
+                       f"end of data (file is {image.size} bytes: truncated?)")
+    block = image.get(offset, COMMON_HEADER)
     kind = block[:4]
-    if expected is not None and kind not in expected:
-        raise MtfError(image.name, offset, "descriptor block", "/".join(sorted(k.decode() for k in expected)),
-                       repr(kind))
-    stored = struct.unpack_from("<H", block, 50)[0]
-    computed = header_checksum(block)
+    stored, computed = struct.unpack_from("<H", block, 50)[0], header_checksum(block)
     if stored != computed:
         raise MtfError(image.name, offset, f"{kind.decode('latin-1')} block header checksum",
                        f"{computed:#06x}", f"{stored:#06x}")
+    if expected is not None and kind not in expected:
+        raise image.unsupported(offset, "descriptor block", "/".join(sorted(k.decode() for k in expected)),
+                                repr(kind))
     return block
 
 
 def _streams(image: _Image, block_offset: int, block: bytes) -> tuple[dict[bytes, tuple[int, int]], int]:
     """Streams of a DBLK: {id: (data offset, length)} and the offset of the next DBLK."""
     first = struct.unpack_from("<H", block, 8)[0]
-    if first >= BLOCK:  # no streams (SFMB): the next block follows directly
+    if block[:4] == b"SFMB":  # no streams: the next block follows the filemark
         return {}, block_offset + first
     streams: dict[bytes, tuple[int, int]] = {}
     position = block_offset + first
@@ -287,179 +319,257 @@ def _streams(image: _Image, block_offset: int, block: bytes) -> tuple[dict[bytes
             return streams, position + STREAM_HEADER + length
         streams[stream_id] = (position + STREAM_HEADER, length)
         position = (position + STREAM_HEADER + length + 3) & ~3
-    raise MtfError(image.name, block_offset, "stream list", "an SPAD stream ending the block", "none")
+    raise image.unsupported(block_offset, "stream list", "an SPAD stream ending the block", "none")
 
 
-class _Malformed(Exception):
-    """Inside a configuration stream: what is wrong, said relative to the stream's start."""
-
-
-def _chunks(data: bytes) -> list[tuple[bytes, bytes]]:
-    """The stream is a run of (tag, u32 size, body) chunks that fills it exactly, as in every
-    backup SQL Server wrote in the corpus; anything else is damage, never silently cut short."""
-    chunks = []
-    position = 0
-    while position < len(data):
-        if position + 8 > len(data):
-            raise _Malformed(f"{len(data) - position} byte(s) after the last chunk, at +{position:#x}")
-        tag, size = data[position:position + 4], struct.unpack_from("<I", data, position + 4)[0]
-        if size < 8 or position + size > len(data):
-            raise _Malformed(f"chunk {tag!r} at +{position:#x} claims {size} bytes, "
-                             f"{len(data) - position} left in the stream")
-        chunks.append((tag, data[position:position + size]))
-        position += size
-    return chunks
-
-
-def _utf16(chunk: bytes, pointer_at: int) -> str:
-    size, offset = struct.unpack_from("<HH", chunk, pointer_at)
-    if offset + size > len(chunk):
-        raise _Malformed(f"{chunk[:4]!r} string at +{offset:#x} ({size} bytes) runs past its {len(chunk)}-byte chunk")
-    # A name that is not valid UTF-16 is still named (U+FFFD marks the damage) rather than refused.
-    return chunk[offset:offset + size].decode("utf-16le", "replace")
-
-
-@dataclass
-class _SetInfo:
-    database_name: str
-    server_name: str
-    backup_type: str
-    first_lsn: int
-    last_lsn: int
-    checkpoint_lsn: int
-    database_backup_lsn: int
-    database_version: int
-    database_creation: datetime | None
-    backup_start: datetime | None
-    backup_finish: datetime | None
-    flags: int
-    files: tuple[DatabaseFile, ...]
-    extended: dict[str, object] = field(default_factory=dict)  # the SCIN fields past SCIN_BYTES, by name
-
-
-SCIN_BYTES = 0x70  # the fixed part of the set's configuration chunk, up to its two name pointers
-SFIN_BYTES = 0x38  # the fixed part of a database file's chunk, up to its two name pointers
-
-
-def _parse_mqci(image: _Image, offset: int, data: bytes) -> _SetInfo:
+def _configuration(image: _Image, offset: int, stream: tuple[int, int]) -> SetConfig:
     try:
-        return _parse_chunks(image, offset, _chunks(data))
-    except _Malformed as exc:
-        raise MtfError(image.name, offset, "MQCI configuration stream", "well-formed chunks", str(exc)) from None
+        return parse(image.get(*stream))
+    except ConfigError as exc:
+        raise image.unsupported(offset, exc.what, exc.expected, exc.found) from None
 
 
-def _parse_chunks(image: _Image, offset: int, chunks: list[tuple[bytes, bytes]]) -> _SetInfo:
-    scin = next((c for tag, c in chunks if tag == b"SCIN"), None)
-    if scin is None:
-        raise MtfError(image.name, offset, "MQCI configuration stream", "an SCIN chunk", "none")
-    if len(scin) < SCIN_BYTES:
-        raise MtfError(image.name, offset, "SCIN chunk", f"at least {SCIN_BYTES} bytes", f"{len(scin)} bytes")
-    kind = chr(scin[0x57])
-    if kind not in BACKUP_TYPES:
-        raise MtfError(image.name, offset, "SCIN backup type", "D, I or L", repr(kind))
-    short = next((c for tag, c in chunks if tag == b"SFIN" and len(c) < SFIN_BYTES), None)
-    if short is not None:  # a database file the set lists but that cannot be read is never dropped
-        raise MtfError(image.name, offset, "SFIN chunk", f"at least {SFIN_BYTES} bytes", f"{len(short)} bytes")
-    filegroups = {struct.unpack_from("<I", c, 0x0C)[0]: _utf16(c, 0x10) for tag, c in chunks
-                  if tag == b"SFGI" and len(c) >= 0x14}
-    files = tuple(
-        DatabaseFile(file_id=struct.unpack_from("<H", c, 0x14)[0], logical_name=_utf16(c, 0x30),
-                     physical_name=_utf16(c, 0x34), size_bytes=struct.unpack_from("<Q", c, 0x28)[0],
-                     type_code=struct.unpack_from("<I", c, 0x1C)[0], filegroup_id=struct.unpack_from("<I", c, 0x24)[0],
-                     filegroup=filegroups.get(struct.unpack_from("<I", c, 0x24)[0]))
-        for tag, c in chunks if tag == b"SFIN"
-    )
-    return _SetInfo(
-        database_name=_utf16(scin, 0x68), server_name=_utf16(scin, 0x6C), backup_type=BACKUP_TYPES[kind],
-        first_lsn=decode_lsn(scin[0x20:0x2A]), last_lsn=decode_lsn(scin[0x2A:0x34]),
-        checkpoint_lsn=decode_lsn(scin[0x34:0x3E]), database_backup_lsn=decode_lsn(scin[0x3E:0x48]),
-        database_version=struct.unpack_from("<H", scin, 0x5E)[0],
-        database_creation=decode_mtf_date(scin[0x48:0x4D]), backup_start=decode_mtf_date(scin[0x4D:0x52]),
-        backup_finish=decode_mtf_date(scin[0x52:0x57]), flags=struct.unpack_from("<I", scin, 0x08)[0],
-        files=files, extended=_scin_extended(scin) if len(scin) >= SCIN_FULL_BYTES else {},
-    )
+@dataclass(frozen=True)
+class _Media:
+    """The media header: the media set and family, and the block sizes every set on it is laid out in."""
+
+    media_set_guid: str
+    family_count: int
+    family_number: int
+    filemark_bytes: int
+    logical_block_bytes: int
+    filemark: int  # offset of the media header's own soft filemark
 
 
-def _guid(raw: bytes) -> str | None:
-    return str(uuid.UUID(bytes_le=raw)) if any(raw) else None
+def _media(image: _Image) -> _Media:
+    head = image.get(0, min(8, image.size)) if image.size else b""
+    if head[:8] == COMPRESSED_MAGIC:
+        raise NeedsServerHeaderOnly(f"{image.name}: natively compressed backup (starts with MSSQLBAK): its headers "
+                                    "can only be read by RESTORE HEADERONLY inside a SQL Server target")
+    if head[:4] != b"TAPE":
+        raise MtfError(image.name, 0, "media header", "'TAPE' (Microsoft Tape Format)", repr(head))
+    tape = _check_block(image, 0)
+    streams, filemark = _streams(image, 0, tape)
+    if b"RAID" not in streams:
+        raise image.unsupported(0, "TAPE block", "a RAID stream (media set)", "none")
+    if streams[b"RAID"][1] < RAID_BYTES:
+        raise image.unsupported(0, "RAID stream", f"at least {RAID_BYTES} bytes", f"{streams[b'RAID'][1]} bytes")
+    raid = image.get(*streams[b"RAID"])
+    sectors, logical = (struct.unpack_from("<H", image.get(at, 2))[0] for at in (TAPE_SOFT_FILEMARK,
+                                                                                  TAPE_LOGICAL_BLOCK))
+    if not 1 <= sectors <= MAX_FILEMARK_SECTORS:
+        raise image.unsupported(TAPE_SOFT_FILEMARK, "TAPE soft filemark block size",
+                                f"1 to {MAX_FILEMARK_SECTORS} sectors of {SECTOR} bytes", str(sectors))
+    if not logical or logical % SECTOR:
+        raise image.unsupported(TAPE_LOGICAL_BLOCK, "TAPE format logical block size",
+                                f"a multiple of {SECTOR} bytes", str(logical))
+    _check_block(image, filemark, {b"SFMB"})
+    return _Media(str(uuid.UUID(bytes_le=raid[:16])), struct.unpack_from("<H", raid, 20)[0],
+                  struct.unpack_from("<H", raid, 24)[0], sectors * SECTOR, logical, filemark)
 
 
-def _lsn(raw: bytes) -> int | None:
-    return decode_lsn(raw) if any(raw) else None
+def _filemark_list(image: _Image, filemark: int) -> tuple[int, int]:
+    """(entries used, offset of the list within the block) of the filemark block at `filemark`."""
+    used, at = struct.unpack_from("<II", image.get(filemark + SFMB_USED, 8))
+    return int(used), SFMB_LIST_OFFSET if at == SFMB_LIST_OFFSET else SFMB_AT
 
 
-def recovery_model(status: int) -> str:
-    """The database status word's recovery bits (sysdatabases.status: 8 trunc. log on chkpt., 4 select
-    into/bulkcopy), as SQL Server 2000 exposed the recovery model and the backup still records it."""
-    if status & 8:
-        return "SIMPLE"
-    return "BULK_LOGGED" if status & 4 else "FULL"
+def _filemarks(image: _Image, media: _Media) -> list[int]:
+    """Every filemark of the media, oldest first, from the list the last one carries: the media
+    header's, then two per set (after its data, after its end-of-set blocks)."""
+    if image.size % SECTOR:
+        raise MtfError(image.name, image.size, "end of file", f"a size in whole {SECTOR}-byte blocks",
+                       f"{image.size} bytes ({image.size % SECTOR} past a block boundary): the file is truncated")
+    last = image.size - media.filemark_bytes
+    if last <= media.filemark:
+        raise MtfError(image.name, image.size, "end of file", "a backup set after the media header",
+                       f"{image.size} bytes: the file is truncated")
+    # One read for the end of the file: the last filemark and, in the same read, the last set's closing
+    # blocks (its closing copy, a filemark, two ESETs) that _closing will want.
+    ending = CLOSING_BYTES + 8 * media.filemark_bytes
+    image.load(image.size - ending, ending)
+    if not any(image.get(last, media.filemark_bytes)):
+        raise image.unsupported(last, "end of file", "a closing soft filemark (SFMB)",
+                                f"{media.filemark_bytes} zero bytes: still being written (a copy in progress "
+                                "sizes the file first), or padded in a way restoreproof does not know")
+    kind = image.get(last, 4)
+    if kind != b"SFMB":
+        raise MtfError(image.name, last, "descriptor block", "SFMB",
+                       f"{kind!r}: the file is truncated or was never closed")
+    marks = [last]
+    # A filemark lists as many earlier ones as its block holds (55 in 512 bytes, 503 in 4096): once
+    # more sets are appended, the oldest listed filemark's own list goes on from there.
+    while marks[0] != media.filemark and len(marks) <= MAX_FILEMARKS:
+        earlier = _earlier_filemarks(image, media, marks[0])
+        if not earlier or earlier[0] < media.filemark or any(
+                b <= a or b % SECTOR for a, b in itertools.pairwise([*earlier, marks[0]])):
+            marks = [*earlier, *marks]  # said as found, below: never followed into what it does not point at
+            break
+        marks = [*earlier, *marks]
+    if marks[0] != media.filemark or len(marks) % 2 == 0 or any(
+            b <= a or b % SECTOR for a, b in itertools.pairwise(marks)):
+        raise image.unsupported(last + SFMB_USED, "SFMB list of earlier filemarks",
+                                f"increasing sector offsets from the media header's filemark at {media.filemark:#x}, "
+                                "then two per backup set", ", ".join(f"{m:#x}" for m in marks))
+    return marks
 
 
-def collation_name(raw: bytes) -> str | None:
-    """A name for the 5 collation bytes (MS-TDS COLLATION: LCID in 20 bits, then ignore case, accent,
-    kana and width, binary, binary2, UTF-8, a reserved bit, a 4-bit version; then the SQL sort id),
-    only where the corpus confirms it; None otherwise (the raw bytes are kept beside it)."""
-    info, sort_id = struct.unpack_from("<I", raw, 0)[0], raw[4]
-    if sort_id:
-        return SQL_SORT_ORDERS.get(sort_id)
-    base = WINDOWS_COLLATIONS.get(info & 0xFFFFF)
-    if base is None or info >> 24:  # binary, UTF-8 or versioned (_100_, _140_) collations: not in the corpus
-        return None
-    # ColFlags in MS-TDS order: fIgnoreCase, fIgnoreAccent, fIgnoreKana, fIgnoreWidth (bits 20 to 23).
-    ignore_case, ignore_accent, ignore_kana, ignore_width = ((info >> bit) & 1 for bit in (20, 21, 22, 23))
-    return (base + ("_CI" if ignore_case else "_CS") + ("_AI" if ignore_accent else "_AS")
-            + ("" if ignore_kana else "_KS") + ("" if ignore_width else "_WS"))
+def _earlier_filemarks(image: _Image, media: _Media, filemark: int) -> list[int]:
+    """The filemarks the one at `filemark` lists, oldest first."""
+    _check_block(image, filemark, {b"SFMB"})
+    used, at = _filemark_list(image, filemark)
+    if at + 8 * used > media.filemark_bytes:
+        raise image.unsupported(filemark + SFMB_USED, "SFMB list of earlier filemarks",
+                                f"a list within the {media.filemark_bytes}-byte filemark",
+                                f"{used} entries at +{at:#x}")
+    return [*reversed(struct.unpack_from(f"<{used}Q", image.get(filemark + at, 8 * used)))] if used else []
 
 
-def _scin_extended(scin: bytes) -> dict[str, object]:
-    """The SCIN fields past its names' pointers (offsets confirmed on the corpus: module docstring)."""
-    def u32(at: int) -> int:
-        return int(struct.unpack_from("<I", scin, at)[0])
-
-    return {
-        "software_build": int(struct.unpack_from("<H", scin, 0x18)[0]),
-        "sort_order": scin[0x58], "compatibility_level": scin[0x5B],
-        "unicode_locale_id": u32(0x74), "unicode_comparison_style": u32(0x78),
-        "binding_id": _guid(scin[0x7C:0x8C]), "recovery_fork_guid": _guid(scin[0x9C:0xAC]),
-        "fork_point_lsn": _lsn(scin[0xAC:0xB6]), "parent_fork_guid": _guid(scin[0xB8:0xC8]),
-        "collation_id": scin[0xD8:0xDD].hex(), "collation": collation_name(scin[0xD8:0xDD]),
-        "family_guid": _guid(scin[0xE0:0xF0]), "recovery_model": recovery_model(u32(0xF4)),
-        "log_chain_origin_lsn": _lsn(scin[0xF8:0x102]),
-        "differential_base_lsn": _lsn(scin[0x104:0x10E]), "differential_base_guid": _guid(scin[0x110:0x120]),
-    }
+@dataclass(frozen=True)
+class _SetHead:
+    version: tuple[int, int]
+    attributes: int
+    number: int
+    backup_set_guid: str | None
+    config: SetConfig
+    config_offset: int  # of the head copy's block: the closing copy lies past it
 
 
-def _check_end(image: _Image) -> None:
-    """A complete backup file is whole 512-byte blocks and ends with a soft filemark (SFMB)."""
-    if image.size % BLOCK:
-        raise MtfError(image.name, image.size, "end of file", f"a size in whole {BLOCK}-byte blocks",
-                       f"{image.size} bytes ({image.size % BLOCK} past a block boundary): the file is truncated")
-    _check_block(image, image.size - BLOCK, {b"SFMB"})
+def _set_head(image: _Image, start: int) -> _SetHead:
+    """The SSET block at the start of a set and the configuration (MSCI) after it."""
+    _check_block(image, start, {b"SSET"})
+    sset = image.get(start, SSET_GUID)
+    version = (sset[SSET_VERSION], sset[SSET_VERSION + 1])
+    image.writer = writer_name(version)
+    seen, offset = [b"SSET"], start
+    _, offset = _streams(image, start, sset[:COMMON_HEADER])
+    # Each block's successor lies past its header, so the walk always advances; it ends at the
+    # configuration block or past the set's head.
+    while offset + COMMON_HEADER <= start + HEAD_BYTES:
+        block = _check_block(image, offset)
+        kind = block[:4]
+        if kind not in DBLK_TYPES:
+            raise image.unsupported(offset, "descriptor block", "a block type MTF or SQL Server defines", repr(kind))
+        seen.append(kind)
+        streams, next_offset = _streams(image, offset, block)
+        if kind == b"MSCI":
+            if b"MQCI" not in streams:
+                raise image.unsupported(offset, "MSCI block", "an MQCI stream", "none")
+            return _SetHead(version, struct.unpack_from("<I", sset, SSET_ATTRIBUTES)[0],
+                            struct.unpack_from("<H", sset, SSET_NUMBER)[0],
+                            guid(image.get(start + SSET_GUID, 16)), _configuration(image, offset, streams[b"MQCI"]),
+                            offset)
+        offset = next_offset
+    raise image.unsupported(offset, "backup set header", f"an MSCI block in the set's first {HEAD_BYTES} bytes",
+                            f"blocks {', '.join(k.decode() for k in seen)}")
 
 
-def _trailer(image: _Image) -> _SetInfo:
-    """The closing MQCI copy and the end-of-set block after it, searched backwards in the tail."""
-    _check_end(image)
-    end_of_set = None
-    # In a small file head and tail meet, and the trailer may sit in the bytes read as the head.
-    lowest = 0 if image.tail_start <= len(image.head) else image.tail_start
-    for offset in range((image.size - BLOCK) // BLOCK * BLOCK, lowest - 1, -BLOCK):
-        kind = image.get(offset, 4)
-        if kind == b"ESET" and end_of_set is None:
-            _check_block(image, offset)
-            end_of_set = offset
-        elif kind in (b"MSLS", b"MSCI") and end_of_set is not None:
+def _closing(image: _Image, media: _Media, after: int, closing: int, end: int) -> tuple[SetConfig, int]:
+    """The closing configuration copy, the last MSLS/MSCI block before the set's data filemark (and
+    after the head copy), and the count of corrupt files its end-of-set block records."""
+    low = max(after + SECTOR, closing - TAIL_BYTES)
+    image.load(max(low, closing - CLOSING_BYTES), end + media.filemark_bytes - max(low, closing - CLOSING_BYTES))
+    _check_block(image, closing, {b"SFMB"})
+    _check_block(image, closing + media.filemark_bytes, {b"ESET"})
+    corrupt_files = struct.unpack_from("<I", image.get(closing + media.filemark_bytes + ESET_CORRUPT_FILES, 4))[0]
+    _check_block(image, end, {b"SFMB"})
+    for offset in range(closing - SECTOR, low - 1, -SECTOR):
+        if image.get(offset, 4) in (b"MSLS", b"MSCI"):
             block = _check_block(image, offset)
             streams, _ = _streams(image, offset, block)
             if b"MQCI" in streams:
-                data_offset, length = streams[b"MQCI"]
-                return _parse_mqci(image, offset, image.get(data_offset, length))
-    if end_of_set is None:
-        raise MtfError(image.name, image.size, "end of backup set", f"an ESET block in the last {TAIL_BYTES} bytes",
-                       "none: the file is truncated or was never closed")
-    raise MtfError(image.name, end_of_set, "closing configuration copy", "an MSLS/MSCI block with MQCI before ESET",
-                   "none")
+                return _configuration(image, offset, streams[b"MQCI"]), corrupt_files
+    raise image.unsupported(closing, "closing configuration copy",
+                            f"an MSLS/MSCI block with MQCI in the {TAIL_BYTES} bytes before the set's filemark", "none")
+
+
+def _disagreement(head: SetConfig, tail: SetConfig) -> tuple[str, object, object, str] | None:
+    """Where the closing copy departs from the head copy more than a busy database explains, as
+    (field, head value, closing value, the rule): the log only grows, files keep their names and may
+    only grow (no file can be added, removed or shrunk while a backup runs), a log backup starts
+    where it started; a full or differential spans its checkpoint (FirstLSN <= CheckpointLSN <=
+    LastLSN on every backup of the corpus)."""
+    for name in IDENTITY:
+        if getattr(head, name) != getattr(tail, name):
+            return name, getattr(head, name), getattr(tail, name), "the same backup"
+    for name in IDENTITY_EXTENDED:
+        if head.extended.get(name) != tail.extended.get(name):
+            return name, head.extended.get(name), tail.extended.get(name), "the same backup"
+    if [_file_shape(f) for f in head.files] != [_file_shape(f) for f in tail.files] or any(
+            t.size_bytes < h.size_bytes for h, t in zip(head.files, tail.files, strict=True)):
+        return "files", head.files, tail.files, "the same files, none smaller"
+    for name in ("last_lsn", "checkpoint_lsn"):
+        if getattr(tail, name) < getattr(head, name):
+            return name, getattr(head, name), getattr(tail, name), "an LSN at or after the head copy's"
+    if tail.backup_type == "log" and tail.first_lsn != head.first_lsn:
+        return "first_lsn", head.first_lsn, tail.first_lsn, "the LSN the log backup started at"
+    if tail.backup_type != "log" and not tail.first_lsn <= tail.checkpoint_lsn <= tail.last_lsn:
+        return "first_lsn", head.first_lsn, tail.first_lsn, (
+            f"FirstLSN <= CheckpointLSN {tail.checkpoint_lsn} <= LastLSN {tail.last_lsn}")
+    return None
+
+
+def _file_shape(file: DatabaseFile) -> tuple[object, ...]:
+    return file.file_id, file.logical_name, file.physical_name, file.type_code, file.filegroup_id
+
+
+def _copy_only(attributes: int, *flags: int) -> bool | None:
+    """Copy-only where the set block and every configuration copy say so, not where none does, else unknown."""
+    marks = {bool(attributes & SSET_COPY), *(bool(f & SCIN_COPY_ONLY) for f in flags)}
+    return marks.pop() if len(marks) == 1 else None
+
+
+def _read_set(image: _Image, media: _Media, opened: int, closing: int, end: int, number: int) -> BackupHeader:
+    start = opened + media.filemark_bytes
+    _check_block(image, opened, {b"SFMB"})
+    head = _set_head(image, start)
+    tail, corrupt_files = _closing(image, media, head.config_offset, closing, end)
+    image.writer = writer_name(head.version, tail.extended.get("software_build"))  # type: ignore[arg-type]
+    if head.number != number:
+        raise image.unsupported(start + SSET_NUMBER, "SSET data set number", f"{number}, the set's place on the media",
+                                str(head.number))
+    if (disagreement := _disagreement(head.config, tail)) is not None:
+        name, head_value, tail_value, rule = disagreement
+        raise image.unsupported(closing, f"closing configuration copy ({name})",
+                                f"{rule} ({head_value} in the head copy)", f"{tail_value}")
+    return BackupHeader(
+        path=image.name, database_name=tail.database_name, server_name=tail.server_name,
+        backup_type=tail.backup_type, first_lsn=tail.first_lsn, last_lsn=tail.last_lsn,
+        checkpoint_lsn=tail.checkpoint_lsn, database_backup_lsn=tail.database_backup_lsn,
+        database_version=tail.database_version, software_version=head.version,
+        database_creation=tail.database_creation, backup_start=tail.backup_start,
+        backup_finish=tail.backup_finish, media_set_guid=media.media_set_guid, family_count=media.family_count,
+        family_number=media.family_number, flags=tail.flags, size_bytes=image.size, files=tail.files,
+        backup_set_guid=head.backup_set_guid, encryption=offline(head.version), position=number,
+        set_offset=start, set_end=end + media.filemark_bytes,
+        is_copy_only=_copy_only(head.attributes, head.config.flags, tail.flags),
+        is_damaged=True if corrupt_files else None,
+        **tail.extended,  # type: ignore[arg-type]
+    )
+
+
+def read_backup_headers(reader: ByteRangeReader) -> list[BackupHeader]:
+    """Every backup set of the file, in position order."""
+    image = _Image(reader)
+    image.load(0, HEAD_BYTES)
+    media = _media(image)
+    marks = _filemarks(image, media)
+    headers = [_read_set(image, media, marks[2 * n], marks[2 * n + 1], marks[2 * n + 2], n + 1)
+               for n in range(len(marks) // 2)]
+    return [_with_bytes_read(h, image.bytes_read) for h in headers]
+
+
+def _with_bytes_read(header: BackupHeader, bytes_read: int) -> BackupHeader:
+    values = {f.name: getattr(header, f.name) for f in fields(header)}
+    return BackupHeader(**{**values, "bytes_read": bytes_read})
+
+
+def read_backup_header(reader: ByteRangeReader) -> BackupHeader:
+    """The backup set of a file that holds one (read_backup_headers reads every set of any file)."""
+    headers = read_backup_headers(reader)
+    if len(headers) != 1:
+        raise ValueError(f"{reader.name}: holds {len(headers)} backup sets; read them with read_backup_headers")
+    return headers[0]
 
 
 @dataclass(frozen=True)
@@ -477,78 +587,40 @@ class TrailerIdentity:
 
 
 def read_trailer_identity(reader: ByteRangeReader) -> TrailerIdentity | None:
-    """The identity in the trailer of a file whose header could not be read, or None."""
+    """The identity in the last closing copy of a file whose header could not be read, or None. Found
+    by its own checksummed blocks near the end (the copy, or the last filemark's list of where the
+    set's data ended), so nothing of the damaged head is relied on."""
     try:
-        info = _trailer(_Image(reader))
+        image = _Image(reader)
+        end = image.size // SECTOR * SECTOR
+        info = _copy_before(image, end)
+        if info is None and (data_mark := _last_data_filemark(image, end)) is not None:
+            info = _copy_before(image, data_mark)
     except (SourceError, ValueError, IndexError, struct.error):
+        return None
+    if info is None:
         return None
     return TrailerIdentity(info.database_name, info.server_name, info.database_creation, info.backup_type,
                            info.first_lsn, info.last_lsn, info.backup_finish)
 
 
-def read_backup_header(reader: ByteRangeReader) -> BackupHeader:
-    image = _Image(reader)
-    if image.head[:8] == COMPRESSED_MAGIC:
-        raise NeedsServerHeaderOnly(f"{image.name}: natively compressed backup (starts with MSSQLBAK): its headers "
-                                    "can only be read by RESTORE HEADERONLY inside a SQL Server target")
-    if image.head[:4] != b"TAPE":
-        raise MtfError(image.name, 0, "media header", "'TAPE' (Microsoft Tape Format)", repr(image.head[:8]))
+def _copy_before(image: _Image, end: int) -> SetConfig | None:
+    """The last configuration copy (MSLS/MSCI with MQCI) in the TAIL_BYTES before end, or None."""
+    low = max(0, end - TAIL_BYTES)
+    image.load(low, end - low)
+    for offset in range(end - SECTOR, low - 1, -SECTOR):
+        if image.get(offset, 4) in (b"MSLS", b"MSCI"):
+            streams, _ = _streams(image, offset, _check_block(image, offset))
+            if b"MQCI" in streams:
+                return _configuration(image, offset, streams[b"MQCI"])
+    return None
 
-    tape = _check_block(image, 0)  # its tag was checked above
-    streams, offset = _streams(image, 0, tape)
-    if b"RAID" not in streams:
-        raise MtfError(image.name, 0, "TAPE block", "a RAID stream (media set)", "none")
-    if streams[b"RAID"][1] < RAID_BYTES:
-        raise MtfError(image.name, 0, "RAID stream", f"at least {RAID_BYTES} bytes", f"{streams[b'RAID'][1]} bytes")
-    raid = image.get(*streams[b"RAID"])
-    media = str(uuid.UUID(bytes_le=raid[:16]))
-    family_count, family_number = struct.unpack_from("<H", raid, 20)[0], struct.unpack_from("<H", raid, 24)[0]
 
-    seen = [b"TAPE"]
-    version: tuple[int, int] | None = None
-    backup_set_guid: str | None = None
-    # Each block's successor lies past its header (at least a stream header, or a whole block for
-    # SFMB), so the walk always advances and ends at the MSCI block or past the head.
-    while offset < len(image.head):
-        block = _check_block(image, offset, DBLK_TYPES)
-        kind = block[:4]
-        seen.append(kind)
-        streams, next_offset = _streams(image, offset, block)
-        if kind == b"SSET":
-            major, minor = image.get(offset + 93, 2)
-            version = (major, minor)
-            backup_set_guid = _guid(image.get(offset + SSET_GUID, 16))
-        elif kind == b"MSCI":
-            if b"MQCI" not in streams:
-                raise MtfError(image.name, offset, "MSCI block", "an MQCI stream", "none")
-            head_info = _parse_mqci(image, offset, image.get(*streams[b"MQCI"]))
-            break
-        offset = next_offset
-    else:
-        raise MtfError(image.name, offset, "backup set header", f"an MSCI block in the first {HEAD_BYTES} bytes",
-                       f"blocks {', '.join(k.decode() for k in seen)}")
-    if version is None:
-        raise MtfError(image.name, 0, "backup set", "an SSET block", "none")
-    tail_info = _trailer(image)
-    # The two copies agree on everything but the finish date, filled in only at the end. A
-    # difference is damage, or a file holding several backup sets (BACKUP ... NOINIT).
-    for name in ("database_name", "server_name", "backup_type", "first_lsn", "last_lsn", "checkpoint_lsn",
-                 "database_backup_lsn", "database_version", "database_creation", "backup_start", "flags", "files",
-                 "extended"):
-        head_value, tail_value = getattr(head_info, name), getattr(tail_info, name)
-        if head_value != tail_value:
-            raise MtfError(image.name, image.size, f"closing configuration copy ({name})",
-                           f"{head_value} as in the head copy",
-                           f"{tail_value} (damaged, or several backup sets in one file, which is not supported)")
-    info = tail_info  # the trailer copy is the complete one (finish date, final LSNs)
-    return BackupHeader(
-        path=image.name, database_name=info.database_name, server_name=info.server_name,
-        backup_type=info.backup_type, first_lsn=info.first_lsn, last_lsn=info.last_lsn,
-        checkpoint_lsn=info.checkpoint_lsn, database_backup_lsn=info.database_backup_lsn,
-        database_version=info.database_version, software_version=version,
-        database_creation=info.database_creation, backup_start=info.backup_start,
-        backup_finish=info.backup_finish, media_set_guid=media, family_count=family_count,
-        family_number=family_number, flags=info.flags, size_bytes=image.size, files=info.files,
-        bytes_read=image.bytes_read, backup_set_guid=backup_set_guid, encryption=offline(version),
-        **info.extended,  # type: ignore[arg-type]
-    )
+def _last_data_filemark(image: _Image, end: int) -> int | None:
+    """Where the last set's data ended, as the last filemark in the file's tail lists it."""
+    for offset in range(end - SECTOR, max(0, end - TAIL_BYTES) - 1, -SECTOR):
+        if image.get(offset, 4) == b"SFMB":
+            _check_block(image, offset)
+            used, at = _filemark_list(image, offset)
+            return int(struct.unpack_from("<Q", image.get(offset + at, 8))[0]) if used else None
+    return None

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 
 from verification.engines.base import Evidence
 from verification.engines.mssql.boot import CHECKDB, BootPage, read_boot_page
-from verification.engines.mssql.mtf import MtfError, NeedsServerHeaderOnly
+from verification.engines.mssql.mtf import MtfError, MtfUnsupported, NeedsServerHeaderOnly
 from verification.engines.mssql.pages import PAGE, PAGE_TYPES, PageFinding, PageScan, SetScan
 from verification.errors import SourceError
 from verification.model import (
@@ -97,8 +97,28 @@ class PageVerification:
         return describe_finding(finding, finding.path in self.outside)
 
 
+def set_names(backups: Iterable[BackupSet]) -> dict[tuple[str, int | None], str]:
+    """How the check names each data backup it reads, by (path, position): the file's path, or where one
+    file holds several of them (BACKUP ... WITH NOINIT) "<path> (set n)", n its position in the file."""
+    positions: dict[str, set[int | None]] = {}
+    for b in backups:
+        if b.path and b.type is not BackupType.LOG:
+            positions.setdefault(b.path, set()).add(b.position)
+    return {(path, position): path if len(held) == 1 else f"{path} (set {position or 1})"
+            for path, held in positions.items() for position in held}
+
+
+def _backups(plan: RestorePlan) -> list[BackupSet]:
+    return [*plan.chain.backups, *plan.data_backups]
+
+
+def _name(backup: BackupSet, names: Mapping[tuple[str, int | None], str]) -> str:
+    return names.get((backup.path or "", backup.position), backup.path or "")
+
+
 def data_files(plan: RestorePlan) -> list[str]:
-    """The files holding pages: every family of the chain's full and differential backups."""
+    """The files holding pages: every family of the chain's full and differential backups (each named
+    as `set_names` says)."""
     return [path for families in data_sets(plan) for path in families]
 
 
@@ -106,11 +126,12 @@ def data_sets(plan: RestorePlan) -> list[list[str]]:
     """The chain's full and differential backups, each as the files of its families (stripes) in the
     chain's order, family order within a set: one file for a backup that is not striped. Families
     belong together by their BackupSetGUID; a file whose header gave none stands alone."""
+    names = set_names(_backups(plan))
     sets: dict[tuple[str, str], list[str]] = {}
     for b in plan.chain.backups:
         if b.type is not BackupType.LOG and b.path:
-            key = ("set", b.backup_set_guid) if b.backup_set_guid else ("file", b.path)
-            sets.setdefault(key, []).append(b.path)
+            key = ("set", b.backup_set_guid) if b.backup_set_guid else ("file", _name(b, names))
+            sets.setdefault(key, []).append(_name(b, names))
     return list(sets.values())
 
 
@@ -134,7 +155,8 @@ def page_scope(plan: RestorePlan, pages: str = CHAIN) -> PageScope:
     every one of the database's in the source too; and where a broken chain plans none, every one
     the database has (its damage is named beside the broken chain). From the plan alone."""
     chain = data_files(plan)
-    others = [b.path for b in plan.data_backups if b.path and b.path not in chain]
+    names = set_names(_backups(plan))
+    others = [name for b in plan.data_backups if b.path and (name := _name(b, names)) not in chain]
     if not chain and plan.chain.status is not ChainStatus.COMPLETE:
         return PageScope([], others, "the broken chain plans no full or differential backup, so every one of the "
                                      f"database's is read: {_named(others)}", True)
@@ -168,10 +190,12 @@ def no_plain_page(scan: PageScan) -> str | None:
 
 def read_pages(source: Source, paths: Iterable[str | Sequence[str]],
                owners: Mapping[str, Mapping[int, int] | None] | None = None,
-               encrypted: Mapping[str, str] | None = None) -> PageVerification:
+               encrypted: Mapping[str, str] | None = None,
+               where: Mapping[str, tuple[str, int | None]] | None = None) -> PageVerification:
     """Scan every backup: each item of `paths` is one backup set, a file or the files of its families,
     which are read as one backup (pages.SetScan); what one family's file could not give is said of it.
-    A file of `encrypted` (path -> how that is known) is not read: its pages cannot be judged offline."""
+    A file of `encrypted` (path -> how that is known) is not read: its pages cannot be judged offline.
+    `where` places a backup named otherwise than by its path (`set_names`): name -> (path, position)."""
     found = PageVerification()
     started = time.perf_counter()
     for item in paths:
@@ -180,11 +204,15 @@ def read_pages(source: Source, paths: Iterable[str | Sequence[str]],
             if encrypted and path in encrypted:
                 found.not_verifiable.append(f"{path}: {NOT_VERIFIABLE}: encrypted ({encrypted[path]})")
                 continue
-            reader = SourceFile(source, path)
+            file, position = (where or {}).get(path, (path, None))
+            reader = SourceFile(source, file)
             try:
-                family.add(reader, (owners or {}).get(path))
+                family.add(reader, (owners or {}).get(path), position, path)
             except NeedsServerHeaderOnly:
                 found.compressed.append(path)
+            except MtfUnsupported as exc:
+                # A layout the reader does not know: nothing read, and no proof of damage.
+                found.unreadable.append(f"{path}: {exc}")
             except MtfError as exc:
                 # The bytes are there but are not the backup's structure: the backup is damaged.
                 found.damaged.append(str(exc))
@@ -197,19 +225,21 @@ def read_pages(source: Source, paths: Iterable[str | Sequence[str]],
                 found.scans.append(scan)
             else:
                 found.not_verifiable.append(why)
-    found.boot = _newest_boot_page(source, [scan.path for scan in found.scans])
+    found.boot = _newest_boot_page(source, [scan.path for scan in found.scans], where or {})
     found.seconds = time.perf_counter() - started
     return found
 
 
-def _newest_boot_page(source: Source, paths: list[str]) -> BootPage | None:
+def _newest_boot_page(source: Source, paths: list[str],
+                      where: Mapping[str, tuple[str, int | None]] | None = None) -> BootPage | None:
     for path in reversed(paths):  # the chain's order: the newest data backup last
+        file, position = (where or {}).get(path, (path, None))
         try:
-            boot = read_boot_page(SourceFile(source, path))
+            boot = read_boot_page(SourceFile(source, file), position)
         except (SourceError, OSError):
             continue  # the page scan of the same file has already said what is wrong with it
         if boot is not None:
-            return boot
+            return replace(boot, path=path)  # named as the backup set is
     return None
 
 
@@ -363,13 +393,23 @@ def render(found: PageVerification) -> str:
 
 
 def _grouped(paths: list[str], backups: list[BackupSet]) -> list[list[str]]:
-    """`paths` as backup sets: families with one BackupSetGUID together, in the order given."""
-    guids = {b.path: b.backup_set_guid for b in backups if b.path}
-    sets: dict[tuple[str, str], list[str]] = {}
+    """`paths` (as `set_names` names them) as backup sets: families with one BackupSetGUID together, in
+    the order given. A second file of a family already in a group is a copy of that backup (a file
+    copied, or an appended file beside an older version of itself): it starts a group of its own, so
+    its pages are never taken for the same pages written twice."""
+    names = set_names(backups)
+    guids = {_name(b, names): b.backup_set_guid for b in backups if b.path}
+    families = {_name(b, names): b.family for b in backups if b.path}
+    groups: list[tuple[str | None, list[str], set[str | None]]] = []
     for path in paths:
-        guid = guids.get(path)
-        sets.setdefault(("set", guid) if guid else ("file", path), []).append(path)
-    return list(sets.values())
+        guid, family = guids.get(path), families.get(path)
+        group = next((g for g in groups if guid is not None and g[0] == guid and family not in g[2]), None)
+        if group is None:
+            groups.append((guid, [path], {family}))
+        else:
+            group[1].append(path)
+            group[2].add(family)
+    return [members for _, members, _ in groups]
 
 
 def withdrawn(found: PageVerification, encrypted: Mapping[str, str]) -> PageVerification | None:
@@ -387,6 +427,13 @@ def withdrawn(found: PageVerification, encrypted: Mapping[str, str]) -> PageVeri
                        "withdrawn" for scan in taken])
 
 
+def encrypted_sets(backups: Sequence[BackupSet]) -> dict[str, str]:
+    """The data backups known to be encrypted, as the check names them (`set_names`) -> how that is known."""
+    names = set_names(backups)
+    return {_name(b, names): b.encryption.basis for b in backups
+            if b.path and b.encryption is not None and b.encryption.state is EncryptionState.ENCRYPTED}
+
+
 def verify_pages(plan: RestorePlan, source: Source, evidence: Evidence, pages: str = CHAIN) -> CheckResult:
     """The check for one database: `pages` is the setting mssql.pages ("chain" or "all")."""
     return read_and_judge(plan, source, evidence, pages)[0]
@@ -396,11 +443,12 @@ def read_and_judge(plan: RestorePlan, source: Source, evidence: Evidence,
                    pages: str = CHAIN) -> tuple[CheckResult, PageVerification]:
     """The check and the reading it judged (kept for `withdrawn`, once a target has spoken)."""
     scope = page_scope(plan, pages)
-    backups = [*plan.chain.backups, *plan.data_backups]
-    owners = {b.path: page_owners(b) for b in backups if b.path}
-    encrypted = {b.path: b.encryption.basis for b in backups
-                 if b.path and b.encryption is not None and b.encryption.state is EncryptionState.ENCRYPTED}
+    backups = _backups(plan)
+    names = set_names(backups)
+    where = {_name(b, names): (b.path, b.position) for b in backups if b.path}
+    owners = {_name(b, names): page_owners(b) for b in backups if b.path}
     # Read apart, so that the boot page is the chain's; each reading is of whole backup sets.
-    found = combined(read_pages(source, _grouped(scope.chain, backups), owners, encrypted),
-                     read_pages(source, _grouped(scope.others, backups), owners, encrypted), scope)
+    found = combined(read_pages(source, _grouped(scope.chain, backups), owners, encrypted_sets(backups), where),
+                     read_pages(source, _grouped(scope.others, backups), owners, encrypted_sets(backups), where),
+                     scope)
     return judge(found, evidence.write(EVIDENCE, render(found))), found

@@ -96,6 +96,7 @@ read: not used.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import struct
 from collections import Counter, deque
 from collections.abc import Iterator, Mapping, Sequence
@@ -115,8 +116,10 @@ from verification.engines.mssql.mtf import (
     MtfError,
     NeedsServerHeaderOnly,
     header_checksum,
+    read_backup_headers,
     stream_checksum,
 )
+from verification.errors import SourceError
 
 PAGE = 8192
 SECTOR = 512
@@ -292,6 +295,11 @@ class PageScan:
 class DataStream:
     offset: int  # of the first page
     pages: int
+    # Which MSDA block of the set holds the stream (0, 1, ...). SQL Server 2019 and 2022 end the data of
+    # every full and differential with a second MSDA block holding the data file's first 16 pages again
+    # (the file header and boot page as they are at the end of the copy): a page met again in a later
+    # block is that refresh, not a page written twice.
+    block: int = 0
 
 
 def _block(reader: ByteRangeReader, offset: int, size: int) -> bytes:
@@ -329,8 +337,21 @@ def _block_streams(reader: ByteRangeReader, offset: int, block: bytes,
     raise MtfError(reader.name, offset, "stream list", "an SPAD stream ending the block", "none")
 
 
-def locate_data_streams(reader: ByteRangeReader) -> list[DataStream]:
-    """The page runs of every non-empty MQDA stream of the MSDA block(s), in file order."""
+def set_start(reader: ByteRangeReader, position: int) -> int:
+    """Where backup set `position` of a file of appended sets (BACKUP ... WITH NOINIT) begins: its SSET
+    block, as the media's own filemark list places it (mtf.read_backup_headers)."""
+    headers = read_backup_headers(reader)
+    found = next((h for h in headers if h.position == position), None)
+    if found is None:
+        raise SourceError(f"{reader.name}: holds {len(headers)} backup set(s), not set {position}: the file changed "
+                          "since it was planned")
+    return found.set_offset
+
+
+def locate_data_streams(reader: ByteRangeReader, position: int | None = None) -> list[DataStream]:
+    """The page runs of every non-empty MQDA stream of the MSDA block(s) of one backup set, in file order:
+    the first set of the file (walked from the media header), or set `position` (walked from its SSET
+    block, so no other set's pages are read)."""
     size = reader.size()
     head = reader.read(0, min(size, 8)) if size else b""
     if head[:8] == COMPRESSED_MAGIC:
@@ -339,7 +360,7 @@ def locate_data_streams(reader: ByteRangeReader) -> list[DataStream]:
     if head[:4] != b"TAPE":
         raise MtfError(reader.name, 0, "media header", "'TAPE' (Microsoft Tape Format)", repr(head))
     found: list[DataStream] = []
-    offset, seen_data = 0, False
+    offset, seen_data, blocks = (set_start(reader, position) if position not in (None, 1) else 0), False, 0
     for _ in range(MAX_BLOCKS):
         block = _block(reader, offset, size)
         kind = block[:4]
@@ -350,8 +371,9 @@ def locate_data_streams(reader: ByteRangeReader) -> list[DataStream]:
         streams, next_offset = _block_streams(reader, offset, block, size)
         if kind == b"MSDA":
             seen_data = True
-            found.extend(_pages_of(reader, stream_offset, length)
+            found.extend(dataclasses.replace(_pages_of(reader, stream_offset, length), block=blocks)
                          for stream_id, stream_offset, length in streams if stream_id == b"MQDA" and length)
+            blocks += 1
         if next_offset <= offset:
             raise MtfError(reader.name, offset, "block walk", "a next block past this one", f"{next_offset:#x}")
         offset = next_offset
@@ -526,11 +548,19 @@ class _Together:
         self.pfs: dict[tuple[int, int], tuple[npt.NDArray[np.bool_], str]] = {}
         self.firsts: list[int] = []  # the first position of every data stream read, in order
         self.places: list[tuple[str, int]] = []  # (file, offset of that stream's first page)
+        self.blocks: list[int] = []  # the MSDA block of the set that stream lies in
         self.position = 0  # where the next family's pages start
 
-    def stream(self, position: int, path: str, offset: int) -> None:
+    def stream(self, position: int, path: str, offset: int, block: int = 0) -> None:
         self.firsts.append(position)
         self.places.append((path, offset))
+        self.blocks.append(block)
+
+    def refreshed(self, first: int, position: int) -> bool:
+        """Whether the page met at `position` re-sends the one met at `first` from a later MSDA block of
+        the same file (DataStream.block)."""
+        before, now = (bisect.bisect_right(self.firsts, at) - 1 for at in (first, position))
+        return self.places[before][0] == self.places[now][0] and self.blocks[before] < self.blocks[now]
 
     def place(self, position: int) -> tuple[str, int]:
         at = bisect.bisect_right(self.firsts, position) - 1
@@ -561,7 +591,7 @@ class _Scan:
                 self.sizes[file_id] = size
 
     def stream(self, stream: DataStream) -> None:
-        self.together.stream(self.position, self.path, stream.offset)
+        self.together.stream(self.position, self.path, stream.offset, stream.block)
 
     def where(self, position: int) -> str:
         """Where a page met at `position` is: its offset, and its file when it is another of the set."""
@@ -661,7 +691,7 @@ class _Scan:
         if header.file_id != 0:
             self.belongs(offset, header)
             first = self.seen.page(header.file_id, header.page_id, position)
-            if first is not None:
+            if first is not None and not self.together.refreshed(first, position):
                 self.finding(offset, header, f"page {header.name} seen twice: first at offset {self.where(first)}")
         if self.check(offset, page, header, computed) and fits and header.page_type == TYPE_PFS:
             self.keep_pfs(header.file_id, header.page_id, data, at)
@@ -842,13 +872,16 @@ class SetScan:
         self.scans: list[_Scan] = []
         self.done = False
 
-    def add(self, reader: ByteRangeReader, files: Mapping[int, int] | None = None) -> None:
-        """Scan one family; raises as `scan_pages` does (damaged structure, compressed, unreadable)."""
+    def add(self, reader: ByteRangeReader, files: Mapping[int, int] | None = None, position: int | None = None,
+            name: str | None = None) -> None:
+        """Scan one family (of set `position` of its file, the first by default), its findings named
+        `name` (the file's by default); raises as `scan_pages` does (damaged structure, compressed,
+        unreadable)."""
         if self.done:
             raise ValueError("a backup set's families are all added before its results are taken")
-        scan = _Scan(reader.name, files, self.together)
+        scan = _Scan(name or reader.name, files, self.together)
         try:
-            streams = locate_data_streams(reader)
+            streams = locate_data_streams(reader, position)
             with _sequential(reader) as into:
                 # Threads only pay where there is a second read to overlap and the reader allows it.
                 if WORKERS > 1 and getattr(into, "concurrent", False) and sum(s.pages for s in streams) > READ_PAGES:

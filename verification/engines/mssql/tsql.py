@@ -3,6 +3,10 @@
 Backups come from Windows paths; on Linux every file needs WITH MOVE into the container's data
 folder. Names and paths are quoted as T-SQL identifiers and Unicode literals, never pasted raw.
 
+A file may hold several backup sets (BACKUP ... WITH NOINIT appends them); every statement about a set
+after the first names it, WITH FILE = n (its position, as RESTORE HEADERONLY gives it). The first set is
+what RESTORE reads without FILE, so its statements stay as they always were.
+
 Where the backups are read from is the statement's media: files mounted in the container (`FROM DISK`,
 the default) or objects SQL Server reads from S3 itself (`FROM URL`, engines/mssql/s3_url.py).
 """
@@ -70,12 +74,20 @@ class RestoreOptions:
     stats: int = 10
 
 
-def filelist(relative_paths: list[str], media: Media = DISKS) -> str:
-    return f"RESTORE FILELISTONLY FROM {media.devices(relative_paths)}" + _with(media.options) + ";"
+def backup_set(position: int | None) -> list[str]:
+    """Which backup set of the media RESTORE reads: `FILE = n` for a set appended after the first
+    (BACKUP ... WITH NOINIT); nothing for the first, which RESTORE reads by default."""
+    return [f"FILE = {int(position)}"] if position is not None and position != 1 else []
 
 
-def headeronly(relative_paths: list[str], media: Media = DISKS) -> str:
-    return f"RESTORE HEADERONLY FROM {media.devices(relative_paths)}" + _with(media.options) + ";"
+def filelist(relative_paths: list[str], media: Media = DISKS, position: int | None = None) -> str:
+    return (f"RESTORE FILELISTONLY FROM {media.devices(relative_paths)}" + _with(backup_set(position) + media.options)
+            + ";")
+
+
+def headeronly(relative_paths: list[str], media: Media = DISKS, position: int | None = None) -> str:
+    return (f"RESTORE HEADERONLY FROM {media.devices(relative_paths)}" + _with(backup_set(position) + media.options)
+            + ";")
 
 
 def moves_for(database: str, files: list[dict[str, str | None]]) -> list[FileMove]:
@@ -101,8 +113,8 @@ def _with(parts: list[str]) -> str:
 
 
 def restore_database(database: str, relative_paths: list[str], moves: list[FileMove], options: RestoreOptions,
-                     checksum: bool, media: Media = DISKS) -> str:
-    parts = ["NORECOVERY", f"STATS = {options.stats}"]
+                     checksum: bool, media: Media = DISKS, position: int | None = None) -> str:
+    parts = [*backup_set(position), "NORECOVERY", f"STATS = {options.stats}"]
     if checksum:
         # Only for backups written WITH CHECKSUM: SQL Server refuses it otherwise (error 3187).
         parts.append("CHECKSUM")
@@ -116,8 +128,8 @@ def restore_database(database: str, relative_paths: list[str], moves: list[FileM
 
 
 def restore_log(database: str, relative_paths: list[str], options: RestoreOptions, checksum: bool,
-                stop_at: datetime | None = None, media: Media = DISKS) -> str:
-    parts = ["NORECOVERY", f"STATS = {options.stats}"]
+                stop_at: datetime | None = None, media: Media = DISKS, position: int | None = None) -> str:
+    parts = [*backup_set(position), "NORECOVERY", f"STATS = {options.stats}"]
     if checksum:
         parts.append("CHECKSUM")
     if stop_at is not None:

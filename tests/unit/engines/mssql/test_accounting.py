@@ -83,3 +83,33 @@ def test_a_file_no_database_can_be_placed_by_may_fill_any_broken_chain() -> None
 def test_a_file_in_another_databases_ola_folder_is_not_attached_to_a_broken_chain() -> None:
     """Ola Hallengren's <server>/<db>/LOG folder names its database: no other chain's gap is in it."""
     assert attached(broken_plan(), "needs-server", None, path="SRV/other/LOG/SRV_other_LOG_1.trn") == []
+
+
+def test_a_layout_the_reader_does_not_know_is_unsupported_never_corrupt(mssql_copy, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A real log backup whose TAPE block states a soft filemark block size no SQL Server writes (past
+    the 52 bytes the header checksum covers): no proof of damage, so "unsupported", which keeps the
+    database beside it from passing, as a file nobody read does."""
+    import struct
+
+    from verification.engines.mssql.catalog import read_file, scan
+    from verification.engines.mssql.chain import plan as chain_plan
+    from verification.model import BLOCKING_UNREADABLE, UNREAD_KINDS, UnreadableKind
+    from verification.sources import LocalSource
+
+    root = mssql_copy("sql2008-backups/StopAt")
+    victim = root / "sql2008-backups/StopAt/StopAt_23.trn"
+    data = bytearray(victim.read_bytes())
+    struct.pack_into("<H", data, 64, 200)  # MTF's soft filemark block size, in sectors: 100 KiB
+    victim.write_bytes(bytes(data))
+    source = LocalSource(root)
+    read = read_file(source, "sql2008-backups/StopAt/StopAt_23.trn")
+    assert read.headers == [] and read.unreadable is not None and read.unreadable.kind == "unsupported"
+    assert "TAPE soft filemark block size" in read.unreadable.reason and "not proof of damage" in read.unreadable.reason
+    assert UnreadableKind.UNSUPPORTED in BLOCKING_UNREADABLE and UnreadableKind.UNSUPPORTED in UNREAD_KINDS
+    catalog = scan(source)
+    (db,) = catalog.databases
+    planned = chain_plan(db, db.database, None)
+    planned.files = [f for m in db.sets for f in m.files]
+    attach_unread(catalog, [planned], lambda _: None)
+    (said,) = [p.message for p in planned.chain.unread]
+    assert said.startswith("sql2008-backups/StopAt/StopAt_23.trn could not be read (unsupported: ")

@@ -596,9 +596,11 @@ def test_every_header_fact_reaches_the_backup_set_as_read(mssql_corpus):
             backup.differential_base_guid, backup.recovery_fork_guid, backup.fork_point_lsn, backup.parent_fork_guid,
             backup.begins_log_chain, backup.bulk_logged, backup.damaged, backup.compatibility_level,
             backup.collation) == (
-        "FULL", None, "a62c00af-c30b-41e9-b2cd-ed06e068ede7", "39000000048800071",
+        "FULL", False, "a62c00af-c30b-41e9-b2cd-ed06e068ede7", "39000000048800071",
         "c6c44151-8a2c-4c6c-9bf5-2e02090c8ebc", "6d3a541d-31c4-4207-975e-917419133822", "25000000015300001",
         "e4b9b1b7-255c-4866-af1f-eb4a29e8c2c9", False, None, None, 100, "SQL_Latin1_General_CP1_CI_AS")
+    assert (backup.position, backup.writer, backup.layout_proven) == (
+        1, "SQL Server 13.0.5081 (SQL Server 2016)", True)
     data = "C:\\Program Files\\Microsoft SQL Server\\MSSQL13.SQL2016\\MSSQL\\DATA\\RestoreTimeClean"
     assert backup.database_files == (
         BackupFile("RestoreTimeClean", "D", 3407872, 1, "PRIMARY", f"{data}.mdf"),

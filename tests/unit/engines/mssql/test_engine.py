@@ -1182,6 +1182,14 @@ def test_a_certificate_file_that_is_not_there_is_refused_before_a_run_is_recorde
     MssqlEngine(settings).check_settings(LocalSource(mssql_corpus / "RestoreTimeClean"), "offline")  # reads none
 
 
+def test_the_report_names_the_sql_server_version_that_wrote_each_chain(mssql_corpus: Path) -> None:
+    planned = MssqlEngine(Settings()).plan(LocalSource(mssql_corpus), None)
+    said = {p.database: p.written_by for p in planned.plans}
+    assert said["WIN-JNMR8KM0U3B\\SQL2016/RestoreTimeClean"] == {"SQL Server": "13.0.5081 (SQL Server 2016)"}
+    assert said["StopAt"] == {"SQL Server": "10.50.4000 (SQL Server 2008 R2)"}
+    assert all(p.written_by == {} for p in planned.plans if not p.chain.backups)
+
+
 def test_each_database_is_identified_by_its_backups_family_guid(mssql_corpus: Path) -> None:
     from dataclasses import replace
 
@@ -1205,3 +1213,40 @@ def test_each_database_is_identified_by_its_backups_family_guid(mssql_corpus: Pa
         mixed = [replace(m, families={n: replace(h, family_guid=f"guid-{i}") for n, h in m.families.items()})
                  for i, m in enumerate(sets)]
         assert system_identifier(replace(db, sets=mixed)) == said
+
+
+def test_a_chain_planned_from_one_file_of_appended_sets_restores_each_set_by_its_position(mssql_corpus, tmp_path):
+    """BACKUP ... WITH NOINIT: the full, its differential and three logs in one file (built from the real
+    ones); every statement about a set after the first says WITH FILE = n, the first's stay as ever."""
+    from tests.unit.engines.mssql.test_appended_sets import CHAIN, appended
+
+    root = appended(mssql_corpus / "RestoreTimeClean", CHAIN, tmp_path / "source")
+    (db,) = scan(LocalSource(root)).databases
+    server = StandInServer({})
+    outcome, (verdict, reasons) = verify(plan(db, "RestoreTimeClean", None), server, tmp_path, corpus=root)
+    assert verdict is Verdict.PASSED, reasons
+    disk = "FROM DISK = N'/backups/appended.bak'"
+    assert server.sent[1] == f"RESTORE FILELISTONLY {disk};"
+    assert server.sent[2].startswith(f"RESTORE DATABASE [RestoreTimeClean] {disk} WITH NORECOVERY, STATS = 10, MOVE ")
+    assert server.sent[3].startswith(f"RESTORE DATABASE [RestoreTimeClean] {disk} WITH FILE = 2, NORECOVERY, "
+                                     "STATS = 10, MOVE ")
+    assert server.sent[4:7] == [f"RESTORE LOG [RestoreTimeClean] {disk} WITH FILE = {n}, NORECOVERY, STATS = 10;"
+                                for n in (3, 4, 5)]
+    pages = outcome.checks[0]
+    assert list(pages.details["per_file"]) == ["appended.bak (set 1)", "appended.bak (set 2)"]
+
+
+def test_headeronly_of_a_set_after_the_first_asks_for_it_and_takes_its_row(plan_2016, tmp_path):
+    from dataclasses import replace
+
+    from verification.engines.mssql.engine import _set_row
+
+    rows: list[dict[str, str | None]] = [{"Position": "1"}, {"Position": "2"}]  # a server answering every set
+    assert _set_row(rows, 2)["Position"] == "2" and _set_row(rows, None)["Position"] == "1"
+    assert _set_row(rows, 1) is rows[0]
+    backups = [replace(b, position=2) for b in plan_2016.chain.backups]
+    server = StandInServer({})
+    verify(replace(plan_2016, chain=replace(plan_2016.chain, backups=backups)), server, tmp_path,
+           corpus=MSSQL_CORPUS / "restoretimeclean2016")
+    asked = next(s for s in server.sent if s.startswith("RESTORE HEADERONLY"))
+    assert "WITH FILE = 2;" in asked

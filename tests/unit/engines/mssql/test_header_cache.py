@@ -83,14 +83,14 @@ def test_an_entry_round_trips_to_what_the_read_gave(mssql_corpus: Path) -> None:
         result = read_file(source, path)
         again = decode(encode(result))
         assert again is not None and again.cached and again.bytes_read == 0
-        assert (again.header, again.unreadable, again.not_backup) == (result.header, result.unreadable,
-                                                                       result.not_backup), path
-        if result.header is not None:  # to the fields that take no part in ==
-            assert again.header is not None and again.header.bytes_read == result.header.bytes_read
+        assert (again.headers, again.unreadable, again.not_backup) == (result.headers, result.unreadable,
+                                                                        result.not_backup), path
+        # to the fields that take no part in ==
+        assert [h.bytes_read for h in again.headers] == [h.bytes_read for h in result.headers]
 
 
-@pytest.mark.parametrize("payload", ['{"header": null, "unreadable": null, "not_backup": false}', "{}", "[1, 2",
-                                     '{"header": {"path": 7}, "unreadable": null, "not_backup": false}'])
+@pytest.mark.parametrize("payload", ['{"headers": [], "unreadable": null, "not_backup": false}', "{}", "[1, 2",
+                                     '{"headers": [{"path": 7}], "unreadable": null, "not_backup": false}'])
 def test_an_entry_that_does_not_parse_is_not_an_answer(payload: str) -> None:
     assert decode(payload) is None
 
@@ -165,7 +165,7 @@ def test_a_damaged_entry_is_read_again(mssql_corpus: Path, tmp_path: Path, caplo
     source = LocalSource(mssql_corpus)
     cold = scanned(settings, source)
     with sqlite3.connect(settings.state_dir / CACHE_FILE) as db:
-        db.execute("UPDATE entries SET payload = '{\"header\": {\"path\": 1}}' WHERE path = 'DoubleDiffing/difftest-full.bak'")
+        db.execute("UPDATE entries SET payload = '{\"headers\": [{\"path\": 1}]}' WHERE path = 'DoubleDiffing/difftest-full.bak'")
     with caplog.at_level(logging.WARNING, logger="verification.engines.mssql.header_cache"):
         warm = scanned(settings, source)
     assert "the entry of DoubleDiffing/difftest-full.bak in file://" in caplog.text and "does not parse" in caplog.text

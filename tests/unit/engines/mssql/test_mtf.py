@@ -15,6 +15,7 @@ from verification.engines.mssql.mtf import (
     TAIL_BYTES,
     BackupHeader,
     MtfError,
+    MtfUnsupported,
     NeedsServerHeaderOnly,
     read_backup_header,
 )
@@ -44,7 +45,8 @@ def test_every_corpus_file_is_read_from_its_head_and_trailer_only(mssql_corpus, 
     header = read_backup_header(reader)
     assert header.size_bytes == int(row["bytes"])
     assert reader.bytes_read == header.bytes_read <= 64 * 1024
-    assert header.bytes_read <= HEAD_BYTES + TAIL_BYTES
+    # The set's head, its closing blocks and the filemarks and end-of-set blocks after them.
+    assert header.bytes_read <= HEAD_BYTES + TAIL_BYTES + 8 * 1024
     assert header.database_name and header.server_name
     assert header.backup_type in ("full", "diff", "log")
     assert header.first_lsn <= header.last_lsn
@@ -121,31 +123,50 @@ def test_checksum_flag(mssql_corpus):
     assert not read(mssql_corpus, "RestoreTimeClean/RestoreTimeClean.bak").has_checksums
 
 
+def _in_the_data(data: bytes) -> int:
+    """A cut at a sector boundary past the middle, where the last sector kept is not all zeros."""
+    return next(end for end in range(len(data) // 2 // 512 * 512, len(data), 512) if any(data[end - 512:end]))
+
+
 @pytest.mark.parametrize(("cut", "expected"), [
-    (lambda size: size // 2, r"end of file at offset 0x[0-9a-f]+: expected a size in whole 512-byte blocks, "
-                             r"found \d+ bytes \(\d+ past a block boundary\): the file is truncated"),
-    (lambda size: size - 1, r"end of file .* \(511 past a block boundary\)"),
-    (lambda size: size - 1024, r"descriptor block at offset 0x[0-9a-f]+: expected SFMB, found b'ESET'"),
-    (lambda size: size // 2 // 512 * 512, r"descriptor block at offset 0x[0-9a-f]+: expected SFMB, found "),
+    (lambda data: len(data) // 2, r"end of file at offset 0x[0-9a-f]+: expected a size in whole 512-byte blocks, "
+                                  r"found \d+ bytes \(\d+ past a block boundary\): the file is truncated"),
+    (lambda data: len(data) - 1, r"end of file .* \(511 past a block boundary\)"),
+    (lambda data: len(data) - 1024, r"descriptor block at offset 0x[0-9a-f]+: expected SFMB, found b'ESET'"),
+    (_in_the_data, r"descriptor block at offset 0x[0-9a-f]+: expected SFMB, found b'.*': the file is truncated or "
+                   r"was never closed"),
 ])
 def test_truncated_copies_name_the_file_and_what_is_missing(mssql_copy, cut, expected):
     root = mssql_copy("RestoreTimeClean/RestoreTimeClean.bak")
     path = root / "RestoreTimeClean/RestoreTimeClean.bak"
     data = path.read_bytes()
-    path.write_bytes(data[: cut(len(data))])
-    with pytest.raises(MtfError, match=r"^RestoreTimeClean/RestoreTimeClean\.bak: " + expected):
+    path.write_bytes(data[: cut(data)])
+    with pytest.raises(MtfError, match=r"^RestoreTimeClean/RestoreTimeClean\.bak: " + expected) as raised:
         read(root, "RestoreTimeClean/RestoreTimeClean.bak")
+    assert not isinstance(raised.value, MtfUnsupported)  # a truncation is proof of damage
 
 
-def test_a_damaged_trailer_copy_is_caught_on_a_log_too(mssql_copy):
+def test_a_file_ending_in_zeros_is_not_called_truncated(mssql_copy):
+    # A copy in progress sizes the file first and fills it in order: its end is zeros, not a filemark.
+    rel = "RestoreTimeClean/RestoreTimeClean.bak"
+    path = mssql_copy(rel) / rel
+    data = path.read_bytes()
+    path.write_bytes(data[:len(data) // 2] + bytes(len(data) - len(data) // 2))
+    with pytest.raises(MtfUnsupported, match=r"end of file at offset 0x[0-9a-f]+: expected a closing soft filemark "
+                                             r"\(SFMB\), found 512 zero bytes: still being written"):
+        read(path.parents[1], rel)
+
+
+def test_copies_naming_different_backups_are_an_error_not_damage(mssql_copy):
+    # The configuration stream has no checksum: which copy is wrong cannot be proven.
     rel = "RestoreTimeClean/RestoreTimeClean_2.trn"
     path = mssql_copy(rel) / rel
     data = bytearray(path.read_bytes())
     trailer_scin = data.rindex(b"SCIN")
     data[trailer_scin + 0x57] = ord("D")  # the trailer now claims a full backup
     path.write_bytes(bytes(data))
-    with pytest.raises(MtfError, match=r"closing configuration copy \(backup_type\) .*expected log as in the head "
-                                       r"copy, found full"):
+    with pytest.raises(MtfUnsupported, match=r"closing configuration copy \(backup_type\) .*expected the same backup "
+                                             r"\(log in the head copy\), found full: a layout restoreproof"):
         read(path.parents[1], rel)
 
 
@@ -303,13 +324,14 @@ def test_file_lists_with_type_filegroup_and_allocated_size(mssql_corpus):
 
 
 def test_what_the_offline_header_does_not_carry_is_unknown(mssql_corpus):
-    # No corpus file is copy-only, damaged or bulk-logged, and their bits are not located: None, never False.
+    # No lab file is copy-only (both copy-only marks are absent: False), damaged or bulk-logged (not
+    # located: None, never False).
     for h in corpus_headers(mssql_corpus).values():
-        assert (h.is_copy_only, h.is_damaged, h.has_bulk_logged_data) == (None, None, None)
+        assert (h.is_copy_only, h.is_damaged, h.has_bulk_logged_data) == (False, None, None)
 
 
 def test_collation_names_follow_ms_tds_flag_order():
-    from verification.engines.mssql.mtf import collation_name
+    from verification.engines.mssql.mtf_config import collation_name
 
     def raw(flags: int, sort_id: int = 0, lcid: int = 0x409, high: int = 0) -> bytes:
         return (lcid | flags << 20 | high << 24).to_bytes(4, "little") + bytes([sort_id])
@@ -328,6 +350,6 @@ def test_collation_names_follow_ms_tds_flag_order():
 
 
 def test_the_recovery_model_from_the_status_word():
-    from verification.engines.mssql.mtf import recovery_model
+    from verification.engines.mssql.mtf_config import recovery_model
 
     assert [recovery_model(s) for s in (0, 4, 8, 12, 0x10000)] == ["FULL", "BULK_LOGGED", "SIMPLE", "SIMPLE", "FULL"]

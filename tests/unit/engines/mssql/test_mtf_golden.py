@@ -18,17 +18,25 @@ from typing import Any
 
 from tests.conftest import TESTS
 from tests.unit.engines.mssql.mtf_edit import StrictBytes as Bytes  # refuses empty or out-of-range reads
-from verification.engines.mssql.mtf import MtfError, NeedsServerHeaderOnly, read_backup_header, read_trailer_identity
+from verification.engines.mssql.mtf import (
+    MtfError,
+    MtfUnsupported,
+    NeedsServerHeaderOnly,
+    read_backup_headers,
+    read_trailer_identity,
+)
 
 GOLDEN = TESTS / "fixtures" / "golden"
 
 
 def outcome(name: str, data: bytes) -> dict[str, Any]:
     try:
-        header = asdict(read_backup_header(Bytes(name, data)))
+        (header,) = (asdict(h) for h in read_backup_headers(Bytes(name, data)))
     except (MtfError, NeedsServerHeaderOnly) as exc:
         identity = read_trailer_identity(Bytes(name, data))
-        return {"error": str(exc), "identity": None if identity is None else json.loads(json.dumps(
+        # "damage" is proven (checksum, truncation); "unsupported" is a layout not known, an error.
+        kind = "unsupported" if isinstance(exc, MtfUnsupported) else "damage" if isinstance(exc, MtfError) else None
+        return {"error": str(exc), "kind": kind, "identity": None if identity is None else json.loads(json.dumps(
             asdict(identity), default=str))}
     header.pop("bytes_read")
     return {"header": json.loads(json.dumps(header, default=str))}
@@ -50,17 +58,35 @@ def test_every_corpus_file_reads_to_the_reviewed_header(mssql_corpus: Path) -> N
     check("mtf-corpus", found)
 
 
+def test_every_real_world_file_reads_to_the_reviewed_header(mssql_real_world: Path) -> None:
+    found = {path.relative_to(mssql_real_world).as_posix(): outcome(path.name, path.read_bytes())
+             for path in sorted(mssql_real_world.rglob("*.bak"))}
+    assert len(found) == 3 and all("header" in result for result in found.values())
+    check("mtf-real-world", found)
+
+
 def test_damage_anywhere_in_the_head_or_trailer_is_named_exactly(mssql_corpus: Path) -> None:
-    original = (mssql_corpus / "RestoreTimeClean/RestoreTimeClean2_1.trn").read_bytes()
+    check("mtf-damage", damage_matrix("RestoreTimeClean2_1.trn",
+                                      (mssql_corpus / "RestoreTimeClean/RestoreTimeClean2_1.trn").read_bytes()))
+
+
+def test_damage_in_a_file_of_4096_byte_filemark_blocks_is_named_exactly(mssql_real_world: Path) -> None:
+    # The same matrix on a copy-only full written with 4096-byte soft filemark blocks.
+    name = "plataformadb_93b98ca.bak"
+    check("mtf-damage-4096", damage_matrix(name, (mssql_real_world / "copy-only" / name).read_bytes(), tail=28672))
+
+
+def damage_matrix(name: str, original: bytes, tail: int = 8192) -> dict[str, Any]:
+    """Each 512-byte block of the head and of the last `tail` bytes damaged at several places, then cuts."""
     found: dict[str, Any] = {}
-    clean = outcome("RestoreTimeClean2_1.trn", original)
+    clean = outcome(name, original)
 
     def damaged(label: str, data: bytes) -> None:
         # Bytes no checksum or copy covers (padding, data) read as the clean header: said as such.
-        result = outcome("RestoreTimeClean2_1.trn", data)
+        result = outcome(name, data)
         found[label] = "reads as the undamaged header" if result == clean else result
 
-    for offset in [*range(0, 16384, 512), *range(len(original) - 8192, len(original), 512)]:
+    for offset in [*range(0, 16384, 512), *range(len(original) - tail, len(original), 512)]:
         for delta in (0, 8, 10, 50, 52, 60, 74, 120, 300):
             position = offset + delta
             if position < len(original):
@@ -70,4 +96,4 @@ def test_damage_anywhere_in_the_head_or_trailer_is_named_exactly(mssql_corpus: P
     for length in (0, 7, 100, 512, 4096, 16384, 40000, len(original) - 512, len(original) - 1):
         damaged(f"cut at {length}", original[:length])
     damaged("compressed magic", b"MSSQLBAK" + original[8:])
-    check("mtf-damage", found)
+    return found

@@ -18,12 +18,12 @@ from tests.unit.engines.mssql.mtf_edit import Backup, StrictBytes, resize_stream
 from verification.engines.mssql.mtf import (
     BackupHeader,
     MtfError,
-    decode_lsn,
     header_checksum,
     read_backup_header,
     read_trailer_identity,
     stream_checksum,
 )
+from verification.engines.mssql.mtf_config import decode_lsn
 
 NAME = "RestoreTimeClean2_1.trn"
 MSCI_HEAD, MSLS_TRAILER = 0xE00, 0x12600  # where SQL Server put the two configuration copies in this file
@@ -99,7 +99,7 @@ def test_a_name_running_past_its_chunk_is_refused(backup: Backup) -> None:
     scin = backup.chunk(0, b"SCIN")
     _size, offset = struct.unpack_from("<HH", backup.data, scin + 0x68)
     backup.put(scin + 0x68, "<HH", 0xFFFE, offset)
-    assert backup.error(NAME) == (
+    assert backup.unsupported(NAME) == (
         f"{NAME}: MQCI configuration stream at offset {MSCI_HEAD:#x}: expected well-formed chunks, found "
         f"b'SCIN' string at +{offset:#x} (65534 bytes) runs past its 410-byte chunk")
 
@@ -107,7 +107,7 @@ def test_a_name_running_past_its_chunk_is_refused(backup: Backup) -> None:
 def test_a_configuration_stream_without_its_scin_chunk(backup: Backup) -> None:
     at = backup.chunk(0, b"SCIN")
     backup.data[at:at + 4] = b"SCIX"
-    assert backup.error(NAME) == (
+    assert backup.unsupported(NAME) == (
         f"{NAME}: MQCI configuration stream at offset {MSCI_HEAD:#x}: expected an SCIN chunk, found none")
 
 
@@ -116,7 +116,7 @@ def test_a_closing_copy_without_its_scin_chunk(backup: Backup) -> None:
     backup.data[at:at + 4] = b"SCIX"
     message = (f"{NAME}: MQCI configuration stream at offset {MSLS_TRAILER:#x}: expected an SCIN chunk, "
                "found none")
-    assert backup.error(NAME) == message
+    assert backup.unsupported(NAME) == message
     assert read_trailer_identity(StrictBytes(NAME, backup.data)) is None
 
 
@@ -131,25 +131,25 @@ def split_chunk(backup: Backup, copy: int, tag: bytes, keep: int) -> None:
 
 def test_an_scin_chunk_shorter_than_its_fixed_part(backup: Backup) -> None:
     split_chunk(backup, 0, b"SCIN", 0x6C)
-    assert backup.error(NAME) == (
+    assert backup.unsupported(NAME) == (
         f"{NAME}: SCIN chunk at offset {MSCI_HEAD:#x}: expected at least 112 bytes, found 108 bytes")
 
 
 def test_an_scin_chunk_of_exactly_its_fixed_part_is_read_up_to_its_names(backup: Backup) -> None:
     split_chunk(backup, 0, b"SCIN", 0x70)
-    assert backup.error(NAME) == (
+    assert backup.unsupported(NAME) == (
         f"{NAME}: MQCI configuration stream at offset {MSCI_HEAD:#x}: expected well-formed chunks, found "
         "b'SCIN' string at +0x16c (32 bytes) runs past its 112-byte chunk")
 
 
 def test_an_unknown_backup_type(backup: Backup) -> None:
     backup.in_both_copies(b"SCIN", 0x57, "<B", ord("X"))
-    assert backup.error(NAME) == f"{NAME}: SCIN backup type at offset {MSCI_HEAD:#x}: expected D, I or L, found 'X'"
+    assert backup.unsupported(NAME) == f"{NAME}: SCIN backup type at offset {MSCI_HEAD:#x}: expected D, I or L, found 'X'"
 
 
 def test_a_database_file_chunk_too_short_to_read_is_never_dropped(backup: Backup) -> None:
     split_chunk(backup, 0, b"SFIN", 0x37)
-    assert backup.error(NAME) == (
+    assert backup.unsupported(NAME) == (
         f"{NAME}: SFIN chunk at offset {MSCI_HEAD:#x}: expected at least 56 bytes, found 55 bytes")
 
 
@@ -166,7 +166,7 @@ def test_a_database_file_chunk_of_exactly_its_fixed_part_reads(backup: Backup, c
 def test_a_chunk_claiming_more_or_less_than_its_room(backup: Backup, keep: int, found: str) -> None:
     at = backup.chunk(0, b"SFGI")
     backup.put(at + 4, "<I", keep)
-    assert backup.error(NAME) == (
+    assert backup.unsupported(NAME) == (
         f"{NAME}: MQCI configuration stream at offset {MSCI_HEAD:#x}: expected well-formed chunks, found "
         f"chunk b'SFGI' at +0x19a claims {found} bytes, 2558 left in the stream")
 
@@ -174,19 +174,23 @@ def test_a_chunk_claiming_more_or_less_than_its_room(backup: Backup, keep: int, 
 def test_bytes_after_the_last_chunk(backup: Backup) -> None:
     last = backup.chunk(0, b"SFIN", 1)
     backup.put(last + 4, "<I", 1256 - 5)
-    assert backup.error(NAME) == (
+    assert backup.unsupported(NAME) == (
         f"{NAME}: MQCI configuration stream at offset {MSCI_HEAD:#x}: expected well-formed chunks, found "
         "5 byte(s) after the last chunk, at +0xb93")
 
 
+SSET, SSET_SPAD = 0x600, 0x690  # the set's first block, and the pad stream that ends it
+
+
 def test_a_block_header_ending_exactly_at_the_end_of_the_head_is_read(backup: Backup) -> None:
-    sfmb = 0x400
-    backup.put(sfmb + 8, "<H", 16384 - 52 - sfmb)  # the next block's 52-byte header ends at 16 KiB
-    backup.fix_block(sfmb)
-    found = repr(bytes(backup.data[16384 - 52:16384 - 48]))
-    assert backup.error(NAME) == (
-        f"{NAME}: descriptor block at offset 0x3fcc: expected CFIL/DIRB/EOTM/ESET/ESPB/FILE/MSCI/MSDA/MSLS/MSTL/"
-        f"SFMB/SSET/TAPE/VOLB, found {found}")
+    # The set block's pad stream is lengthened so that the next block's 52-byte header ends exactly at
+    # the end of the set's head: it is read (and its bytes, data, fail the header checksum).
+    backup.stream_length(SSET_SPAD, SSET + 16384 - 52 - (SSET_SPAD + 22))
+    stored = struct.unpack_from("<H", backup.data, SSET + 16384 - 2)[0]
+    computed = header_checksum(bytes(backup.data[SSET + 16384 - 52:SSET + 16384]))
+    kind = bytes(backup.data[SSET + 16384 - 52:SSET + 16384 - 48]).decode("latin-1")
+    assert backup.error(NAME) == (f"{NAME}: {kind} block header checksum at offset {SSET + 16384 - 52:#x}: "
+                                  f"expected {computed:#06x}, found {stored:#06x}")
 
 
 def test_a_closing_copy_running_past_the_end_of_the_file(backup: Backup) -> None:
@@ -195,13 +199,13 @@ def test_a_closing_copy_running_past_the_end_of_the_file(backup: Backup) -> None
     backup.stream_length(mqci, length)
     after = (mqci + 22 + length + 3) & ~3
     assert backup.error(NAME) == (
-        f"{NAME}: read outside the file's head and trailer at offset {after:#x}: expected a header within "
-        "the first 16384 or last 32768 bytes, found a structure 22 bytes long")
+        f"{NAME}: structure at offset {after:#x}: expected 22 bytes within the file, found the end of the file at "
+        f"{len(backup.data):#x}: the file is truncated")
 
 
 def test_a_media_header_without_its_media_set(backup: Backup) -> None:
     backup.rename_stream(backup.streams(b"RAID")[0], b"RAIX")
-    assert backup.error(NAME) == f"{NAME}: TAPE block at offset 0x0: expected a RAID stream (media set), found none"
+    assert backup.unsupported(NAME) == f"{NAME}: TAPE block at offset 0x0: expected a RAID stream (media set), found none"
 
 
 
@@ -212,21 +216,21 @@ def test_a_media_set_stream_too_short_to_hold_the_family(backup: Backup, clean: 
     resize_stream(backup, raid, 26)
     assert backup.header(NAME) == clean
     resize_stream(short, raid, 25)
-    assert short.error(NAME) == f"{NAME}: RAID stream at offset 0x0: expected at least 26 bytes, found 25 bytes"
+    assert short.unsupported(NAME) == f"{NAME}: RAID stream at offset 0x0: expected at least 26 bytes, found 25 bytes"
 
 
 def test_a_configuration_block_without_its_configuration_stream(backup: Backup) -> None:
     backup.rename_stream(backup.streams(b"MQCI")[0], b"MQCX")
-    assert backup.error(NAME) == f"{NAME}: MSCI block at offset {MSCI_HEAD:#x}: expected an MQCI stream, found none"
+    assert backup.unsupported(NAME) == f"{NAME}: MSCI block at offset {MSCI_HEAD:#x}: expected an MQCI stream, found none"
 
 
-@pytest.mark.parametrize("after", [0x8000, 0x4000 - 0x400])
+@pytest.mark.parametrize("after", [0x8000, 16384 - 51])
 def test_a_head_without_a_configuration_block_lists_what_it_holds(backup: Backup, after: int) -> None:
-    sfmb = 0x400
-    backup.put(sfmb + 8, "<H", after)  # the soft filemark says the next block is past (or just at) the head's end
-    backup.fix_block(sfmb)
-    assert backup.error(NAME) == (f"{NAME}: backup set header at offset {sfmb + after:#x}: expected an MSCI block in "
-                                  "the first 16384 bytes, found blocks TAPE, SFMB")
+    # The set block's pad says the next block lies past the set's head, or so that its header ends a
+    # byte past it: not read, and the blocks that were are listed.
+    backup.stream_length(SSET_SPAD, SSET + after - (SSET_SPAD + 22))
+    assert backup.unsupported(NAME) == (f"{NAME}: backup set header at offset {SSET + after:#x}: expected an MSCI "
+                                        "block in the set's first 16384 bytes, found blocks SSET")
 
 
 def test_chunks_of_only_a_header_are_read_wherever_they_are(backup: Backup, clean: BackupHeader) -> None:
@@ -248,16 +252,19 @@ def test_chunks_of_only_a_header_are_read_wherever_they_are(backup: Backup, clea
     assert backup.header(NAME) == clean
 
 
-def test_a_stream_longer_than_the_head_ends_the_walk(backup: Backup) -> None:
+def test_a_stream_longer_than_the_file_is_damage(backup: Backup) -> None:
+    # The media header's pad stream claims more bytes than the file holds: the filemark after it is
+    # past the end of the file.
     spad = backup.streams(b"SPAD")[0]
     backup.stream_length(spad, 0xFFFF_FFFF_FFFF_FF00)
-    assert backup.error(NAME).startswith(f"{NAME}: backup set header at offset ")
-    assert backup.error(NAME).endswith("expected an MSCI block in the first 16384 bytes, found blocks TAPE")
+    filemark = spad + 22 + 0xFFFF_FFFF_FFFF_FF00
+    assert backup.error(NAME) == (f"{NAME}: descriptor block at offset {filemark:#x}: expected a complete 52-byte "
+                                  f"header, found end of data (file is {len(backup.data)} bytes: truncated?)")
 
 
 def test_a_backup_set_without_its_set_block(backup: Backup) -> None:
-    backup.rename_block(0x600, b"DIRB")
-    assert backup.error(NAME) == f"{NAME}: backup set at offset 0x0: expected an SSET block, found none"
+    backup.rename_block(SSET, b"DIRB")
+    assert backup.unsupported(NAME) == f"{NAME}: descriptor block at offset 0x600: expected SSET, found b'DIRB'"
 
 
 def test_a_block_with_too_many_streams(backup: Backup) -> None:
@@ -268,15 +275,13 @@ def test_a_block_with_too_many_streams(backup: Backup) -> None:
         backup.fix_stream(at)
     backup.data[first + 24 * 64:first + 24 * 64 + 22] = b"SPAD" + bytes(18)
     backup.fix_stream(first + 24 * 64)
-    assert backup.error(NAME) == f"{NAME}: stream list at offset 0x0: expected an SPAD stream ending the block, found none"
+    assert backup.unsupported(NAME) == f"{NAME}: stream list at offset 0x0: expected an SPAD stream ending the block, found none"
 
 
-def test_a_set_never_closed(backup: Backup) -> None:
-    for eset in (0x13400, 0x13C00):
-        backup.rename_block(eset, b"EOTM")
-    size = len(backup.data)
-    assert backup.error(NAME) == (f"{NAME}: end of backup set at offset {size:#x}: expected an ESET block in the last "
-                              "32768 bytes, found none: the file is truncated or was never closed")
+def test_a_set_continued_on_another_medium_is_unsupported(backup: Backup) -> None:
+    # EOTM (end of medium) where the set's end belongs: the set goes on in another file.
+    backup.rename_block(0x13400, b"EOTM")
+    assert backup.unsupported(NAME) == f"{NAME}: descriptor block at offset 0x13400: expected ESET, found b'EOTM'"
 
 
 def test_the_closing_copy_may_sit_in_an_msci_block(backup: Backup, clean: BackupHeader) -> None:
@@ -286,13 +291,16 @@ def test_the_closing_copy_may_sit_in_an_msci_block(backup: Backup, clean: Backup
 
 def test_the_closing_copy_is_found_at_the_first_block_of_the_trailer(original: bytes, clean: BackupHeader) -> None:
     # Pad the file between the closing copy and the filemark after it, so that the copy starts
-    # exactly 32 KiB (the trailer read) before the end.
-    end_of_copy = 0x13200
-    padding = 32768 - (len(original) - MSLS_TRAILER)
-    padded = original[:end_of_copy] + bytes(padding) + original[end_of_copy:]
-    header = read_backup_header(StrictBytes(NAME, padded))
-    assert header == replace(clean, size_bytes=len(padded))
-    assert read_trailer_identity(StrictBytes(NAME, padded)) is not None
+    # exactly 32 KiB (the closing read) before that filemark, which the last filemark's list follows.
+    filemark = 0x13200
+    padding = 32768 - (filemark - MSLS_TRAILER)
+    padded = Backup(original[:filemark] + bytes(padding) + original[filemark:])
+    last = len(padded.data) - 512
+    assert struct.unpack_from("<2Q", padded.data, last + 72) == (filemark, 0x400)
+    padded.put(last + 72, "<Q", filemark + padding)
+    header = padded.header(NAME)
+    assert header == replace(clean, size_bytes=len(padded.data), set_end=clean.set_end + padding)
+    assert read_trailer_identity(StrictBytes(NAME, bytes(padded.data))) is not None
 
 
 @pytest.mark.parametrize("length", [0, 100, 16384, 20000])
@@ -301,12 +309,11 @@ def test_short_files_never_cause_an_empty_or_out_of_range_read(original: bytes, 
         read_backup_header(StrictBytes(NAME, original[:length]))
 
 
-def test_a_closing_block_whose_first_stream_lies_past_it_has_no_copy(backup: Backup) -> None:
-    # The closing block's first-stream offset points 7 KiB on, beyond the block: read as a block
-    # without streams, so no closing copy is found, and that is said.
+def test_a_closing_block_whose_first_stream_lies_past_the_file(backup: Backup) -> None:
+    # The closing block's first-stream offset points at the last 22 bytes of the file (zeros, a stream
+    # header of length 0 by its checksum): the stream after it would lie past the end.
     size = len(backup.data)
     backup.put(MSLS_TRAILER + 8, "<H", size - 22 - MSLS_TRAILER)
     backup.fix_block(MSLS_TRAILER)
-    assert backup.error(NAME) == (
-        f"{NAME}: closing configuration copy at offset 0x13c00: expected an MSLS/MSCI block with MQCI before ESET, "
-        "found none")
+    assert backup.error(NAME) == (f"{NAME}: structure at offset {size:#x}: expected 22 bytes within the file, found "
+                                  f"the end of the file at {size:#x}: the file is truncated")

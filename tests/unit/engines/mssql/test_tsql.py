@@ -50,3 +50,22 @@ def test_terminal_log_with_stopat_and_recovery():
 def test_checkdb_options():
     assert tsql.checkdb("db'1", ["DATA_PURITY"]) == (
         "DBCC CHECKDB (N'db''1') WITH NO_INFOMSGS, ALL_ERRORMSGS, TABLERESULTS, DATA_PURITY;")
+
+
+def test_a_set_after_the_first_of_its_file_is_named_with_file_and_the_first_is_not():
+    """BACKUP ... WITH NOINIT appends sets to one file: RESTORE reads set n only WITH FILE = n (without it,
+    the first); the first set's statements stay as they always were."""
+    options = tsql.RestoreOptions()
+    assert tsql.restore_database("db", ["all.bak"], [], options, checksum=False, position=2) == (
+        "RESTORE DATABASE [db] FROM DISK = N'/backups/all.bak' WITH FILE = 2, NORECOVERY, STATS = 10;")
+    assert tsql.restore_log("db", ["all.bak"], options, checksum=True, position=3,
+                            stop_at=datetime(2020, 5, 12, 13, 31)) == (
+        "RESTORE LOG [db] FROM DISK = N'/backups/all.bak' WITH FILE = 3, NORECOVERY, STATS = 10, CHECKSUM, "
+        "STOPAT = N'2020-05-12T13:31:00.000';")
+    assert tsql.filelist(["all.bak"], position=2) == "RESTORE FILELISTONLY FROM DISK = N'/backups/all.bak' WITH FILE = 2;"
+    assert tsql.headeronly(["all.bak"], position=4) == "RESTORE HEADERONLY FROM DISK = N'/backups/all.bak' WITH FILE = 4;"
+    for first in (1, None):
+        assert tsql.restore_database("db", ["a.bak"], [], options, checksum=False, position=first) == (
+            tsql.restore_database("db", ["a.bak"], [], options, checksum=False))
+        assert tsql.filelist(["a.bak"], position=first) == "RESTORE FILELISTONLY FROM DISK = N'/backups/a.bak';"
+        assert tsql.headeronly(["a.bak"], position=first) == "RESTORE HEADERONLY FROM DISK = N'/backups/a.bak';"

@@ -1,0 +1,198 @@
+"""One file holding several backup sets (BACKUP ... WITH NOINIT), through the whole SQL Server pipeline:
+catalog, chain, page verification. No such file is in either corpus: each is built in the test from real
+single-set backups by tests/unit/engines/mssql/mtf_append.py (its sets as SQL Server wrote them, only
+their position fields rewritten)."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+
+from tests.unit.engines.mssql.mtf_append import append_sets
+from verification.engines.base import Evidence
+from verification.engines.mssql.catalog import scan
+from verification.engines.mssql.chain import plan
+from verification.engines.mssql.page_check import read_and_judge
+from verification.engines.mssql.pages import SetScan, locate_data_streams, scan_pages
+from verification.model import BackupType, ChainStatus, CheckStatus
+from verification.sources import LocalSource
+from verification.sources.base import SourceFile
+
+RTC = "RestoreTimeClean"
+# The lab database's full, its differential and the differential's three logs, in the order taken.
+CHAIN = ("RestoreTimeClean.bak", "RestoreTimeClean2.bak", "RestoreTimeClean2_1.trn", "RestoreTimeClean2_2.trn",
+         "RestoreTimeClean2_3.trn")
+COPY_ONLY = ("plataformadb_4b7a2e4.bak", "plataformadb_792dd97.bak", "plataformadb_93b98ca.bak")
+
+
+def appended(folder: Path, names: tuple[str, ...], into: Path, name: str = "appended.bak") -> Path:
+    into.mkdir(parents=True, exist_ok=True)
+    (into / name).write_bytes(append_sets(*((folder / n).read_bytes() for n in names), adopt_media=True))
+    return into
+
+
+@pytest.fixture
+def one_file(mssql_corpus: Path, tmp_path: Path) -> Path:
+    return appended(mssql_corpus / RTC, CHAIN, tmp_path / "source")
+
+
+def test_every_set_of_the_file_is_catalogued_and_the_chain_planned_by_position(one_file: Path) -> None:
+    catalog = scan(LocalSource(one_file))
+    assert catalog.unreadable == []
+    (db,) = catalog.databases
+    assert [(m.header.backup_type, m.header.position, m.files) for m in db.sets] == [
+        ("full", 1, ["appended.bak"]), ("diff", 2, ["appended.bak"]), ("log", 3, ["appended.bak"]),
+        ("log", 4, ["appended.bak"]), ("log", 5, ["appended.bak"])]
+    # Each set is exactly its own range of the file, one after another.
+    ranges = [(m.header.set_offset, m.header.set_end) for m in db.sets]
+    assert all(end == start for (_, end), (start, _) in itertools.pairwise(ranges))
+    assert ranges[-1][1] == (one_file / "appended.bak").stat().st_size
+    planned = plan(db, RTC, None)
+    assert planned.chain.status is ChainStatus.COMPLETE, planned.chain.problems
+    assert [(b.path, b.position, b.type) for b in planned.chain.backups] == [
+        ("appended.bak", 1, BackupType.FULL), ("appended.bak", 2, BackupType.DIFF),
+        ("appended.bak", 3, BackupType.LOG), ("appended.bak", 4, BackupType.LOG), ("appended.bak", 5, BackupType.LOG)]
+    # The file once among the plan's files; each set's size its own bytes, adding up to the file.
+    assert planned.files == ["appended.bak"]
+    assert sum(b.size_bytes or 0 for b in planned.chain.backups) == (one_file / "appended.bak").stat().st_size
+    assert [b.size_bytes for b in planned.chain.backups[1:]] == [end - start for start, end in ranges[1:]]
+
+
+def test_the_same_chain_as_from_the_separate_files(one_file: Path, mssql_corpus: Path) -> None:
+    (db,) = scan(LocalSource(one_file)).databases
+    (separate,) = scan(LocalSource(mssql_corpus / RTC)).databases
+    lsns = [(b.first_lsn, b.last_lsn, b.type) for b in plan(db, RTC, None).chain.backups]
+    assert lsns == [(b.first_lsn, b.last_lsn, b.type) for b in plan(separate, RTC, None).chain.backups]
+
+
+def test_the_pages_of_set_two_are_its_own_and_only_its_own(one_file: Path, mssql_corpus: Path) -> None:
+    (db,) = scan(LocalSource(one_file)).databases
+    full, diff = (m.header for m in db.sets[:2])
+    reader = SourceFile(LocalSource(one_file), "appended.bak")
+    streams = locate_data_streams(reader, 2)
+    assert streams and all(diff.set_offset <= s.offset and s.offset + s.pages * 8192 <= diff.set_end
+                           for s in streams)
+    assert locate_data_streams(reader, 1) == locate_data_streams(reader) != streams
+    set_two = SetScan()
+    set_two.add(SourceFile(LocalSource(one_file), "appended.bak"), None, 2, "appended.bak (set 2)")
+    (scanned,) = set_two.results()
+    original = scan_pages(SourceFile(LocalSource(mssql_corpus / RTC), "RestoreTimeClean2.bak"))
+    assert scanned.path == "appended.bak (set 2)" and scanned.findings == ()
+    assert (scanned.pages, scanned.checksummed, scanned.by_type) == (original.pages, original.checksummed,
+                                                                    original.by_type)
+    first = scan_pages(SourceFile(LocalSource(mssql_corpus / RTC), "RestoreTimeClean.bak"))
+    assert scanned.pages != first.pages  # not the first set's pages read again
+    assert full.position == 1
+
+
+def test_the_page_check_names_each_set_of_the_file(one_file: Path, tmp_path: Path) -> None:
+    (db,) = scan(LocalSource(one_file)).databases
+    planned = plan(db, RTC, None)
+    check, found = read_and_judge(planned, LocalSource(one_file), Evidence(tmp_path / "evidence"))
+    assert check.status is CheckStatus.PASSED, check.summary
+    per_file = check.details["per_file"]
+    assert list(per_file) == ["appended.bak (set 1)", "appended.bak (set 2)"]
+    assert [v["findings"] for v in per_file.values()] == [0, 0]
+    assert found.boot is not None and found.boot.path == "appended.bak (set 2)"
+
+
+def test_a_damaged_page_in_set_two_is_found_in_set_two_only(one_file: Path, tmp_path: Path) -> None:
+    (db,) = scan(LocalSource(one_file)).databases
+    reader = SourceFile(LocalSource(one_file), "appended.bak")
+    (stream, *_) = locate_data_streams(reader, 2)
+    data = bytearray((one_file / "appended.bak").read_bytes())
+    data[stream.offset + 8192 * 9 + 500] ^= 0x5A  # a byte in the body of the set's tenth page
+    (one_file / "appended.bak").write_bytes(bytes(data))
+    check, found = read_and_judge(plan(db, RTC, None), LocalSource(one_file), Evidence(tmp_path / "evidence"))
+    assert check.status is CheckStatus.FAILED
+    assert {f.path for f in found.findings} == {"appended.bak (set 2)"}
+    assert all(f.offset >= db.sets[1].header.set_offset for f in found.findings)
+
+
+# -- the three COPY_ONLY fulls from outside the lab (4096-byte soft filemark blocks) ---------------------
+
+def test_every_checksummed_page_of_the_real_copy_only_fulls_is_verified(mssql_real_world: Path) -> None:
+    from verification.engines.mssql.pages import PAGE, decode_header
+
+    source = LocalSource(mssql_real_world / "copy-only")
+    for name in COPY_ONLY:
+        reader = SourceFile(source, name)
+        scanned = scan_pages(reader)
+        raw = b"".join(reader.read(s.offset, s.pages * PAGE) for s in locate_data_streams(reader))
+        headers = [decode_header(raw[at:at + PAGE]) for at in range(0, len(raw), PAGE)]
+        stamped = sum(1 for h in headers if h.header_version == 1 and h.has_checksum)
+        assert scanned.findings == () and scanned.checksummed == stamped > 300, name
+        assert scanned.pages == len(headers) and scanned.placed > 0
+
+
+def test_copy_only_fulls_appended_to_one_file_are_each_read_and_planned_by_position(
+        mssql_real_world: Path, tmp_path: Path) -> None:
+    """Three copy-only fulls of one database (LocalDB renamed its instance between them) in one file:
+    one database; the newest is planned at its own position, and each set's pages are its own."""
+    root = appended(mssql_real_world / "copy-only", COPY_ONLY, tmp_path / "source")
+    catalog = scan(LocalSource(root))
+    (db,) = catalog.databases
+    assert catalog.unreadable == [] and len(db.sets) == 3
+    assert {(m.header.position, m.header.is_copy_only, m.header.layout_proven, m.header.recovery_model)
+            for m in db.sets} == {(1, True, True, "SIMPLE"), (2, True, True, "SIMPLE"), (3, True, True, "SIMPLE")}
+    planned = plan(db, db.database, None)
+    newest = max(db.sets, key=lambda m: m.header.last_lsn).header
+    (full,) = planned.chain.backups
+    assert (full.path, full.position, full.copy_only) == ("appended.bak", newest.position, True)
+    check, _ = read_and_judge(planned, LocalSource(root), Evidence(tmp_path / "evidence"))
+    assert check.status is CheckStatus.PASSED, check.summary
+    (counts,) = check.details["per_file"].values()
+    original = scan_pages(SourceFile(LocalSource(mssql_real_world / "copy-only"), COPY_ONLY[newest.position - 1]))
+    assert (counts["pages"], counts["checksums_verified"]) == (original.pages, original.checksummed)
+
+
+def test_a_differential_on_a_full_of_the_same_file_that_is_copy_only_is_refused(one_file: Path) -> None:
+    """The full at position 1 marked copy-only (as the real COPY_ONLY fulls are): the differential at
+    position 2, taken on it, is never restored on it; the full alone and its logs are."""
+    import dataclasses
+
+    (db,) = scan(LocalSource(one_file)).databases
+    first = db.sets[0]
+    first.families[1] = dataclasses.replace(first.header, is_copy_only=True)
+    planned = plan(db, RTC, None)
+    assert [(b.position, b.type) for b in planned.chain.backups][:1] == [(1, BackupType.FULL)]
+    assert 2 not in [b.position for b in planned.chain.backups]
+    assert any("copy-only" in r.detail and not r.passed for r in planned.chain.rules if r.rule == "differential-base")
+
+
+def test_a_set_in_a_layout_not_known_is_not_read_and_not_damage(one_file: Path) -> None:
+    """Set 2 of a file whose media header states a soft filemark block size no SQL Server writes: its pages
+    are not read, an error naming the layout, never a damaged backup."""
+    import struct
+
+    from verification.engines.mssql.page_check import read_pages
+
+    data = bytearray((one_file / "appended.bak").read_bytes())
+    struct.pack_into("<H", data, 64, 200)  # TAPE soft filemark block size, in sectors (past its checksum)
+    (one_file / "appended.bak").write_bytes(bytes(data))
+    found = read_pages(LocalSource(one_file), ["appended.bak (set 2)"],
+                       where={"appended.bak (set 2)": ("appended.bak", 2)})
+    assert found.damaged == [] and found.scans == []
+    (said,) = found.unreadable
+    assert said.startswith("appended.bak (set 2): ") and "TAPE soft filemark block size" in said
+    assert "not proof of damage" in said
+
+
+def test_a_flipped_byte_in_a_checksummed_page_of_a_4096_byte_media_is_found(mssql_real_world: Path,
+                                                                               tmp_path: Path) -> None:
+    from verification.engines.mssql.pages import PAGE, decode_header
+
+    name = COPY_ONLY[1]
+    data = bytearray((mssql_real_world / "copy-only" / name).read_bytes())
+    (tmp_path / name).write_bytes(data)
+    reader = SourceFile(LocalSource(tmp_path), name)
+    page = next(s.offset + n * PAGE for s in locate_data_streams(reader) for n in range(s.pages)
+                if (h := decode_header(bytes(data[s.offset + n * PAGE:s.offset + (n + 1) * PAGE]))).has_checksum
+                and h.header_version == 1 and h.page_type == 1)
+    data[page + 4000] ^= 0x10  # in the page's body: its header still names it, its checksum no longer fits
+    (tmp_path / name).write_bytes(data)
+    (finding,) = scan_pages(SourceFile(LocalSource(tmp_path), name)).findings
+    assert (finding.path, finding.offset) == (name, page)
+    assert finding.stored_checksum != finding.computed_checksum
