@@ -1,7 +1,9 @@
 """Choose and prove a SQL Server restore chain from offline headers.
 
 The rules (docs: SQL Server reference, section 2), each kept with its outcome:
-- full: the newest complete full (highest LastLSN) finished before the target;
+- full: the newest complete full (highest LastLSN) finished before the target; where that one is
+  copy-only and an older regular full has a differential ending later, that full and differential
+  (a later point, fewer logs; a log lost after the copy-only full then breaks nothing);
 - differential: finished before the target and based on that full: its DifferentialBaseGUID equals the
   full's BackupSetGUID where the header carries both (every MTF backup SQL Server 2008 R2 and 2016
   wrote), else its DatabaseBackupLSN equals the full's CheckpointLSN; the base is checked, not assumed.
@@ -37,7 +39,7 @@ The rules (docs: SQL Server reference, section 2), each kept with its outcome:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from verification.engines.mssql.catalog import DatabaseCatalog, MediaSet
@@ -167,6 +169,25 @@ def _listed(items: Sequence[str] | Sequence[int]) -> str:
     return ", ".join(str(item) for item in items)
 
 
+def _full_reaching_furthest(db: DatabaseCatalog, fulls: list[MediaSet], usable: Callable[[MediaSet], bool],
+                            rules: list[RuleCheck]) -> MediaSet:
+    """The newest full; but where that one is copy-only (it never moves the differential base), an
+    older regular full whose differential ends later reaches a later point with fewer logs: that one."""
+    newest = max(fulls, key=lambda m: (m.header.last_lsn, m.finish))
+    if newest.header.is_copy_only is not True:
+        return newest
+    reach = [(d.header.last_lsn, f) for f in fulls if f.header.is_copy_only is not True
+             for d in db.of_type("diff") if usable(d) and on_base(d.header, f.header)]
+    if not reach or max(reach, key=lambda r: r[0])[0] <= newest.header.last_lsn:
+        return newest
+    last_lsn, full = max(reach, key=lambda r: r[0])
+    rules.append(RuleCheck("copy-only-full", True,
+                           f"full {_listed(newest.files)} is copy-only and ends at LSN {newest.header.last_lsn}; "
+                           f"full {_listed(full.files)} with its differential reaches LSN {last_lsn}: "
+                           "restored instead"))
+    return full
+
+
 def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
     rules: list[RuleCheck] = []
     problems: list[Problem] = []
@@ -281,7 +302,7 @@ def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
             problems.append(Problem(code="no-full", message=f"no full backup of {name}{when}"))
         rules.append(RuleCheck("full-available", False, problems[-1].message))
         return done()
-    full = max(fulls, key=lambda m: (m.header.last_lsn, m.finish))
+    full = _full_reaching_furthest(db, fulls, usable, rules)
     chosen.append(full)
     rules.append(RuleCheck("full-available", True,
                            f"full {_listed(full.files)} (LastLSN {full.header.last_lsn}, "
