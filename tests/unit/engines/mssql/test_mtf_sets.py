@@ -338,3 +338,17 @@ def test_a_listed_filemark_that_is_another_block_is_unsupported(mssql_corpus: Pa
     backup.rename_block(at, b"ESPB")
     assert re.fullmatch(rf"backup\.trn: descriptor block at offset {at:#x}: expected SFMB, found b'ESPB'",
                         backup.unsupported())
+
+
+def test_a_block_type_neither_mtf_nor_sql_server_defines_is_unsupported(mssql_corpus: Path) -> None:
+    backup = Backup((mssql_corpus / LOG).read_bytes())
+    backup.rename_block(0xA00, b"QQQQ")  # the set's VOLB block
+    assert backup.unsupported() == ("backup.trn: descriptor block at offset 0xa00: expected a block type MTF or SQL "
+                                    "Server defines, found b'QQQQ'")
+
+
+def test_a_writer_no_sample_proves_is_named_by_its_version_alone(mssql_corpus: Path) -> None:
+    header = alone((mssql_corpus / FULL).read_bytes())
+    later = dataclasses.replace(header, software_version=(15, 0), software_build=4138)
+    assert (later.writer, later.layout_proven) == ("SQL Server 15.0.4138", False)
+    assert dataclasses.replace(header, software_build=None).writer == "SQL Server 10.50 (SQL Server 2008 R2)"
