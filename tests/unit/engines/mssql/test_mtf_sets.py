@@ -352,3 +352,43 @@ def test_a_writer_no_sample_proves_is_named_by_its_version_alone(mssql_corpus: P
     later = dataclasses.replace(header, software_version=(15, 0), software_build=4138)
     assert (later.writer, later.layout_proven) == ("SQL Server 15.0.4138", False)
     assert dataclasses.replace(header, software_build=None).writer == "SQL Server 10.50 (SQL Server 2008 R2)"
+
+
+def _two_sets(mssql_corpus: Path) -> tuple[Backup, list[int]]:
+    full, log = ((mssql_corpus / rel).read_bytes() for rel in (FULL, LOG))
+    both = append_sets(full, log, adopt_media=True)
+    return Backup(both), filemarks(both)
+
+
+@pytest.mark.parametrize("step", ["last", "followed"])
+def test_a_filemark_list_overrunning_its_block_is_unsupported(mssql_corpus: Path, step: str) -> None:
+    backup, marks = _two_sets(mssql_corpus)
+    if step == "followed":  # the last filemark lists two; the older one it leads to claims too many
+        backup.put(marks[4] + 56, "<I", 2)
+    at = marks[4] if step == "last" else marks[2]
+    backup.put(at + 56, "<I", 56)  # 56 entries from +0x48: 8 bytes past a 512-byte filemark
+    assert backup.unsupported() == (f"backup.trn: SFMB list of earlier filemarks at offset {at + 56:#x}: expected a "
+                                    "list within the 512-byte filemark, found 56 entries at +0x48")
+
+
+def test_a_filemark_list_filling_its_block_exactly_is_read_as_far_as_it_lists(mssql_corpus: Path) -> None:
+    # 55 entries from +0x48 end exactly at the end of a 512-byte filemark: read, and the zeros past the
+    # real entries said as what they are, not as a list running past the block.
+    backup, marks = _two_sets(mssql_corpus)
+    backup.put(marks[4] + 56, "<I", 55)
+    assert "expected increasing sector offsets from the media header's filemark" in backup.unsupported()
+
+
+def test_a_followed_filemark_that_is_another_block_is_unsupported(mssql_corpus: Path) -> None:
+    backup, marks = _two_sets(mssql_corpus)
+    second_set = marks[2] + 512
+    backup.put(marks[4] + 56, "<I", 2)
+    backup.put(marks[4] + 72 + 8, "<Q", second_set)  # the oldest listed entry: the second set's SSET block
+    assert backup.unsupported() == (f"backup.trn: descriptor block at offset {second_set:#x}: expected SFMB, "
+                                    "found b'SSET'")
+
+
+def test_the_filemark_ending_a_set_before_the_last_must_be_one(mssql_corpus: Path) -> None:
+    backup, marks = _two_sets(mssql_corpus)
+    backup.rename_block(marks[2], b"ESPB")
+    assert backup.unsupported() == f"backup.trn: descriptor block at offset {marks[2]:#x}: expected SFMB, found b'ESPB'"
