@@ -207,9 +207,8 @@ class BackupHeader:
         return self.backup_type == "log" and self.first_lsn == self.last_lsn
 
 
-def writer_name(version: tuple[int, int] | None, build: int | None = None) -> str:
-    if version is None:
-        return "a SQL Server version not yet read"
+def writer_name(version: tuple[int, int], build: int | None = None) -> str:
+    """"SQL Server 13.0.4001 (SQL Server 2016)": the version an SSET names, its build where known."""
     number = f"{version[0]}.{version[1]}" + (f".{build}" if build else "")
     known = PROVEN_WRITERS.get(version)
     return f"SQL Server {number}" + (f" ({known})" if known else "")
