@@ -21,11 +21,12 @@ from typing import TYPE_CHECKING
 from verification.engines.mssql.mtf import (
     COMPRESSED_MAGIC,
     BackupHeader,
+    MediaRead,
     MtfError,
     MtfUnsupported,
     NeedsServerHeaderOnly,
     TrailerIdentity,
-    read_backup_headers,
+    read_media,
     read_trailer_identity,
 )
 from verification.errors import ArchivedObjectError
@@ -216,14 +217,19 @@ def read_file(source: Source, path: str) -> FileRead:
         return FileRead(unreadable=Unreadable(path, f"{path}: not a SQL Server backup: starts with {found}",
                                               "not-a-backup"), not_backup=True, bytes_read=reader.bytes_read)
     try:
-        return FileRead(headers=read_backup_headers(reader), bytes_read=reader.bytes_read)
+        media = read_media(reader)
     except NeedsServerHeaderOnly as exc:
         return FileRead(unreadable=Unreadable(path, str(exc), "needs-server"), bytes_read=reader.bytes_read)
-    except MtfUnsupported as exc:  # a layout not known is no proof of damage
-        return FileRead(unreadable=Unreadable(path, str(exc), "unsupported"), bytes_read=reader.bytes_read)
     except MtfError as exc:
-        return FileRead(unreadable=Unreadable(path, str(exc), "corrupt", read_trailer_identity(reader)),
-                        bytes_read=reader.bytes_read)
+        media = MediaRead([], exc)
+    if media.problem is None:
+        return FileRead(headers=media.headers, bytes_read=reader.bytes_read)
+    # Whose backup the part not read was: the head of the set it lies in, else the file's last closing copy.
+    identity = media.identity or read_trailer_identity(reader)
+    # A layout not known is no proof of damage; the sets before the problem are read all the same.
+    kind = "unsupported" if isinstance(media.problem, MtfUnsupported) else "corrupt"
+    return FileRead(headers=media.headers, unreadable=Unreadable(path, str(media.problem), kind, identity),
+                    bytes_read=reader.bytes_read)
 
 
 def scan(source: Source, exclude: list[str] | None = None, cache: HeaderCache | None = None) -> Catalog:

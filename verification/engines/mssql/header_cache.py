@@ -110,8 +110,8 @@ def decode(payload: str) -> FileRead | None:
         stored = _PAYLOAD.validate_json(payload, strict=True)
     except ValidationError:
         return None
-    if (not stored.headers) == (stored.unreadable is None):
-        return None  # exactly one of the two, as read_file gives
+    if not stored.headers and stored.unreadable is None:
+        return None  # read_file gives sets, why the file (or its end) is not read, or both
     return FileRead(headers=stored.headers, unreadable=stored.unreadable, not_backup=stored.not_backup, cached=True)
 
 

@@ -40,6 +40,7 @@ header says only what the writing server's version (SSET) rules out (engines/mss
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import struct
 import uuid
@@ -96,6 +97,10 @@ class MtfError(SourceError):
         self.name, self.offset, self.expected, self.found = name, offset, expected, found
 
 
+class MtfTruncated(MtfError):
+    """The file ends before a structure it began: truncated (or, where zeros end it, still being written)."""
+
+
 class MtfUnsupported(MtfError):
     """A layout this reader does not know: an error naming the field, its offset and the writer, never damage."""
 
@@ -104,6 +109,14 @@ class MtfUnsupported(MtfError):
         self.writer = writer
         self.args = (f"{self.args[0]}: a layout restoreproof does not know (written by "
                      f"{writer or 'a SQL Server version not yet read'}), not proof of damage",)
+
+
+class _EndNotWhole(Exception):
+    """The file's end is not a closing filemark: its sets are walked to instead (read_media)."""
+
+    def __init__(self, problem: MtfError) -> None:
+        super().__init__(str(problem))
+        self.problem = problem
 
 
 class NeedsServerHeaderOnly(SourceError):
@@ -269,7 +282,7 @@ class _Image:
         """The bytes at offset, read on demand (a whole READ_CHUNK about them) where not yet held: the
         reads planned ahead are what a set usually needs, never a limit on where a structure may lie."""
         if offset < 0 or offset + length > self.size:
-            raise MtfError(self.name, offset, "structure", f"{length} bytes within the file",
+            raise MtfTruncated(self.name, offset, "structure", f"{length} bytes within the file",
                            f"the end of the file at {self.size:#x}: the file is truncated")
         for at, data in self.windows:
             if at <= offset and offset + length <= at + len(data):
@@ -286,7 +299,7 @@ def _check_block(image: _Image, offset: int, expected: set[bytes] | None = None)
     """The 52-byte block header at offset: its checksum proves it whole; a whole block of a kind
     not expected there is a layout not known, not damage."""
     if offset + COMMON_HEADER > image.size:
-        raise MtfError(image.name, offset, "descriptor block", "a complete 52-byte header",
+        raise MtfTruncated(image.name, offset, "descriptor block", "a complete 52-byte header",
                        f"end of data (file is {image.size} bytes: truncated?)")
     block = image.get(offset, COMMON_HEADER)
     kind = block[:4]
@@ -377,24 +390,26 @@ def _filemarks(image: _Image, media: _Media) -> list[int]:
     """Every filemark of the media, oldest first, from the list the last one carries: the media
     header's, then two per set (after its data, after its end-of-set blocks)."""
     if image.size % SECTOR:
-        raise MtfError(image.name, image.size, "end of file", f"a size in whole {SECTOR}-byte blocks",
-                       f"{image.size} bytes ({image.size % SECTOR} past a block boundary): the file is truncated")
+        raise _EndNotWhole(MtfTruncated(
+            image.name, image.size, "end of file", f"a size in whole {SECTOR}-byte blocks",
+            f"{image.size} bytes ({image.size % SECTOR} past a block boundary): the file is truncated"))
     last = image.size - media.filemark_bytes
     if last <= media.filemark:
-        raise MtfError(image.name, image.size, "end of file", "a backup set after the media header",
-                       f"{image.size} bytes: the file is truncated")
+        raise _EndNotWhole(MtfTruncated(image.name, image.size, "end of file", "a backup set after the media header",
+                                    f"{image.size} bytes: the file is truncated"))
     # One read for the end of the file: the last filemark and, in the same read, the last set's closing
     # blocks (its closing copy, a filemark, two ESETs) that _closing will want.
     ending = CLOSING_BYTES + 8 * media.filemark_bytes
     image.load(image.size - ending, ending)
     if not any(image.get(last, media.filemark_bytes)):
-        raise image.unsupported(last, "end of file", "a closing soft filemark (SFMB)",
-                                f"{media.filemark_bytes} zero bytes: still being written (a copy in progress "
-                                "sizes the file first), or padded in a way restoreproof does not know")
+        raise _EndNotWhole(image.unsupported(
+            last, "end of file", "a closing soft filemark (SFMB)",
+            f"{media.filemark_bytes} zero bytes: still being written (a copy in progress sizes the file first), "
+            "or padded in a way restoreproof does not know"))
     kind = image.get(last, 4)
     if kind != b"SFMB":
-        raise MtfError(image.name, last, "descriptor block", "SFMB",
-                       f"{kind!r}: the file is truncated or was never closed")
+        raise _EndNotWhole(MtfTruncated(image.name, last, "descriptor block", "SFMB",
+                                    f"{kind!r}: the file is truncated or was never closed"))
     marks = [last]
     # A filemark lists as many earlier ones as its block holds (55 in 512 bytes, 503 in 4096): once
     # more sets are appended, the oldest listed filemark's own list goes on from there.
@@ -547,15 +562,94 @@ def _read_set(image: _Image, media: _Media, opened: int, closing: int, end: int,
     )
 
 
-def read_backup_headers(reader: ByteRangeReader) -> list[BackupHeader]:
-    """Every backup set of the file, in position order."""
+@dataclass(frozen=True)
+class MediaRead:
+    """What a file's media holds: its whole backup sets, in position order, and why the rest of the
+    file (if any) could not be read: a set cut short or damaged after the sets read, or a layout not
+    known. A file whose end is whole reads with no problem; one whose end is not still gives the sets
+    before the one its end cuts (an append that failed, or a copy cut short, loses no earlier set)."""
+
+    headers: list[BackupHeader]
+    problem: MtfError | None = None
+    # Whose backup the set the problem lies in was, from that set's own head, where it could be read.
+    identity: TrailerIdentity | None = None
+
+
+def read_media(reader: ByteRangeReader) -> MediaRead:
+    """Every whole backup set of the file (a media header it cannot read raises, as read_backup_headers)."""
     image = _Image(reader)
     image.load(0, HEAD_BYTES)
     media = _media(image)
-    marks = _filemarks(image, media)
+    try:
+        marks = _filemarks(image, media)
+    except _EndNotWhole as ending:
+        found = _walk_sets(image, media, ending)
+        return dataclasses.replace(found, headers=[_with_bytes_read(h, image.bytes_read) for h in found.headers])
     headers = [_read_set(image, media, marks[2 * n], marks[2 * n + 1], marks[2 * n + 2], n + 1)
                for n in range(len(marks) // 2)]
-    return [_with_bytes_read(h, image.bytes_read) for h in headers]
+    return MediaRead([_with_bytes_read(h, image.bytes_read) for h in headers])
+
+
+def read_backup_headers(reader: ByteRangeReader) -> list[BackupHeader]:
+    """Every backup set of the file, in position order; a file with any set not whole raises."""
+    found = read_media(reader)
+    if found.problem is not None:
+        raise found.problem
+    return found.headers
+
+
+def _walk_sets(image: _Image, media: _Media, ending: _EndNotWhole) -> MediaRead:
+    """The sets of a file whose end holds no closing filemark, found from the media header forward:
+    block after block by their stream lengths (the data streams are stepped over, not read), each
+    set's filemarks where its blocks lead to them. The walk stops at the first set it cannot read
+    whole; that set (or, where every set before the end is whole, the end itself) is the problem."""
+    headers: list[BackupHeader] = []
+    opened = media.filemark
+    while opened + media.filemark_bytes < image.size:
+        start, number = opened + media.filemark_bytes, len(headers) + 1
+        if not any(image.get(start, min(SECTOR, image.size - start))):
+            break  # zeros where a set would begin: what the end's own problem says
+        try:
+            closing = _next_filemark(image, start)
+            end = _next_filemark(image, closing + media.filemark_bytes)
+            headers.append(_read_set(image, media, opened, closing, end, number))
+        except MtfError as exc:
+            # Running into the end (or the zeros ending a file being written) is what the end says;
+            # a checksum that does not match on the way is damage of its own.
+            problem = ending.problem if isinstance(exc, (MtfTruncated, MtfUnsupported)) else exc
+            return MediaRead(headers, _in_set(problem, number, start), _head_identity(image, start))
+        opened = end
+    return MediaRead(headers, ending.problem)
+
+
+def _next_filemark(image: _Image, offset: int) -> int:
+    """The first filemark (SFMB) at or after the block at offset, block by block."""
+    while True:
+        block = _check_block(image, offset)
+        if block[:4] == b"SFMB":
+            return offset
+        if block[:4] not in DBLK_TYPES:
+            raise image.unsupported(offset, "descriptor block", "a block type MTF or SQL Server defines",
+                                    repr(block[:4]))
+        _, next_offset = _streams(image, offset, block)
+        offset = next_offset
+
+
+def _in_set(exc: MtfError, number: int, start: int) -> MtfError:
+    """The error, saying which backup set of the file it lies in."""
+    exc.args = (f"{exc.args[0]} (in backup set {number}, which begins at offset {start:#x}; the sets "
+                "before it are whole and read)" if number > 1 else exc.args[0],)
+    return exc
+
+
+def _head_identity(image: _Image, start: int) -> TrailerIdentity | None:
+    """Who the set at start belongs to, by its head copy, where that much of it is whole."""
+    try:
+        config = _set_head(image, start).config
+    except (SourceError, ValueError, IndexError, struct.error):
+        return None
+    return TrailerIdentity(config.database_name, config.server_name, config.database_creation, config.backup_type,
+                           config.first_lsn, config.last_lsn, config.backup_finish)
 
 
 def _with_bytes_read(header: BackupHeader, bytes_read: int) -> BackupHeader:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.unit.engines.mssql.mtf_append import append_sets, set_ranges
 from tests.unit.sources.conftest import Bucket, s3, s3_endpoint  # noqa: F401 (pytest fixtures)
 from tests.unit.sources.s3_helpers import ola_layout
 from tests.unit.sources.test_s3 import plans_of
@@ -87,6 +88,18 @@ def test_an_entry_round_trips_to_what_the_read_gave(mssql_corpus: Path) -> None:
                                                                         result.not_backup), path
         # to the fields that take no part in ==
         assert [h.bytes_read for h in again.headers] == [h.bytes_read for h in result.headers]
+
+
+def test_a_file_of_whole_sets_and_a_cut_one_round_trips(mssql_corpus: Path, tmp_path: Path) -> None:
+    # An append cut short: the whole sets and why the rest is not read, both kept.
+    full, log = ((mssql_corpus / rel).read_bytes() for rel in ("OlaMsFilter/Simple/test_FULL_20160629_141300.bak",
+                                                              "OlaMsFilter/Simple/test_LOG_20160629_141310.trn"))
+    both = append_sets(full, log, adopt_media=True)
+    (tmp_path / "media.bak").write_bytes(both[:set_ranges(both)[1][0] + 4096])
+    result = read_file(LocalSource(tmp_path), "media.bak")
+    assert len(result.headers) == 1 and result.unreadable is not None
+    again = decode(encode(result))
+    assert again is not None and (again.headers, again.unreadable) == (result.headers, result.unreadable)
 
 
 @pytest.mark.parametrize("payload", ['{"headers": [], "unreadable": null, "not_backup": false}', "{}", "[1, 2",
