@@ -62,8 +62,7 @@ def _defect(unread: Unreadable, plan: RestorePlan) -> Problem:
     if identity is None:
         return Problem("unreadable-backup", f"{unread.path}, among the backups of {plan.database}, cannot be read: "
                                             f"{unread.reason}", files=(unread.path,))
-    what = (f"{identity.backup_type} backup {unread.path} (LSN {identity.first_lsn} to {identity.last_lsn}"
-            + (f", finished {identity.backup_finish:%Y-%m-%d %H:%M:%S}" if identity.backup_finish else "") + ")")
+    what = _what(unread)
     last = plan.chain.backups[-1] if plan.chain.backups else None
     moved = ""
     if last is not None and last.last_lsn is not None and identity.last_lsn > int(last.last_lsn):
@@ -88,6 +87,7 @@ def account(catalog: Catalog, plans: dict[int, RestorePlan]) -> tuple[list[Resto
     the plans made for databases known only from unreadable files, and every file as UnreadableFile."""
     known = list(plans.values())
     orphans: dict[tuple[str, bool], list[Unreadable]] = {}
+    unknown: dict[str, list[Unreadable]] = {}
     files: list[UnreadableFile] = []
     for unread in catalog.unreadable:
         database = None
@@ -105,9 +105,54 @@ def account(catalog: Catalog, plans: dict[int, RestorePlan]) -> tuple[list[Resto
                 if any(p.database == database for p in known):
                     database = f"{database} ({'unidentified' if derived else 'unreadable'} backups)"
                 orphans.setdefault((database, derived), []).append(unread)
+        elif unread.kind in MAY_HOLD_A_BACKUP and unread.identity is not None:
+            database = _identified_unread(catalog, plans, unread, known, unknown)
         files.append(UnreadableFile(unread.path, UnreadableKind(unread.kind), unread.reason, database))
     extra = [_orphan_plan(name, unread, derived) for (name, derived), unread in orphans.items()]
-    return extra, files
+    return extra + [_unread_plan(name, unread) for name, unread in unknown.items()], files
+
+
+def _identified_unread(catalog: Catalog, plans: dict[int, RestorePlan], unread: Unreadable,
+                       known: list[RestorePlan], unknown: dict[str, list[Unreadable]]) -> str:
+    """The database a file not read (a layout not known) names in its own configuration copy: its
+    plan is not judged where the file may change it, else the file is only listed with it; a database
+    no readable backup names gets an entry of its own, error (nothing proves its backups bad)."""
+    identity = unread.identity
+    assert identity is not None
+    owner = _owner(catalog, unread)
+    plan = plans[id(owner)] if owner is not None else None
+    if plan is None:
+        name = identity.database_name
+        if any(p.database == name for p in known):
+            name = f"{name} (unread backups)"
+        unknown.setdefault(name, []).append(unread)
+        return name
+    last = plan.chain.backups[-1] if plan.chain.backups else None
+    newer = last is None or last.last_lsn is None or identity.last_lsn > int(last.last_lsn)
+    if newer or plan.chain.status is not ChainStatus.COMPLETE:
+        plan.chain.unread.append(Problem(
+            "unread-backup", f"{_what(unread)} could not be read ({unread.kind}: {unread.reason}) and "
+            + ("may hold the backups its chain lacks" if plan.chain.status is not ChainStatus.COMPLETE
+               else "is newer than the chain's last backup"), files=(unread.path,)))
+    return plan.database
+
+
+def _what(unread: Unreadable) -> str:
+    identity = unread.identity
+    assert identity is not None
+    return (f"{identity.backup_type} backup {unread.path} (LSN {identity.first_lsn} to {identity.last_lsn}"
+            + (f", finished {identity.backup_finish:%Y-%m-%d %H:%M:%S}" if identity.backup_finish else "") + ")")
+
+
+def _unread_plan(name: str, unread: list[Unreadable]) -> RestorePlan:
+    """A database known only from backups restoreproof could not read (no damage proven): not judged."""
+    problems = [Problem("unread-backup", f"{_what(u)} could not be read ({u.kind}: {u.reason})", files=(u.path,))
+                for u in unread]
+    problem = Problem("no-readable-backup", f"no backup of {name} could be read: its only backups are in a "
+                      "layout restoreproof does not read", files=tuple(u.path for u in unread))
+    chain = Chain(ChainStatus.BROKEN, [], [problem], [RuleCheck("backup-readable", False, problem.message)],
+                  unread=problems)
+    return RestorePlan("mssql", name, chain, files=[u.path for u in unread])
 
 
 # Unread kinds that may be a backup of the database beside them: read by nobody here, so what they
@@ -152,8 +197,8 @@ def attach_unread(catalog: Catalog, plans: list[RestorePlan], modified: Callable
     """Name, on each database it may belong to, every file that may hold one of its backups and could not
     be read, where it could change the verdict (see Chain.unread): the database is then not judged."""
     for unread in catalog.unreadable:
-        if unread.kind not in MAY_HOLD_A_BACKUP:
-            continue
+        if unread.kind not in MAY_HOLD_A_BACKUP or unread.identity is not None:
+            continue  # a file that names its database is placed by `account`
         written = modified(unread.path)
         # A file no database can be placed by (logs in a folder of their own, the same database name on two
         # servers) may still fill any broken chain's gap.

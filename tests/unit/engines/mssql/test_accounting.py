@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 
 import pytest
 
 from tests.unit.factories import T0, broken_plan, complete_plan
-from verification.engines.mssql.accounting import attach_unread
+from verification.engines.mssql.accounting import account, attach_unread
 from verification.engines.mssql.catalog import Catalog, Unreadable
 from verification.model import POINT_ROUNDED_RULE, RestorePlan, RuleCheck
 
@@ -110,6 +111,41 @@ def test_a_layout_the_reader_does_not_know_is_unsupported_never_corrupt(mssql_co
     (db,) = catalog.databases
     planned = chain_plan(db, db.database, None)
     planned.files = [f for m in db.sets for f in m.files]
+    orphans, files = account(catalog, {id(db): planned})
     attach_unread(catalog, [planned], lambda _: None)
+    # Its closing copy names its database and LSNs: placed by them, not by its folder, and newer than
+    # every log read, so the database is not judged.
+    assert orphans == [] and [f.database for f in files] == ["StopAt"]
     (said,) = [p.message for p in planned.chain.unread]
-    assert said.startswith("sql2008-backups/StopAt/StopAt_23.trn could not be read (unsupported: ")
+    assert re.match(r"log backup sql2008-backups/StopAt/StopAt_23\.trn \(LSN \d+ to \d+, finished [-\d: ]+\) "
+                    r"could not be read \(unsupported: .*\) and is newer than the chain's last backup$", said), said
+
+
+def test_a_database_whose_only_backup_is_unsupported_is_named_and_error(mssql_copy) -> None:  # type: ignore[no-untyped-def]
+    """The only backup of a database in a layout the reader does not know: its closing copy still names
+    the database, which gets an entry of its own, "error" (nothing proves its backups bad), never
+    failed and never left out of the report."""
+    import struct
+
+    from verification.engines.mssql.catalog import scan
+    from verification.model import Verdict
+    from verification.sources import LocalSource
+    from verification.verdict import decide
+
+    root = mssql_copy("sql2008-backups/StopAt")
+    for other in (root / "sql2008-backups/StopAt").iterdir():
+        if other.name != "StopAt_23.trn":
+            other.unlink()
+    victim = root / "sql2008-backups/StopAt/StopAt_23.trn"
+    data = bytearray(victim.read_bytes())
+    struct.pack_into("<H", data, 64, 200)  # a soft filemark block size no SQL Server writes
+    victim.write_bytes(bytes(data))
+    catalog = scan(LocalSource(root))
+    assert catalog.databases == [] and [u.kind for u in catalog.unreadable] == ["unsupported"]
+    (plan,), files = account(catalog, {})
+    assert plan.database == "StopAt" and [f.database for f in files] == ["StopAt"]
+    verdict, reasons = decide(plan, None)
+    assert verdict is Verdict.ERROR
+    assert any(r.startswith("not judged: log backup sql2008-backups/StopAt/StopAt_23.trn (LSN ") and
+               "(unsupported: " in r for r in reasons), reasons
+    assert plan.chain.defects == []
