@@ -49,7 +49,7 @@ from datetime import datetime
 from typing import Protocol
 
 from verification.engines.mssql.encryption import offline
-from verification.engines.mssql.mtf_config import ConfigError, DatabaseFile, SetConfig, guid, parse
+from verification.engines.mssql.mtf_config import ConfigError, DatabaseFile, SetConfig, guid, identity_fields, parse
 from verification.errors import SourceError
 from verification.model import BackupEncryption
 
@@ -643,13 +643,12 @@ def _in_set(exc: MtfError, number: int, start: int) -> MtfError:
 
 
 def _head_identity(image: _Image, start: int) -> TrailerIdentity | None:
-    """Who the set at start belongs to, by its head copy, where that much of it is whole."""
+    """Who the set at start belongs to, by its head copy (SSET, then the first configuration block)."""
     try:
-        config = _set_head(image, start).config
+        _check_block(image, start, {b"SSET"})
+        return _copy_after(image, start + COMMON_HEADER, start + HEAD_BYTES)
     except (SourceError, ValueError, IndexError, struct.error):
         return None
-    return TrailerIdentity(config.database_name, config.server_name, config.database_creation, config.backup_type,
-                           config.first_lsn, config.last_lsn, config.backup_finish)
 
 
 def _with_bytes_read(header: BackupHeader, bytes_read: int) -> BackupHeader:
@@ -686,26 +685,36 @@ def read_trailer_identity(reader: ByteRangeReader) -> TrailerIdentity | None:
     try:
         image = _Image(reader)
         end = image.size // SECTOR * SECTOR
-        info = _copy_before(image, end)
-        if info is None and (data_mark := _last_data_filemark(image, end)) is not None:
-            info = _copy_before(image, data_mark)
+        found = _copy_before(image, end)
+        if found is None and (data_mark := _last_data_filemark(image, end)) is not None:
+            found = _copy_before(image, data_mark)
     except (SourceError, ValueError, IndexError, struct.error):
         return None
-    if info is None:
-        return None
-    return TrailerIdentity(info.database_name, info.server_name, info.database_creation, info.backup_type,
-                           info.first_lsn, info.last_lsn, info.backup_finish)
+    return found
 
 
-def _copy_before(image: _Image, end: int) -> SetConfig | None:
-    """The last configuration copy (MSLS/MSCI with MQCI) in the TAIL_BYTES before end, or None."""
+def _copy_before(image: _Image, end: int) -> TrailerIdentity | None:
+    """Whose backup the last configuration copy (MSLS/MSCI with MQCI) in the TAIL_BYTES before end
+    names, or None."""
     low = max(0, end - TAIL_BYTES)
     image.load(low, end - low)
-    for offset in range(end - SECTOR, low - 1, -SECTOR):
+    return _identity_at(image, range(end - SECTOR, low - 1, -SECTOR))
+
+
+def _copy_after(image: _Image, start: int, end: int) -> TrailerIdentity | None:
+    """Whose backup the first configuration copy from start (sector-aligned) names, or None."""
+    first = (start + SECTOR - 1) // SECTOR * SECTOR
+    return _identity_at(image, range(first, min(end, image.size), SECTOR))
+
+
+def _identity_at(image: _Image, offsets: range) -> TrailerIdentity | None:
+    """The identity the first configuration copy at one of `offsets` names; every block checked whole.
+    A copy whose stream says more than the reader knows (a file backup's type) still names it."""
+    for offset in offsets:
         if image.get(offset, 4) in (b"MSLS", b"MSCI"):
             streams, _ = _streams(image, offset, _check_block(image, offset))
-            if b"MQCI" in streams:
-                return _configuration(image, offset, streams[b"MQCI"])
+            if b"MQCI" in streams and (found := identity_fields(image.get(*streams[b"MQCI"]))) is not None:
+                return TrailerIdentity(**found)  # type: ignore[arg-type]
     return None
 
 

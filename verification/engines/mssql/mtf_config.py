@@ -174,6 +174,24 @@ def parse_chunks(found: list[tuple[bytes, bytes]]) -> SetConfig:
     )
 
 
+def identity_fields(data: bytes) -> dict[str, object] | None:
+    """Whose backup a configuration stream describes (names, creation, type, LSNs, finish), also where
+    the rest of it is not known (a backup type not read, such as a file backup's): enough to place the
+    file with its database. None where not even that much is whole."""
+    try:
+        scin = next((c for tag, c in chunks(data) if tag == b"SCIN"), None)
+        if scin is None or len(scin) < SCIN_BYTES:
+            return None
+        kind = chr(scin[0x57])
+        return {"database_name": _utf16(scin, 0x68), "server_name": _utf16(scin, 0x6C),
+                "database_creation": decode_mtf_date(scin[0x48:0x4D]),
+                "backup_type": BACKUP_TYPES.get(kind, f"type {kind!r}"),
+                "first_lsn": decode_lsn(scin[0x20:0x2A]), "last_lsn": decode_lsn(scin[0x2A:0x34]),
+                "backup_finish": decode_mtf_date(scin[0x52:0x57])}
+    except (ConfigError, ValueError, IndexError, struct.error):
+        return None
+
+
 def _files(found: list[tuple[bytes, bytes]]) -> tuple[DatabaseFile, ...]:
     short = next((c for tag, c in found if tag == b"SFIN" and len(c) < SFIN_BYTES), None)
     if short is not None:  # a database file the set lists but that cannot be read is never dropped

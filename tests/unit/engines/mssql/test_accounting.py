@@ -149,3 +149,34 @@ def test_a_database_whose_only_backup_is_unsupported_is_named_and_error(mssql_co
     assert any(r.startswith("not judged: log backup sql2008-backups/StopAt/StopAt_23.trn (LSN ") and
                "(unsupported: " in r for r in reasons), reasons
     assert plan.chain.defects == []
+
+
+def test_a_backup_of_a_type_not_read_is_placed_by_the_name_its_copies_give(mssql_copy) -> None:  # type: ignore[no-untyped-def]
+    """A set whose configuration names a backup type the reader does not read (F, as a file backup's
+    header says): unsupported, and still placed with its database by the name and LSNs both its
+    configuration copies give, so the report names the database and does not judge it."""
+    from verification.engines.mssql.catalog import read_file, scan
+    from verification.engines.mssql.chain import plan as chain_plan
+    from verification.sources import LocalSource
+
+    root = mssql_copy("sql2008-backups/StopAt")
+    victim = root / "sql2008-backups/StopAt/StopAt_23.trn"
+    data = bytearray(victim.read_bytes())
+    at = [m.start() for m in re.finditer(b"SCIN", data)]
+    assert len(at) == 2  # the head copy and the closing copy
+    for i in at:
+        data[i + 0x57] = ord("F")
+    victim.write_bytes(bytes(data))
+    source = LocalSource(root)
+    read = read_file(source, "sql2008-backups/StopAt/StopAt_23.trn")
+    assert read.unreadable is not None and read.unreadable.kind == "unsupported"
+    assert "SCIN backup type" in read.unreadable.reason and "'F'" in read.unreadable.reason
+    identity = read.unreadable.identity
+    assert identity is not None and (identity.database_name, identity.backup_type) == ("StopAt", "type 'F'")
+    catalog = scan(source)
+    (db,) = catalog.databases
+    planned = chain_plan(db, db.database, None)
+    orphans, files = account(catalog, {id(db): planned})
+    assert orphans == [] and [f.database for f in files] == ["StopAt"]
+    (said,) = [p.message for p in planned.chain.unread]
+    assert said.startswith("type 'F' backup sql2008-backups/StopAt/StopAt_23.trn (LSN ")
