@@ -380,7 +380,9 @@ def render(found: PageVerification) -> str:
         lines.append(f"{_file(scan.path, scan.path in found.outside)}: {scan.pages} pages, "
                      f"{scan.checksummed} checksums verified, "
                      f"{scan.without_checksum} without checksum ({scan.torn_page_protected} torn-page protected), "
-                     f"{scan.zeroed} zeroed, {scan.unformatted} never formatted, {len(scan.findings)} finding(s); "
+                     f"{scan.zeroed} zeroed, {scan.unformatted} never formatted, "
+                     + (f"{scan.stale} stale (another page's bytes in a slot not in use), " if scan.stale else "")
+                     + f"{len(scan.findings)} finding(s); "
                      f"by type: {types or 'none'}")
     lines += [f"natively compressed (no pages offline): {path}" for path in found.compressed]
     lines += list(found.not_verifiable)

@@ -61,6 +61,17 @@ one of its zero and stale pages (pages 4/5, 173-183 of difftest-full, the zeroed
 end of the full backups) is unallocated in its PFS page, so they stay counted, not reported.
 Where no file of the backup set carries the PFS page (a family whose set is not all read, below),
 or no page of the extent is formatted, nothing can be said: counted.
+The same holds for a formatted page (header version 1) that does not fit its slot: SQL Server copies
+whole extents, so an unallocated page of an allocated extent holds whatever was last on disk there,
+which may be any earlier page, with any page id and a checksum that holds or not (pages 1:42-1:47 of
+RestoreTimeClean.bak are formatted yet unallocated; public databases carry old pages of other ids in
+such slots). Such a page is judged by the PFS once the set is read, and is not recorded as met (the
+page it copies would be taken for a page written twice): in an allocated slot it is a finding, "page
+out of place", with whatever else is wrong with it (unknown type, outside its file, seen twice, its
+checksum); otherwise it is counted as stale (PageScan.stale) and not checked. This takes an extent that
+is settled: two of its pages or more agree on it, and no other extent has as many votes. Where the
+pages agree on none, or two extents tie, no page is taken for stale bytes: each is checked on its own,
+one that does not fit the winning extent is "out of place" at once.
 GAM/SGAM (extent-level) and IAM pages are not needed for this: PFS is page-level. Not seen on
 the corpus but possible: a backup is fuzzy (pages are copied while the database runs, the log in
 the backup makes them consistent on restore), so a page allocated while the backup ran could be
@@ -151,6 +162,7 @@ _KNOWN_TYPE = np.zeros(256, dtype=bool)
 _KNOWN_TYPE[list(PAGE_TYPES)] = True
 
 U32 = npt.NDArray[np.uint32]
+Problem = tuple[str, int | None, int | None]  # a finding's reason, stored and computed checksums
 
 
 @dataclass(frozen=True)
@@ -259,6 +271,30 @@ def torn_sectors(page: bytes) -> list[int]:
     return [sector for sector in range(1, SECTORS) if page[sector * SECTOR + SECTOR - 1] & 3 != pattern]
 
 
+def protection(page: bytes, header: PageHeader, computed: int) -> tuple[str, Problem | None]:
+    """How a page is protected ("checksum"; "torn": torn-page bits; "none") and what that protection
+    says is wrong with it, if anything."""
+    if header.has_checksum:
+        if computed != header.stored_checksum:
+            return "checksum", ("checksum mismatch", header.stored_checksum, computed)
+        return "checksum", None
+    if header.stored_checksum and _flag_cleared(page, header):
+        # The field holds the checksum of this very page with the flag set (a chance match is one in
+        # 2**32): it was written with one, and a damaged m_flagBits hides it. Said, never counted as a
+        # page without protection.
+        return "none", (f"checksum flag cleared: m_flagBits {header.flag_bits:#06x} lacks 0x200, "
+                        "yet the stored field is the checksum of the page with it set", header.stored_checksum,
+                        computed)
+    if header.has_torn_bits:
+        torn = torn_sectors(page)
+        if torn:
+            return "torn", (f"torn page: sector{'s' if len(torn) > 1 else ''} "
+                            f"{', '.join(map(str, torn))} do{'' if len(torn) > 1 else 'es'} not end in "
+                            f"the write's pattern {header.stored_checksum & 3:02b}", None, None)
+        return "torn", None
+    return "none", None
+
+
 @dataclass(frozen=True)
 class PageFinding:
     """One thing wrong with one page: where it is in the backup file and what it says it is."""
@@ -289,6 +325,9 @@ class PageScan:
     # page for sure. None at all in a file of pages means they are not plain (encrypted, overwritten):
     # a lone page of noise can look formatted by chance, two agreeing on their extent cannot.
     placed: int = 0
+    # Formatted pages that do not fit their slot, in a slot the PFS does not mark allocated: an earlier
+    # page's bytes left in an unused page of an allocated extent (see `_Scan.misplaced`). Counted, not checked.
+    stale: int = 0
 
 
 @dataclass(frozen=True)
@@ -448,6 +487,15 @@ class _Seen:
             array[page_id >> 3] = self.slow
         return None
 
+    def met(self, file_id: int, page_id: int) -> int | None:
+        """Where a page was met, without recording anything; None if it was not."""
+        array = self.extents.get(file_id)
+        if array is not None and page_id >> 3 < len(array):
+            mark = int(array[page_id >> 3])
+            if mark not in (0, self.slow):
+                return mark - 1 + (page_id & 7)
+        return self.pages.get((file_id, page_id))
+
     def extents_met(self, file_id: int, extents: npt.NDArray[np.int64],
                     positions: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
         """Record whole extents of one file; a mask of those that need a page-by-page look."""
@@ -464,15 +512,27 @@ class _Seen:
         return again
 
 
+@dataclass(frozen=True)
+class _Misplaced:
+    """What a formatted page that does not fit its slot would be found to be, if its slot is in use."""
+
+    position: int
+    protection: str  # how it counts once judged: "checksum", "torn" or "none" (see `protection`)
+    problems: tuple[Problem, ...]  # its place first, then its type and file
+    damage: Problem | None  # what its checksum or torn-page bits say
+
+
 @dataclass
 class _Pending:
-    """A zero or unformatted page whose slot names a page: a finding if the PFS marks it allocated."""
+    """A zero, unformatted or misplaced page whose slot names a page: a finding only if the PFS marks
+    that page allocated."""
 
     offset: int
     file_id: int
     page_id: int
     header: PageHeader
     what: str
+    misplaced: _Misplaced | None = None
 
 
 @dataclass(frozen=True)
@@ -575,7 +635,7 @@ class _Scan:
     def __init__(self, path: str, files: Mapping[int, int] | None, together: _Together) -> None:
         self.path = path
         self.files = files
-        self.pages = self.checksummed = self.without = self.torn = self.zeroed = self.unformatted = 0
+        self.pages = self.checksummed = self.without = self.torn = self.zeroed = self.unformatted = self.stale = 0
         self.placed = 0
         self.bytes = 0
         self.by_type = np.zeros(256, dtype=np.int64)
@@ -664,12 +724,15 @@ class _Scan:
         expected, agreed = votes.most_common(1)[0] if votes else (None, 0)
         if agreed >= 2:
             self.placed += agreed
+        # Which extent this is, for sure: two pages or more agree on it and no other extent has as many.
+        settled = agreed >= 2 and (len(votes) == 1 or votes.most_common(2)[1][1] < agreed)
         for slot, (page, header) in enumerate(zip(pages, headers, strict=True)):
             self.page(offset + (start + slot) * PAGE, self.position + start + slot, page, header, slot,
-                      expected, int(computed[start + slot]), data, start + slot)
+                      expected, int(computed[start + slot]), data, start + slot, settled)
 
     def page(self, offset: int, position: int, page: bytes, header: PageHeader, slot: int,
-             expected: tuple[int, int] | None, computed: int, data: memoryview, at: int) -> None:
+             expected: tuple[int, int] | None, computed: int, data: memoryview, at: int,
+             settled: bool = False) -> None:
         self.pages += 1
         fits = expected is not None and (header.file_id, header.page_id) == (expected[0], expected[1] + slot)
         if page == ZERO_PAGE:
@@ -683,80 +746,123 @@ class _Scan:
                           f"{header.header_version}, page id {header.name})")
                 return
         elif expected is not None and not fits:
-            self.finding(offset, header, f"page out of place: slot {slot} of the extent of "
-                         f"{expected[0]}:{expected[1]} holds page {header.name}")
+            if settled:
+                self.misplaced(offset, position, page, header, slot, expected, computed)
+                return
+            # Extents in a tie: which pages are out of place is not known, so none is taken for stale bytes.
+            self.finding(offset, header, f"page out of place: slot {slot} of the extent of {expected[0]}:"
+                         f"{expected[1]} holds page {header.name}")
         self.by_type[header.page_type] += 1
         if header.header_version == 1 and header.page_type not in PAGE_TYPES:
             self.finding(offset, header, f"unknown page type {header.page_type}")
         if header.file_id != 0:
-            self.belongs(offset, header)
+            if (outside := self.outside(header)) is not None:
+                self.finding(offset, header, outside)
             first = self.seen.page(header.file_id, header.page_id, position)
             if first is not None and not self.together.refreshed(first, position):
                 self.finding(offset, header, f"page {header.name} seen twice: first at offset {self.where(first)}")
         if self.check(offset, page, header, computed) and fits and header.page_type == TYPE_PFS:
             self.keep_pfs(header.file_id, header.page_id, data, at)
 
-    def belongs(self, offset: int, header: PageHeader) -> None:
+    def misplaced(self, offset: int, position: int, page: bytes, header: PageHeader, slot: int,
+                  expected: tuple[int, int], computed: int) -> None:
+        """A formatted page whose header names another page than the one its extent's pages agree on.
+
+        SQL Server copies whole extents: an unallocated page of an allocated extent is copied as it
+        lies on disk, and may hold the bytes of any page that was there before (header version 1, any
+        page id, a checksum that holds or not). So such a page is judged by the PFS once the whole set
+        is read (`allocation`): what is wrong with it is a finding only if its slot is allocated. It is
+        not recorded as met, lest the page it copies be taken for a page written twice."""
+        problems: list[Problem] = [(f"page out of place: slot {slot} of the extent of {expected[0]}:{expected[1]} "
+                                    f"holds page {header.name}", None, None)]
+        if header.page_type not in PAGE_TYPES:
+            problems.append((f"unknown page type {header.page_type}", None, None))
+        if header.file_id != 0 and (outside := self.outside(header)) is not None:
+            problems.append((outside, None, None))
+        kind, damage = protection(page, header, computed)
+        self.pending.append(_Pending(offset, expected[0], expected[1] + slot, header, "is out of place",
+                                     _Misplaced(position, kind, tuple(problems), damage)))
+
+    def outside(self, header: PageHeader) -> str | None:
+        """Why the page's id is not a page of the database's files, if it is not."""
         if self.files is None:
-            return
+            return None
         size = self.files.get(header.file_id)
         if size is None:
-            self.finding(offset, header, f"file id {header.file_id} is not a file of the database "
-                         f"(files {', '.join(str(f) for f in sorted(self.files))})")
-        elif header.page_id >= size:
-            self.finding(offset, header, f"page {header.name} lies past the end of file {header.file_id} "
-                         f"({size} pages)")
+            return (f"file id {header.file_id} is not a file of the database "
+                    f"(files {', '.join(str(f) for f in sorted(self.files))})")
+        if header.page_id >= size:
+            return f"page {header.name} lies past the end of file {header.file_id} ({size} pages)"
+        return None
 
     def pend(self, offset: int, expected: tuple[int, int] | None, slot: int, header: PageHeader,
              what: str) -> None:
         if expected is not None:
             self.pending.append(_Pending(offset, expected[0], expected[1] + slot, header, what))
 
-    def check(self, offset: int, page: bytes, header: PageHeader, computed: int) -> bool:
-        if header.has_checksum:
+    def protected(self, kind: str) -> None:
+        if kind == "checksum":
             self.checksummed += 1
-            if computed != header.stored_checksum:
-                self.finding(offset, header, "checksum mismatch", header.stored_checksum, computed)
-                return False
-            return True
-        self.without += 1
-        if header.stored_checksum and _flag_cleared(page, header):
-            # The field holds the checksum of this very page with the flag set (a chance match is one
-            # in 2**32): it was written with one, and a damaged m_flagBits hides it. Said, never counted
-            # as a page without protection.
-            self.finding(offset, header, f"checksum flag cleared: m_flagBits {header.flag_bits:#06x} lacks 0x200, "
-                         "yet the stored field is the checksum of the page with it set", header.stored_checksum,
-                         computed)
-            return False
-        if header.has_torn_bits:
+        else:
+            self.without += 1
+        if kind == "torn":
             self.torn += 1
-            torn = torn_sectors(page)
-            if torn:
-                self.finding(offset, header, f"torn page: sector{'s' if len(torn) > 1 else ''} "
-                             f"{', '.join(map(str, torn))} do{'' if len(torn) > 1 else 'es'} not end in "
-                             f"the write's pattern {header.stored_checksum & 3:02b}")
-                return False
-        return True
+
+    def check(self, offset: int, page: bytes, header: PageHeader, computed: int) -> bool:
+        kind, damage = protection(page, header, computed)
+        self.protected(kind)
+        if damage is not None:
+            self.finding(offset, header, *damage)
+        return damage is None
 
     def allocation(self) -> None:
-        """Judge the zero and unformatted pages by the PFS pages: once every family of the set is read."""
+        """Judge the zero, unformatted and misplaced pages by the PFS pages: once every family of the set is read."""
         for pending in self.pending:
-            interval = pending.page_id // PFS_INTERVAL
-            known = self.together.pfs.get((pending.file_id, interval))
-            if known is not None and known[0][pending.page_id % PFS_INTERVAL]:
-                pfs = PFS_INTERVAL * interval or 1
-                read_in = "" if known[1] == self.path else f" in {known[1]}"
-                self.finding(pending.offset, pending.header,
-                             f"page {pending.file_id}:{pending.page_id} is allocated (PFS page "
-                             f"{pending.file_id}:{pfs}{read_in}) but {pending.what}",
+            allocated = self.allocated(pending)
+            if pending.misplaced is not None:
+                self.judge_misplaced(pending, pending.misplaced, allocated)
+            elif allocated is not None:
+                self.finding(pending.offset, pending.header, f"{allocated} but {pending.what}",
                              name=f"{pending.file_id}:{pending.page_id}")
+
+    def allocated(self, pending: _Pending) -> str | None:
+        """"page f:p is allocated (PFS page ...)" where a PFS page read in the set says so; else None
+        (not allocated, or no PFS page of the set covers it)."""
+        interval = pending.page_id // PFS_INTERVAL
+        known = self.together.pfs.get((pending.file_id, interval))
+        if known is None or not known[0][pending.page_id % PFS_INTERVAL]:
+            return None
+        read_in = "" if known[1] == self.path else f" in {known[1]}"
+        return (f"page {pending.file_id}:{pending.page_id} is allocated "
+                f"(PFS page {pending.file_id}:{PFS_INTERVAL * interval or 1}{read_in})")
+
+    def judge_misplaced(self, pending: _Pending, misplaced: _Misplaced, allocated: str | None) -> None:
+        """A page out of place in an allocated slot is damage, said with all that is wrong with it; in a
+        slot not in use (or that no PFS page covers) it is an earlier page's bytes: counted, not checked."""
+        header = pending.header
+        if allocated is None:
+            self.stale += 1
+            return
+        self.by_type[header.page_type] += 1
+        self.protected(misplaced.protection)
+        (place, _, _), *problems = misplaced.problems
+        self.finding(pending.offset, header, f"{place}, and {allocated}")
+        for reason, stored, computed in problems:
+            self.finding(pending.offset, header, reason, stored, computed)
+        other = self.seen.met(header.file_id, header.page_id) if header.file_id else None
+        position = misplaced.position
+        if other is not None and not self.together.refreshed(min(other, position), max(other, position)):
+            self.finding(pending.offset, header, f"page {header.name} seen twice: "
+                         f"{'first' if other < position else 'also'} at offset {self.where(other)}")
+        if misplaced.damage is not None:
+            self.finding(pending.offset, header, *misplaced.damage)
 
     def result(self) -> PageScan:
         """The file's counts and findings: after `allocation`, which needs the whole set read."""
         by_type = {int(kind): int(n) for kind, n in enumerate(self.by_type) if n}
         findings = tuple(sorted(self.findings, key=lambda finding: finding.offset))  # stable: per page, in order
         return PageScan(self.path, self.pages, self.checksummed, self.without, self.torn, self.zeroed,
-                        self.unformatted, by_type, findings, self.bytes, self.placed)
+                        self.unformatted, by_type, findings, self.bytes, self.placed, self.stale)
 
 
 class _Into(Protocol):

@@ -262,6 +262,8 @@ def test_the_evidence_file_says_everything_word_for_word():
         "0x9abcdef0)\n\nlast clean CHECKDB on the source: not found (no data backup of the chain carries the boot "
         "page)\nread 99 bytes in 0.123 s\n")
     assert "by type: none" in render(PageVerification([replace(scan_of(), by_type={})]))
+    assert ("2 zeroed, 0 never formatted, 3 stale (another page's bytes in a slot not in use), 0 finding(s)"
+            in render(PageVerification([replace(scan_of(), stale=3)])))
 
 
 def test_findings_past_the_shown_ones_point_to_the_evidence_even_unnamed():

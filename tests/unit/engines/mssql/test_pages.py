@@ -127,6 +127,7 @@ def test_every_checksummed_page_of_the_corpus_verifies(mssql_corpus, rel):
     assert result.findings == ()
     assert result.torn_page_protected == 0  # no formatted page of the corpus relies on torn-page bits
     assert sum(result.by_type.values()) == pages - zeroed - unformatted
+    assert result.stale == 0
     assert result.bytes_checked == pages * PAGE
     assert scan(mssql_corpus, rel) == result  # without the file list: the same, nothing to report either
 
@@ -250,8 +251,10 @@ def test_two_pages_swapped(mssql_copy):
     result = damaged(mssql_copy, edit)
     # Each page's own checksum still holds: only where it sits gives the swap away.
     assert result.findings == (
-        PageFinding(FULL, page_at(16), "1:25", 19, 1, "page out of place: slot 0 of the extent of 1:16 holds page 1:25"),
-        PageFinding(FULL, page_at(25), "1:16", 7, 0, "page out of place: slot 1 of the extent of 1:24 holds page 1:16"),
+        PageFinding(FULL, page_at(16), "1:25", 19, 1, "page out of place: slot 0 of the extent of 1:16 holds page 1:25, and page 1:16 is "
+                    "allocated (PFS page 1:1)"),
+        PageFinding(FULL, page_at(25), "1:16", 7, 0, "page out of place: slot 1 of the extent of 1:24 holds page 1:16, and page 1:25 is "
+                    "allocated (PFS page 1:1)"),
     )
     assert result.checksummed == 159
 
@@ -262,7 +265,8 @@ def test_a_page_copied_over_another(mssql_copy):
 
     result = damaged(mssql_copy, edit)
     assert result.findings == (
-        PageFinding(FULL, page_at(57), "1:56", 60, 1, "page out of place: slot 1 of the extent of 1:56 holds page 1:56"),
+        PageFinding(FULL, page_at(57), "1:56", 60, 1, "page out of place: slot 1 of the extent of 1:56 holds page 1:56, "
+                    "and page 1:57 is allocated (PFS page 1:1)"),
         PageFinding(FULL, page_at(57), "1:56", 60, 1, f"page 1:56 seen twice: first at offset {page_at(56):#x}"),
     )
 
@@ -409,6 +413,117 @@ def test_a_stale_page_the_pfs_says_is_allocated(mssql_copy):
     assert result.unformatted == 10
 
 
+# SQL Server backs up whole extents: an unallocated page of an allocated extent is copied as it lies on
+# disk, and may hold the bytes of any page that was there before. In FULL, pages 1:42-1:47 are such pages
+# (PFS bytes 0x20/0x30: not allocated, yet formatted), beside 1:40 and 1:41, allocated (0x40).
+UNALLOCATED, ALLOCATED = 45, 40
+
+
+def pfs_allocated(data: bytes | bytearray, page: int) -> bool:
+    return bool(data[page_at(1) + 0x64 + page] & 0x40)  # PFS page 1:1, slot k of the stream is page 1:k
+
+
+def copy_of_56_over(slot: int):  # type: ignore[no-untyped-def]
+    def edit(data: bytearray) -> None:
+        data[page_at(slot):page_at(slot + 1)] = data[page_at(56):page_at(57)]
+    return edit
+
+
+def test_another_page_s_bytes_in_an_unallocated_slot_are_stale_not_damage(mssql_copy):
+    # Page 1:56 (valid checksum) copied over unallocated 1:45: out of place, but the slot is not in use.
+    # The real 1:56, met later, is not taken for a page written twice.
+    result = damaged(mssql_copy, lambda data: (assert_allocated(data, UNALLOCATED, False),
+                                               copy_of_56_over(UNALLOCATED)(data)), files=FULL_FILES)
+    assert result.findings == ()
+    assert (result.stale, result.checksummed, result.unformatted, result.pages) == (1, 158, 0, 168)
+    assert sum(result.by_type.values()) == result.pages - result.zeroed - result.unformatted - result.stale
+    assert result.by_type[1] == 63  # 1:45, a data page, is no longer counted as one
+
+
+def test_another_page_s_bytes_in_an_allocated_slot_are_damage(mssql_copy):
+    result = damaged(mssql_copy, lambda data: (assert_allocated(data, ALLOCATED, True),
+                                               copy_of_56_over(ALLOCATED)(data)), files=FULL_FILES)
+    assert result.findings == (
+        PageFinding(FULL, page_at(ALLOCATED), "1:56", 60, 1, "page out of place: slot 0 of the extent of 1:40 holds "
+                    "page 1:56, and page 1:40 is allocated (PFS page 1:1)"),
+        PageFinding(FULL, page_at(ALLOCATED), "1:56", 60, 1,
+                    f"page 1:56 seen twice: also at offset {page_at(56):#x}"),
+    )
+    assert (result.stale, result.checksummed) == (0, 159)
+
+
+def renamed_and_garbled(slot: int):  # type: ignore[no-untyped-def]
+    """The page in `slot` given the id 1:200 and a body byte changed, its checksum left as it was."""
+    def edit(data: bytearray) -> None:
+        data[page_at(slot) + 0x20] = 200
+        data[page_at(slot) + 4000] ^= 0x5A
+    return edit
+
+
+def assert_allocated(data: bytearray, page: int, allocated: bool) -> None:
+    assert pfs_allocated(data, page) is allocated  # as SQL Server left it
+
+
+def test_a_page_with_a_bad_checksum_in_an_unallocated_slot_is_stale(mssql_copy):
+    result = damaged(mssql_copy, lambda data: (assert_allocated(data, UNALLOCATED, False),
+                                               renamed_and_garbled(UNALLOCATED)(data)), files=FULL_FILES)
+    assert result.findings == ()
+    assert (result.stale, result.checksummed) == (1, 158)
+
+
+def test_a_page_with_a_bad_checksum_in_an_allocated_slot_is_damage_said_in_full(mssql_copy):
+    root = mssql_copy(FULL)
+    data = bytearray((root / FULL).read_bytes())
+    assert_allocated(data, ALLOCATED, True)
+    renamed_and_garbled(ALLOCATED)(data)
+    (root / FULL).write_bytes(bytes(data))
+    computed = page_checksum(bytes(data[page_at(ALLOCATED):page_at(ALLOCATED + 1)]))
+    result = scan(root, FULL, FULL_FILES)
+    assert result.findings == (
+        PageFinding(FULL, page_at(ALLOCATED), "1:200", 41, 1, "page out of place: slot 0 of the extent of 1:40 holds "
+                    "page 1:200, and page 1:40 is allocated (PFS page 1:1)"),
+        PageFinding(FULL, page_at(ALLOCATED), "1:200", 41, 1, "checksum mismatch", 0xFBC432BA, computed),
+    )
+    assert computed != 0xFBC432BA
+    assert (result.stale, result.checksummed) == (0, 159)
+
+
+def test_a_page_out_of_place_past_its_file_in_an_allocated_slot_says_both(mssql_copy):
+    # Page 1:200 of a 160-page file 1: out of place and past the end, each said, only because the slot is in use.
+    files = {1: 160, 2: 72}
+    result = damaged(mssql_copy, renamed_and_garbled(ALLOCATED), files=files)
+    at_slot = [f.reason for f in result.findings if f.offset == page_at(ALLOCATED)]
+    assert at_slot == ["page out of place: slot 0 of the extent of 1:40 holds page 1:200, and page 1:40 is "
+                       "allocated (PFS page 1:1)", "page 1:200 lies past the end of file 1 (160 pages)",
+                       "checksum mismatch"]
+    unallocated = damaged(mssql_copy, renamed_and_garbled(UNALLOCATED), files=files)
+    assert not [f for f in unallocated.findings if f.offset == page_at(UNALLOCATED)]
+
+
+def test_an_extent_in_a_tie_takes_no_page_for_stale_bytes(mssql_copy):
+    # Slots 4-7 of extent 1:40 (pages 1:44-1:47, not allocated) given copies of 1:60-1:63: four pages
+    # vote for 1:40, four for 1:56. Which half is out of place is not known: found at once, PFS or not.
+    def edit(data: bytearray) -> None:
+        data[page_at(44):page_at(48)] = data[page_at(60):page_at(64)]
+
+    result = damaged(mssql_copy, edit, files=FULL_FILES)
+    assert [(f.offset, f.reason) for f in result.findings if "out of place" in f.reason] == [
+        (page_at(44 + k), f"page out of place: slot {4 + k} of the extent of 1:40 holds page 1:{60 + k}")
+        for k in range(4)]
+    assert result.stale == 0
+
+
+def test_a_misplaced_page_whose_slot_no_pfs_page_covers_is_counted_not_reported(mssql_copy):
+    # Stripe 2 read alone has no PFS page: nothing proves the slot in use, as for zero pages.
+    root = mssql_copy(STRIPE2)
+    victim = root / STRIPE2
+    data = bytearray(victim.read_bytes())
+    data[0x54200:0x54200 + PAGE] = data[0x52200:0x52200 + PAGE]  # 1:56 over 1:57
+    victim.write_bytes(bytes(data))
+    alone = scan(root, STRIPE2, STRIPE_FILES)
+    assert alone.findings == () and alone.stale == 1
+
+
 def test_a_page_past_the_end_of_its_file(mssql_corpus):
     # The same backup checked against a file list that says file 1 has 100 pages.
     result = scan(mssql_corpus, FULL, {1: 100, 2: 72})
@@ -425,7 +540,7 @@ def test_a_page_naming_a_file_the_database_does_not_have(mssql_copy):
 
     result = damaged(mssql_copy, edit, files=FULL_FILES)
     assert [f.reason for f in result.findings] == [
-        "page out of place: slot 0 of the extent of 1:56 holds page 5:56",
+        "page out of place: slot 0 of the extent of 1:56 holds page 5:56, and page 1:56 is allocated (PFS page 1:1)",
         "file id 5 is not a file of the database (files 1, 2)"]
     assert {f.page for f in result.findings} == {"5:56"}
 
@@ -642,7 +757,8 @@ def test_a_page_seen_twice_within_one_family_of_a_set_names_no_other_file(mssql_
     victim.write_bytes(bytes(data))
     _, two = scan_families(root, [STRIPE1, STRIPE2], STRIPE_FILES)
     assert two.findings == (
-        PageFinding(STRIPE2, 0x54200, "1:56", 41, 1, "page out of place: slot 1 of the extent of 1:56 holds page 1:56"),
+        PageFinding(STRIPE2, 0x54200, "1:56", 41, 1, "page out of place: slot 1 of the extent of 1:56 holds page 1:56, "
+                    f"and page 1:57 is allocated (PFS page 1:1 in {STRIPE1})"),
         PageFinding(STRIPE2, 0x54200, "1:56", 41, 1, "page 1:56 seen twice: first at offset 0x52200"),
     )
 
