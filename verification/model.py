@@ -205,6 +205,9 @@ class BackupSet:
     position: int | None = None
     writer: str | None = None
     layout_proven: bool | None = None
+    # SQL Server: where the set begins in its file (its SSET block), so that its pages are found without
+    # reading the file's headers again; None: not known.
+    set_offset: int | None = None
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
 

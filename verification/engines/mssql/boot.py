@@ -118,10 +118,10 @@ def decode_datetime(raw: bytes) -> datetime | None:
     return EPOCH + timedelta(days=days, milliseconds=(ticks * 10 + 1) // 3)
 
 
-def read_boot_page(reader: ByteRangeReader, position: int | None = None) -> BootPage | None:
-    """The boot page of a full or differential backup (set `position` of its file, the first by default);
-    None if this file does not carry it (a stripe)."""
-    found = _find(reader, position)
+def read_boot_page(reader: ByteRangeReader, start: int = 0) -> BootPage | None:
+    """The boot page of a full or differential backup (the set whose SSET block is at `start` in its file,
+    the first set by default: pages.locate_data_streams); None if this file does not carry it (a stripe)."""
+    found = _find(reader, start)
     if found is None:
         return None
     offset, page = found
@@ -134,8 +134,8 @@ def read_boot_page(reader: ByteRangeReader, position: int | None = None) -> Boot
     return _decode(reader.name, offset, page, "valid", stored, computed)
 
 
-def _find(reader: ByteRangeReader, position: int | None) -> tuple[int, bytes] | None:
-    for stream in locate_data_streams(reader, position):
+def _find(reader: ByteRangeReader, start: int) -> tuple[int, bytes] | None:
+    for stream in locate_data_streams(reader, start):
         for first in range(0, stream.pages, EXTENT):
             count = min(EXTENT, stream.pages - first)
             offset = stream.offset + first * PAGE

@@ -97,6 +97,7 @@ def _backup_set(media: MediaSet, header: BackupHeader) -> BackupSet:
         database_files=tuple(BackupFile(f.logical_name, f.file_type, f.size_bytes, f.file_id, f.filegroup,
                                         f.physical_name) for f in h.files),
         encryption=h.encryption, position=header.position, writer=h.writer, layout_proven=h.layout_proven,
+        set_offset=header.set_offset,
     )
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 
 from verification.engines.base import Evidence
 from verification.engines.mssql.boot import CHECKDB, BootPage, read_boot_page
-from verification.engines.mssql.mtf import MtfError, MtfUnsupported, NeedsServerHeaderOnly
+from verification.engines.mssql.mtf import MtfError, MtfUnsupported, NeedsServerHeaderOnly, read_backup_headers
 from verification.engines.mssql.pages import PAGE, PAGE_TYPES, PageFinding, PageScan, SetScan
 from verification.errors import SourceError
 from verification.model import (
@@ -191,11 +191,14 @@ def no_plain_page(scan: PageScan) -> str | None:
 def read_pages(source: Source, paths: Iterable[str | Sequence[str]],
                owners: Mapping[str, Mapping[int, int] | None] | None = None,
                encrypted: Mapping[str, str] | None = None,
-               where: Mapping[str, tuple[str, int | None]] | None = None) -> PageVerification:
+               where: Mapping[str, tuple[str, int | None]] | None = None,
+               starts: SetStarts | None = None) -> PageVerification:
     """Scan every backup: each item of `paths` is one backup set, a file or the files of its families,
     which are read as one backup (pages.SetScan); what one family's file could not give is said of it.
     A file of `encrypted` (path -> how that is known) is not read: its pages cannot be judged offline.
-    `where` places a backup named otherwise than by its path (`set_names`): name -> (path, position)."""
+    `where` places a backup named otherwise than by its path (`set_names`): name -> (path, position);
+    `starts` says where each position begins (by default, from each file's headers, read once)."""
+    starts = starts or SetStarts(source)
     found = PageVerification()
     started = time.perf_counter()
     for item in paths:
@@ -207,7 +210,7 @@ def read_pages(source: Source, paths: Iterable[str | Sequence[str]],
             file, position = (where or {}).get(path, (path, None))
             reader = SourceFile(source, file)
             try:
-                family.add(reader, (owners or {}).get(path), position, path)
+                family.add(reader, (owners or {}).get(path), starts.start(file, position), path)
             except NeedsServerHeaderOnly:
                 found.compressed.append(path)
             except MtfUnsupported as exc:
@@ -225,17 +228,44 @@ def read_pages(source: Source, paths: Iterable[str | Sequence[str]],
                 found.scans.append(scan)
             else:
                 found.not_verifiable.append(why)
-    found.boot = _newest_boot_page(source, [scan.path for scan in found.scans], where or {})
+    found.boot = _newest_boot_page(source, [scan.path for scan in found.scans], where or {}, starts)
     found.seconds = time.perf_counter() - started
     return found
 
 
-def _newest_boot_page(source: Source, paths: list[str],
-                      where: Mapping[str, tuple[str, int | None]] | None = None) -> BootPage | None:
+class SetStarts:
+    """Where each backup set read begins in its file (pages.locate_data_streams' `start`): 0 for a file's
+    first set (walked from its media header), else its SSET block as the file's headers placed it when
+    they were catalogued (`known`, from BackupSet.set_offset), so that no file's headers are read again
+    for each of its sets. Where that is not known (a plan made without it) the file's headers are read,
+    once per file, raising what reading them raises."""
+
+    def __init__(self, source: Source, known: Mapping[tuple[str, int], int] | None = None) -> None:
+        self.source = source
+        self.known = dict(known or {})
+        self.read: dict[str, dict[int, int]] = {}
+
+    def start(self, file: str, position: int | None) -> int:
+        if position is None or position == 1:
+            return 0
+        if (file, position) in self.known:
+            return self.known[(file, position)]
+        if file not in self.read:
+            self.read[file] = {h.position: h.set_offset for h in read_backup_headers(SourceFile(self.source, file))}
+        offsets = self.read[file]
+        if position not in offsets:
+            raise SourceError(f"{file}: holds {len(offsets)} backup set(s), not set {position}: the file changed "
+                              "since it was planned")
+        return offsets[position]
+
+
+def _newest_boot_page(source: Source, paths: list[str], where: Mapping[str, tuple[str, int | None]] | None = None,
+                      starts: SetStarts | None = None) -> BootPage | None:
+    starts = starts or SetStarts(source)
     for path in reversed(paths):  # the chain's order: the newest data backup last
         file, position = (where or {}).get(path, (path, None))
         try:
-            boot = read_boot_page(SourceFile(source, file), position)
+            boot = read_boot_page(SourceFile(source, file), starts.start(file, position))
         except (SourceError, OSError):
             continue  # the page scan of the same file has already said what is wrong with it
         if boot is not None:
@@ -400,8 +430,9 @@ def _grouped(paths: list[str], backups: list[BackupSet]) -> list[list[str]]:
     copied, or an appended file beside an older version of itself): it starts a group of its own, so
     its pages are never taken for the same pages written twice."""
     names = set_names(backups)
-    guids = {_name(b, names): b.backup_set_guid for b in backups if b.path}
-    families = {_name(b, names): b.family for b in backups if b.path}
+    data = [b for b in backups if b.path and b.type is not BackupType.LOG]  # as in read_and_judge
+    guids = {_name(b, names): b.backup_set_guid for b in data}
+    families = {_name(b, names): b.family for b in data}
     groups: list[tuple[str | None, list[str], set[str | None]]] = []
     for path in paths:
         guid, family = guids.get(path), families.get(path)
@@ -447,10 +478,17 @@ def read_and_judge(plan: RestorePlan, source: Source, evidence: Evidence,
     scope = page_scope(plan, pages)
     backups = _backups(plan)
     names = set_names(backups)
-    where = {_name(b, names): (b.path, b.position) for b in backups if b.path}
-    owners = {_name(b, names): page_owners(b) for b in backups if b.path}
+    # Data backups only: a log set appended to the same file goes by the file's bare name too (`_name`).
+    data = [b for b in backups if b.path and b.type is not BackupType.LOG]
+    where = {_name(b, names): (b.path, b.position) for b in data if b.path}
+    owners = {_name(b, names): page_owners(b) for b in data}
+    # Where each set begins, as the catalogue read it: no file's headers read again per set (S3 reads).
+    starts = SetStarts(source, {(b.path, b.position): b.set_offset for b in data
+                                if b.path and b.position is not None and b.set_offset is not None})
     # Read apart, so that the boot page is the chain's; each reading is of whole backup sets.
-    found = combined(read_pages(source, _grouped(scope.chain, backups), owners, encrypted_sets(backups), where),
-                     read_pages(source, _grouped(scope.others, backups), owners, encrypted_sets(backups), where),
+    found = combined(read_pages(source, _grouped(scope.chain, backups), owners, encrypted_sets(backups), where,
+                                starts),
+                     read_pages(source, _grouped(scope.others, backups), owners, encrypted_sets(backups), where,
+                                starts),
                      scope)
     return judge(found, evidence.write(EVIDENCE, render(found))), found

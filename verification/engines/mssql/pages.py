@@ -127,7 +127,6 @@ from verification.engines.mssql.mtf import (
     MtfError,
     NeedsServerHeaderOnly,
     header_checksum,
-    read_backup_headers,
     stream_checksum,
 )
 from verification.errors import SourceError
@@ -376,21 +375,22 @@ def _block_streams(reader: ByteRangeReader, offset: int, block: bytes,
     raise MtfError(reader.name, offset, "stream list", "an SPAD stream ending the block", "none")
 
 
-def set_start(reader: ByteRangeReader, position: int) -> int:
-    """Where backup set `position` of a file of appended sets (BACKUP ... WITH NOINIT) begins: its SSET
-    block, as the media's own filemark list places it (mtf.read_backup_headers)."""
-    headers = read_backup_headers(reader)
-    found = next((h for h in headers if h.position == position), None)
-    if found is None:
-        raise SourceError(f"{reader.name}: holds {len(headers)} backup set(s), not set {position}: the file changed "
+def _set_block(reader: ByteRangeReader, start: int, size: int) -> None:
+    """That the set the caller placed at `start` (its SSET block, as the file's filemark list placed it
+    when the file was catalogued) is still there: otherwise the file changed since, which proves no damage."""
+    block = reader.read(start, COMMON_HEADER) if start + COMMON_HEADER <= size else b""
+    if (len(block) < COMMON_HEADER or block[:4] != b"SSET"
+            or struct.unpack_from("<H", block, 50)[0] != header_checksum(block)):
+        raise SourceError(f"{reader.name}: no backup set begins at offset {start:#x} any more: the file changed "
                           "since it was planned")
-    return found.set_offset
 
 
-def locate_data_streams(reader: ByteRangeReader, position: int | None = None) -> list[DataStream]:
+def locate_data_streams(reader: ByteRangeReader, start: int = 0) -> list[DataStream]:
     """The page runs of every non-empty MQDA stream of the MSDA block(s) of one backup set, in file order:
-    the first set of the file (walked from the media header), or set `position` (walked from its SSET
-    block, so no other set's pages are read)."""
+    the first set of the file (`start` 0: walked from the media header), or the set whose SSET block is at
+    `start` (BackupHeader.set_offset of a set appended WITH NOINIT: walked from there, so no other set's
+    pages are read). The caller has the file's headers: reading them here again, once per set, would read
+    every set's headers as many times as the file has sets."""
     size = reader.size()
     head = reader.read(0, min(size, 8)) if size else b""
     if head[:8] == COMPRESSED_MAGIC:
@@ -398,8 +398,10 @@ def locate_data_streams(reader: ByteRangeReader, position: int | None = None) ->
                                     "its pages can only be read by a SQL Server restoring it")
     if head[:4] != b"TAPE":
         raise MtfError(reader.name, 0, "media header", "'TAPE' (Microsoft Tape Format)", repr(head))
+    if start:
+        _set_block(reader, start, size)
     found: list[DataStream] = []
-    offset, seen_data, blocks = (set_start(reader, position) if position not in (None, 1) else 0), False, 0
+    offset, seen_data, blocks = start, False, 0
     for _ in range(MAX_BLOCKS):
         block = _block(reader, offset, size)
         kind = block[:4]
@@ -978,16 +980,16 @@ class SetScan:
         self.scans: list[_Scan] = []
         self.done = False
 
-    def add(self, reader: ByteRangeReader, files: Mapping[int, int] | None = None, position: int | None = None,
+    def add(self, reader: ByteRangeReader, files: Mapping[int, int] | None = None, start: int = 0,
             name: str | None = None) -> None:
-        """Scan one family (of set `position` of its file, the first by default), its findings named
-        `name` (the file's by default); raises as `scan_pages` does (damaged structure, compressed,
-        unreadable)."""
+        """Scan one family (of the set whose SSET block is at `start` in its file, the first set by default:
+        see `locate_data_streams`), its findings named `name` (the file's by default); raises as
+        `scan_pages` does (damaged structure, compressed, unreadable)."""
         if self.done:
             raise ValueError("a backup set's families are all added before its results are taken")
         scan = _Scan(name or reader.name, files, self.together)
         try:
-            streams = locate_data_streams(reader, position)
+            streams = locate_data_streams(reader, start)
             with _sequential(reader) as into:
                 # Threads only pay where there is a second read to overlap and the reader allows it.
                 if WORKERS > 1 and getattr(into, "concurrent", False) and sum(s.pages for s in streams) > READ_PAGES:
