@@ -281,3 +281,28 @@ def test_a_full_with_its_logs_appended_is_page_checked_as_the_full(mssql_corpus:
     check, found = read_and_judge(plan(db, RTC, None), LocalSource(root), Evidence(tmp_path / "evidence"))
     assert check.status is CheckStatus.PASSED, check.summary
     assert [s.path for s in found.scans] == ["appended.bak"] and found.scans[0].pages == 168
+
+
+def test_the_whole_sets_of_a_file_cut_in_its_last_set_are_planned_and_page_checked(one_file: Path,
+                                                                                   tmp_path: Path) -> None:
+    # An append that did not finish: the last log is cut halfway. The full, the differential and two
+    # logs before it are read by walking the media, planned and their pages checked; the cut set is
+    # named corrupt, with its own head's identity.
+    from tests.unit.engines.mssql.mtf_append import set_ranges
+
+    data = (one_file / "appended.bak").read_bytes()
+    start, end = set_ranges(data)[-1]
+    # Cut where the last sector kept holds data: one of zeros is what a copy in progress leaves.
+    cut = next(at for at in range((start + end) // 2 // 512 * 512, end, 512) if any(data[at - 512:at]))
+    (one_file / "appended.bak").write_bytes(data[:cut])
+    catalog = scan(LocalSource(one_file))
+    (db,) = catalog.databases
+    assert [m.header.position for m in db.sets] == [1, 2, 3, 4]
+    (cut,) = catalog.unreadable
+    assert cut.kind == "corrupt" and "(in backup set 5, " in cut.reason
+    assert cut.identity is not None and cut.identity.backup_type == "log"
+    planned = plan(db, RTC, None)
+    assert planned.chain.status is ChainStatus.COMPLETE and [b.position for b in planned.chain.backups] == [1, 2, 3, 4]
+    check, _ = read_and_judge(planned, LocalSource(one_file), Evidence(tmp_path / "evidence"))
+    assert check.status is CheckStatus.PASSED, check.summary
+    assert list(check.details["per_file"]) == ["appended.bak (set 1)", "appended.bak (set 2)"]
