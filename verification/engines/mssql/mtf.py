@@ -111,14 +111,6 @@ class MtfUnsupported(MtfError):
                      f"{writer or 'a SQL Server version not yet read'}), not proof of damage",)
 
 
-class _EndNotWhole(Exception):
-    """The file's end is not a closing filemark: its sets are walked to instead (read_media)."""
-
-    def __init__(self, problem: MtfError) -> None:
-        super().__init__(str(problem))
-        self.problem = problem
-
-
 class NeedsServerHeaderOnly(SourceError):
     """A natively compressed backup: its headers can only be read by RESTORE HEADERONLY in a server."""
 
@@ -386,30 +378,35 @@ def _filemark_list(image: _Image, filemark: int) -> tuple[int, int]:
     return int(used), SFMB_LIST_OFFSET if at == SFMB_LIST_OFFSET else SFMB_AT
 
 
-def _filemarks(image: _Image, media: _Media) -> list[int]:
-    """Every filemark of the media, oldest first, from the list the last one carries: the media
-    header's, then two per set (after its data, after its end-of-set blocks)."""
+def _end_problem(image: _Image, media: _Media) -> MtfError | None:
+    """What keeps the file's end from being a closing filemark (truncated, or zeros where a copy in
+    progress has not written yet), or None: the end lists every set."""
     if image.size % SECTOR:
-        raise _EndNotWhole(MtfTruncated(
-            image.name, image.size, "end of file", f"a size in whole {SECTOR}-byte blocks",
-            f"{image.size} bytes ({image.size % SECTOR} past a block boundary): the file is truncated"))
+        return MtfTruncated(image.name, image.size, "end of file", f"a size in whole {SECTOR}-byte blocks",
+                            f"{image.size} bytes ({image.size % SECTOR} past a block boundary): the file is truncated")
     last = image.size - media.filemark_bytes
     if last <= media.filemark:
-        raise _EndNotWhole(MtfTruncated(image.name, image.size, "end of file", "a backup set after the media header",
-                                    f"{image.size} bytes: the file is truncated"))
+        return MtfTruncated(image.name, image.size, "end of file", "a backup set after the media header",
+                            f"{image.size} bytes: the file is truncated")
     # One read for the end of the file: the last filemark and, in the same read, the last set's closing
     # blocks (its closing copy, a filemark, two ESETs) that _closing will want.
-    ending = CLOSING_BYTES + 8 * media.filemark_bytes
-    image.load(image.size - ending, ending)
+    tail = CLOSING_BYTES + 8 * media.filemark_bytes
+    image.load(image.size - tail, tail)
     if not any(image.get(last, media.filemark_bytes)):
-        raise _EndNotWhole(image.unsupported(
-            last, "end of file", "a closing soft filemark (SFMB)",
-            f"{media.filemark_bytes} zero bytes: still being written (a copy in progress sizes the file first), "
-            "or padded in a way restoreproof does not know"))
+        return image.unsupported(last, "end of file", "a closing soft filemark (SFMB)",
+                                 f"{media.filemark_bytes} zero bytes: still being written (a copy in progress sizes "
+                                 "the file first), or padded in a way restoreproof does not know")
     kind = image.get(last, 4)
     if kind != b"SFMB":
-        raise _EndNotWhole(MtfTruncated(image.name, last, "descriptor block", "SFMB",
-                                    f"{kind!r}: the file is truncated or was never closed"))
+        return MtfTruncated(image.name, last, "descriptor block", "SFMB",
+                            f"{kind!r}: the file is truncated or was never closed")
+    return None
+
+
+def _filemarks(image: _Image, media: _Media) -> list[int]:
+    """Every filemark of the media, oldest first, from the list the last one carries (the end is whole:
+    _end_problem): the media header's, then two per set (after its data, after its end-of-set blocks)."""
+    last = image.size - media.filemark_bytes
     marks = [last]
     # A filemark lists as many earlier ones as its block holds (55 in 512 bytes, 503 in 4096): once
     # more sets are appended, the oldest listed filemark's own list goes on from there.
@@ -580,11 +577,10 @@ def read_media(reader: ByteRangeReader) -> MediaRead:
     image = _Image(reader)
     image.load(0, HEAD_BYTES)
     media = _media(image)
-    try:
-        marks = _filemarks(image, media)
-    except _EndNotWhole as ending:
+    if (ending := _end_problem(image, media)) is not None:
         found = _walk_sets(image, media, ending)
         return dataclasses.replace(found, headers=[_with_bytes_read(h, image.bytes_read) for h in found.headers])
+    marks = _filemarks(image, media)
     headers = [_read_set(image, media, marks[2 * n], marks[2 * n + 1], marks[2 * n + 2], n + 1)
                for n in range(len(marks) // 2)]
     return MediaRead([_with_bytes_read(h, image.bytes_read) for h in headers])
@@ -598,17 +594,19 @@ def read_backup_headers(reader: ByteRangeReader) -> list[BackupHeader]:
     return found.headers
 
 
-def _walk_sets(image: _Image, media: _Media, ending: _EndNotWhole) -> MediaRead:
+def _walk_sets(image: _Image, media: _Media, ending: MtfError) -> MediaRead:
     """The sets of a file whose end holds no closing filemark, found from the media header forward:
     block after block by their stream lengths (the data streams are stepped over, not read), each
     set's filemarks where its blocks lead to them. The walk stops at the first set it cannot read
-    whole; that set (or, where every set before the end is whole, the end itself) is the problem."""
+    whole; that set (or, where no set begins after the whole ones, the end itself) is the problem."""
     headers: list[BackupHeader] = []
     opened = media.filemark
     while opened + media.filemark_bytes < image.size:
         start, number = opened + media.filemark_bytes, len(headers) + 1
-        if not any(image.get(start, min(SECTOR, image.size - start))):
-            break  # zeros where a set would begin: what the end's own problem says
+        try:
+            _check_block(image, start, {b"SSET"})
+        except MtfError:
+            break  # no whole set begins here (zeros not yet written, bytes past the last set): the end says why
         try:
             closing = _next_filemark(image, start)
             end = _next_filemark(image, closing + media.filemark_bytes)
@@ -616,10 +614,10 @@ def _walk_sets(image: _Image, media: _Media, ending: _EndNotWhole) -> MediaRead:
         except MtfError as exc:
             # Running into the end (or the zeros ending a file being written) is what the end says;
             # a checksum that does not match on the way is damage of its own.
-            problem = ending.problem if isinstance(exc, (MtfTruncated, MtfUnsupported)) else exc
+            problem = ending if isinstance(exc, (MtfTruncated, MtfUnsupported)) else exc
             return MediaRead(headers, _in_set(problem, number, start), _head_identity(image, start))
         opened = end
-    return MediaRead(headers, ending.problem)
+    return MediaRead(headers, ending)
 
 
 def _next_filemark(image: _Image, offset: int) -> int:
@@ -628,9 +626,8 @@ def _next_filemark(image: _Image, offset: int) -> int:
         block = _check_block(image, offset)
         if block[:4] == b"SFMB":
             return offset
-        if block[:4] not in DBLK_TYPES:
-            raise image.unsupported(offset, "descriptor block", "a block type MTF or SQL Server defines",
-                                    repr(block[:4]))
+        # Any other block is stepped over by its streams, as MTF lays every block out; what the set
+        # holds is judged when it is read (_read_set).
         _, next_offset = _streams(image, offset, block)
         offset = next_offset
 

@@ -109,3 +109,22 @@ def test_a_checksum_helper_is_what_the_reader_verifies(three: bytes) -> None:
     start = set_ranges(three)[1][0]
     mark = next(at for at in range(start, len(three), 512) if three[at:at + 4] == b"SFMB")
     assert header_checksum(three[mark:mark + 52]) == int.from_bytes(three[mark + 50:mark + 52], "little")
+
+
+def test_bytes_past_a_whole_set_keep_the_set_and_say_the_end(mssql_corpus: Path) -> None:
+    # A copy that wrote 100 bytes too many (or of another file): the set is whole, the end is not.
+    full = (mssql_corpus / FULL).read_bytes()
+    found = read_media(StrictBytes("full.bak", full + bytes(range(100))))
+    assert [h.position for h in found.headers] == [1]
+    assert isinstance(found.problem, MtfTruncated)
+    assert str(found.problem).startswith("full.bak: end of file at offset ") and "(100 past a block boundary)" in str(
+        found.problem) and "in backup set" not in str(found.problem)
+
+
+def test_a_set_whose_closing_filemark_is_cut_is_whole_and_the_file_truncated(mssql_real_world: Path) -> None:
+    # 4096-byte filemarks: the file cut 512 bytes into its last one. The set's blocks are all there
+    # (that filemark's header too); what is missing is the end of the media.
+    data = (mssql_real_world / "copy-only" / "plataformadb_4b7a2e4.bak").read_bytes()
+    found = read_media(StrictBytes("copy.bak", data[:len(data) - 3584]))
+    assert [(h.position, h.backup_type) for h in found.headers] == [(1, "full")]
+    assert isinstance(found.problem, MtfTruncated) and "in backup set" not in str(found.problem)
