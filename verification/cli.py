@@ -196,7 +196,7 @@ def plan(
             err.print(f"[bold]{p.database}[/]: [{style}]{p.chain.status}[/]", highlight=False)
             for b in p.chain.backups:
                 lsns = f"  LSN {b.first_lsn}..{b.last_lsn}  family {b.family}" if b.first_lsn else ""
-                err.print(f"  {b.type:<5} {b.label}  {b.start:%Y-%m-%d %H:%M:%S} .. {b.finish:%H:%M:%S}{lsns}",
+                err.print(f"  {b.type:<5} {b.name}  {b.start:%Y-%m-%d %H:%M:%S} .. {b.finish:%H:%M:%S}{lsns}",
                           highlight=False)
             if p.chain.wal:
                 err.print(f"  wal   {p.chain.wal.first} .. {p.chain.wal.last} ({p.chain.wal.segments} segments)",

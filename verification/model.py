@@ -147,6 +147,14 @@ class BackupEncryption:
         return tuple(dict.fromkeys(t for t in (self.encryptor_thumbprint, self.tde_thumbprint) if t))
 
 
+def set_name(path: str, position: int | None, shares_file: bool) -> str:
+    """How a person is told which backup set of a file is meant: where the file holds several sets
+    (SQL Server's BACKUP ... WITH NOINIT appends them; RESTORE ... WITH FILE = n takes one), "<path>
+    (set n)", n its position, the first too (a bare path would read as the whole file); a file of one set
+    is its path alone."""
+    return f"{path} (set {position or 1})" if shares_file else path
+
+
 @dataclass(frozen=True)
 class BackupSet:
     """One backup as the repository describes it (a pgBackRest backup, a SQL Server backup set)."""
@@ -208,7 +216,15 @@ class BackupSet:
     # SQL Server: where the set begins in its file (its SSET block), so that its pages are found without
     # reading the file's headers again; None: not known.
     set_offset: int | None = None
+    # SQL Server: whether its file holds other backup sets besides this one (`name` says which set then).
+    shares_file: bool = False
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def name(self) -> str:
+        """The backup as messages and the console name it: its label, with its set where its file holds
+        several (set_name); the report's label and path fields stay as they are."""
+        return set_name(self.label, self.position, self.shares_file)
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,7 @@ def choose(choice: PointChoice, database: str, backups: list[BackupSet],
         chosen = rng.choice(older)
         return chosen.finish, RuleCheck(
             "restore-point", True,
-            f"older-full: the end of full {chosen.label} ({chosen.finish.isoformat()}), one of {len(older)} "
+            f"older-full: the end of full {chosen.name} ({chosen.finish.isoformat()}), one of {len(older)} "
             f"older fulls (seed {seed})")
     if not fulls:
         return None, RuleCheck("restore-point", False, f"random: {database} has no full backup to start from")

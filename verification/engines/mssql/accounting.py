@@ -66,7 +66,7 @@ def _defect(unread: Unreadable, plan: RestorePlan) -> Problem:
     last = plan.chain.backups[-1] if plan.chain.backups else None
     moved = ""
     if last is not None and last.last_lsn is not None and identity.last_lsn > int(last.last_lsn):
-        moved = (f"; it is newer than the chain restored, which ends at LastLSN {last.last_lsn} ({last.path}, "
+        moved = (f"; it is newer than the chain restored, which ends at LastLSN {last.last_lsn} ({last.name}, "
                  f"finished {last.finish:%Y-%m-%d %H:%M:%S}): the restore point moves back by it")
     return Problem("unreadable-backup", f"{what} cannot be read: {unread.reason}{moved}", files=(unread.path,),
                    found_lsn=str(identity.last_lsn))

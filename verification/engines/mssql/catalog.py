@@ -30,7 +30,7 @@ from verification.engines.mssql.mtf import (
     read_trailer_identity,
 )
 from verification.errors import ArchivedObjectError
-from verification.model import SystemIdentifier
+from verification.model import SystemIdentifier, set_name
 from verification.sources.base import Fingerprint, Source, SourceFile, excluded
 
 if TYPE_CHECKING:
@@ -56,6 +56,19 @@ def describe_bytes(data: bytes) -> str:
     """First bytes as hex and as text, so a reader can tell a zip, a text file or zeros at a glance."""
     text = "".join(chr(b) if 32 <= b < 127 else "." for b in data)
     return f"{data.hex(' ')} ({text!r})" if data else "nothing (an empty file)"
+
+
+def shares_file(header: BackupHeader) -> bool:
+    """Whether the set's file holds other backup sets too: a set after the first, or one ending before
+    the file does (a header made without its range, set_end 0, tells by its position alone).
+    A file of one set ends where its set does, the zero padding of a large soft filemark included."""
+    return header.position > 1 or 0 < header.set_end < header.size_bytes
+
+
+def header_name(header: BackupHeader) -> str:
+    """The set's file as a person is told it (model.set_name): "a.bak", or "a.bak (set 2)" where the
+    file holds several sets. Paths in structured fields stay paths."""
+    return set_name(header.path, header.position, shares_file(header))
 
 
 @dataclass
@@ -90,6 +103,15 @@ class MediaSet:
         return [self.families[n].path for n in sorted(self.families)]
 
     @property
+    def names(self) -> list[str]:
+        """Its files as messages name them (header_name): with the set's position where a file holds several."""
+        return [header_name(self.families[n]) for n in sorted(self.families)]
+
+    @property
+    def copy_names(self) -> list[str]:
+        return [header_name(header) for header in self.copy_headers]
+
+    @property
     def finish(self) -> datetime:
         header = self.header
         return as_utc(header.backup_finish or header.backup_start)
@@ -100,7 +122,7 @@ class MediaSet:
 
     def describe(self) -> str:
         h = self.header
-        return f"{h.backup_type} backup of {h.database_name} ({', '.join(self.files)})"
+        return f"{h.backup_type} backup of {h.database_name} ({', '.join(self.names)})"
 
 
 def as_utc(value: datetime | None) -> datetime:

@@ -117,7 +117,7 @@ def require(plans: list[RestorePlan], certificates: list[Certificate]) -> None:
         for backup in plan.chain.backups:
             for needed in backup.encryption.thumbprints if backup.encryption is not None else ():
                 if needed not in have:
-                    lacking.setdefault(needed, {}).setdefault(plan.database, []).append(backup.path or backup.label)
+                    lacking.setdefault(needed, {}).setdefault(plan.database, []).append(backup.name)
     if lacking:
         said = "; ".join(f"{missing(t, certificates)}; needed by "
                          + ", ".join(f"{database}: {_some(files)}" for database, files in where.items())

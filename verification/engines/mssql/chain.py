@@ -42,7 +42,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
-from verification.engines.mssql.catalog import DatabaseCatalog, MediaSet
+from verification.engines.mssql.catalog import DatabaseCatalog, MediaSet, shares_file
 from verification.engines.mssql.mtf import BackupHeader
 from verification.model import (
     POINT_ROUNDED_RULE,
@@ -98,6 +98,7 @@ def _backup_set(media: MediaSet, header: BackupHeader) -> BackupSet:
                                         f.physical_name) for f in h.files),
         encryption=h.encryption, position=header.position, writer=h.writer, layout_proven=h.layout_proven,
         set_offset=header.set_offset,
+        shares_file=shares_file(header),
     )
 
 
@@ -156,13 +157,18 @@ def _base_named(diff: BackupHeader, full: BackupHeader) -> str:
 
 def backup_history(db: DatabaseCatalog) -> BackupHistory:
     """Each complete backup set's end: what a failure after it could fall back to."""
-    points = sorted((SecuredPoint(f"{m.header.backup_type} {m.files[0]}", m.finish) for m in db.sets if m.complete),
+    points = sorted((SecuredPoint(f"{m.header.backup_type} {m.names[0]}", m.finish) for m in db.sets if m.complete),
                     key=lambda p: p.at)
     return BackupHistory(points, "backup finish times (full, differential and log backups) from the backup headers")
 
 
 def _files(*sets: MediaSet) -> tuple[str, ...]:
     return tuple(path for media in sets for path in media.files)
+
+
+def _names(*sets: MediaSet) -> tuple[str, ...]:
+    """The sets' files as messages name them (MediaSet.names); `_files` gives their paths."""
+    return tuple(name for media in sets for name in media.names)
 
 
 def _listed(items: Sequence[str] | Sequence[int]) -> str:
@@ -183,8 +189,8 @@ def _full_reaching_furthest(db: DatabaseCatalog, fulls: list[MediaSet], usable: 
         return newest
     last_lsn, full = max(reach, key=lambda r: r[0])
     rules.append(RuleCheck("copy-only-full", True,
-                           f"full {_listed(newest.files)} is copy-only and ends at LSN {newest.header.last_lsn}; "
-                           f"full {_listed(full.files)} with its differential reaches LSN {last_lsn}: "
+                           f"full {_listed(newest.names)} is copy-only and ends at LSN {newest.header.last_lsn}; "
+                           f"full {_listed(full.names)} with its differential reaches LSN {last_lsn}: "
                            "restored instead"))
     return full
 
@@ -235,14 +241,14 @@ def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
         abandoned = [m for m in candidates if m.header.recovery_fork_guid == fork and m.header.first_lsn >= point]
         if abandoned:
             rules.append(RuleCheck("recovery-fork", True,
-                                   f"the newest log backup {_listed(newest.files)} is on recovery fork {branch}, "
+                                   f"the newest log backup {_listed(newest.names)} is on recovery fork {branch}, "
                                    f"which branched off fork {fork} at LSN {point}: the logs of fork {fork} after "
-                                   f"that point are an abandoned branch, not applied: {_listed(_files(*abandoned))}"))
+                                   f"that point are an abandoned branch, not applied: {_listed(_names(*abandoned))}"))
         return [m for m in candidates if m not in abandoned]
 
     def simple(last: MediaSet) -> RestorePlan:
         """SIMPLE recovery: the data backups are the chain; a point between them is rounded down."""
-        what = f"{last.header.backup_type} {_listed(last.files)}"
+        what = f"{last.header.backup_type} {_listed(last.names)}"
         rules.append(RuleCheck("recovery-model", True,
                                f"{what} was taken under the SIMPLE recovery model: there is no log chain, and "
                                "no log backup is needed or applied"))
@@ -267,7 +273,7 @@ def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
                     and on_base(media.header, full.header)):
                 defects.append(Problem(
                     code="newer-diff-incomplete",
-                    message=f"the differential {_listed(media.files)} (LastLSN {media.header.last_lsn}) cannot be "
+                    message=f"the differential {_listed(media.names)} (LastLSN {media.header.last_lsn}) cannot be "
                             f"restored: family {_listed(media.missing_families)} of {media.family_count} is missing "
                             f"(media set {media.media_set_guid}); what is restored ends at LSN {reached}",
                     files=tuple(media.files), expected_lsn=str(media.header.last_lsn), found_lsn=str(reached)))
@@ -276,8 +282,8 @@ def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
         if media.copies:
             # Said, so that an auditor knows which of two identical-looking files was restored.
             rules.append(RuleCheck("copies-not-restored", True,
-                                   f"{_listed(media.copies)}: another copy of {media.describe()}; "
-                                   f"only {_listed(media.files)} is planned"))
+                                   f"{_listed(media.copy_names)}: another copy of {media.describe()}; "
+                                   f"only {_listed(media.names)} is planned"))
         if not media.complete:
             # Only a problem for the chain if the set is needed; recorded as a rule either way.
             rules.append(RuleCheck("media-set-complete", False,
@@ -306,20 +312,20 @@ def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
     full = _full_reaching_furthest(db, fulls, usable, rules)
     chosen.append(full)
     rules.append(RuleCheck("full-available", True,
-                           f"full {_listed(full.files)} (LastLSN {full.header.last_lsn}, "
+                           f"full {_listed(full.names)} (LastLSN {full.header.last_lsn}, "
                            f"{full.family_count} famil{'y' if full.family_count == 1 else 'ies'}), the newest "
                            + (f"finished before {at.isoformat()}" if at else "complete one")))
     newer_incomplete = [m for m in incomplete_fulls if m.header.last_lsn > full.header.last_lsn]
     for media in newer_incomplete:
         rules.append(RuleCheck("newer-full-usable", False,
-                               f"newer full {_listed(media.files)} skipped: family "
+                               f"newer full {_listed(media.names)} skipped: family "
                                f"{_listed(media.missing_families)} of {media.family_count} missing"))
         # The newest full cannot be restored: the chain falls back, and that must not pass unsaid.
         defects.append(Problem(
             code="newer-full-incomplete",
-            message=f"the newest full {_listed(media.files)} (LastLSN {media.header.last_lsn}) cannot be restored: "
+            message=f"the newest full {_listed(media.names)} (LastLSN {media.header.last_lsn}) cannot be restored: "
                     f"family {_listed(media.missing_families)} of {media.family_count} is missing "
-                    f"(media set {media.media_set_guid}); the restore falls back to full {_listed(full.files)}",
+                    f"(media set {media.media_set_guid}); the restore falls back to full {_listed(full.names)}",
             files=tuple(media.files), found_lsn=str(media.header.last_lsn)))
 
     base_lsn = full.header.last_lsn
@@ -327,7 +333,7 @@ def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
     older = [m for m in db.of_type("diff") if usable(m) and m not in diffs]
     if older:
         rules.append(RuleCheck("older-differentials-skipped", True,
-                               f"{_listed(_files(*older))}: not newer than full {_listed(full.files)} "
+                               f"{_listed(_names(*older))}: not newer than full {_listed(full.names)} "
                                f"(LastLSN {full.header.last_lsn})"))
     full_copy_only = full.header.is_copy_only is True
     based = [] if full_copy_only else [m for m in diffs if on_base(m.header, full.header)]
@@ -338,7 +344,7 @@ def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
                           and f.header.is_copy_only is not True), None)
         if full_copy_only and on_base(media.header, full.header):
             # SQL Server never takes a differential on a copy-only full: a header saying so is wrong.
-            message = (f"differential {_listed(media.files)} refused: it names full {_listed(full.files)} as its "
+            message = (f"differential {_listed(media.names)} refused: it names full {_listed(full.names)} as its "
                        f"base (DifferentialBaseGUID {media.header.differential_base_guid}), a copy-only full, "
                        "which is never a differential base")
             rules.append(RuleCheck("differential-base", False, message))
@@ -347,15 +353,15 @@ def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
         elif base_full is not None and base_full.header.last_lsn < full.header.last_lsn:
             # The newest full is copy-only (it did not reset the base): this differential's full is older.
             rules.append(RuleCheck("differential-base", True,
-                                   f"differential {_listed(media.files)} is on the older full "
-                                   f"{_listed(base_full.files)}, not on full {_listed(full.files)} "
+                                   f"differential {_listed(media.names)} is on the older full "
+                                   f"{_listed(base_full.names)}, not on full {_listed(full.names)} "
                                    f"({'copy-only' if full_copy_only else 'restored'}): not used"))
         else:
-            message = (f"differential {_listed(media.files)} skipped: its base (DatabaseBackupLSN "
+            message = (f"differential {_listed(media.names)} skipped: its base (DatabaseBackupLSN "
                        f"{media.header.database_backup_lsn}"
                        + (f", DifferentialBaseGUID {media.header.differential_base_guid}"
                           if media.header.differential_base_guid else "")
-                       + f") is not full {_listed(full.files)} (CheckpointLSN {full.header.checkpoint_lsn}"
+                       + f") is not full {_listed(full.names)} (CheckpointLSN {full.header.checkpoint_lsn}"
                        + (f", BackupSetGUID {full.header.backup_set_guid}" if full.header.backup_set_guid else "")
                        + ")")
             rules.append(RuleCheck("differential-base", False, message))
@@ -370,10 +376,10 @@ def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
         chosen.append(diff)
         base_lsn = diff.header.last_lsn
         rules.append(RuleCheck("differential-base", True,
-                               f"differential {_listed(diff.files)}: {_base_named(diff.header, full.header)}"))
+                               f"differential {_listed(diff.names)}: {_base_named(diff.header, full.header)}"))
     elif full_copy_only:
         rules.append(RuleCheck("differential-base", True,
-                               f"full {_listed(full.files)} is copy-only: never a differential base"))
+                               f"full {_listed(full.names)} is copy-only: never a differential base"))
     else:
         rules.append(RuleCheck("differential-base", True,
                                "no differential on this full" + (" before the target" if at else "")))
@@ -387,7 +393,7 @@ def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
     if empty:
         rules.append(RuleCheck("empty-logs-skipped", True,
                                f"{len(empty)} empty log backup(s) skipped (FirstLSN = LastLSN): "
-                               + _listed(_files(*empty))))
+                               + _listed(_names(*empty))))
     nonempty = [m for m in logs if m.header.first_lsn != m.header.last_lsn]
     candidates = [m for m in nonempty if m.header.last_lsn > base_lsn]
     reached = base_lsn
@@ -407,27 +413,27 @@ def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
             if (header.parent_fork_guid == fork and header.fork_point_lsn is not None
                     and reached <= header.fork_point_lsn):
                 rules.append(RuleCheck("recovery-fork", True,
-                                       f"{_listed(media.files)} continues on recovery fork "
+                                       f"{_listed(media.names)} continues on recovery fork "
                                        f"{header.recovery_fork_guid}, which branched off fork {fork} at LSN "
                                        f"{header.fork_point_lsn}"))
                 fork = header.recovery_fork_guid
             else:
-                other_fork.append(f"{_listed(media.files)} (recovery fork {header.recovery_fork_guid})")
+                other_fork.append(f"{_listed(media.names)} (recovery fork {header.recovery_fork_guid})")
                 continue
         if header.is_copy_only and any(
                 not other.header.is_copy_only and other.header.first_lsn <= reached < other.header.last_lsn
                 for other in candidates if other is not media):
-            copy_only_skipped.append(_listed(media.files))
+            copy_only_skipped.append(_listed(media.names))
             continue
         if header.last_lsn <= reached:
             # Covered by an earlier log; restoring it would raise 4326.
-            superseded.append(f"{_listed(media.files)}: " + MSG_4326.format(found=header.last_lsn, expected=reached))
+            superseded.append(f"{_listed(media.names)}: " + MSG_4326.format(found=header.last_lsn, expected=reached))
             continue
         if header.first_lsn > reached:
             forks_said(other_fork, fork)
             problems.append(Problem(
                 code="log-gap",
-                message=f"log chain broken between {_listed(previous.files)} and {_listed(media.files)}: "
+                message=f"log chain broken between {_listed(previous.names)} and {_listed(media.names)}: "
                         + MSG_4305.format(found=header.first_lsn, expected=reached) + " (SQL Server error 4305)"
                         + (f"; not applied, being on another recovery fork than {fork}: {_listed(other_fork)}"
                            if other_fork else ""),
@@ -464,7 +470,7 @@ def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
         # "latest" is the newest log's point: a chain that ends on another branch never reaches it.
         defects.append(Problem(
             code="newest-log-on-another-fork",
-            message=f"the newest log backup {_listed(last_log.files)} (finished {last_log.finish.isoformat()}, "
+            message=f"the newest log backup {_listed(last_log.names)} (finished {last_log.finish.isoformat()}, "
                     f"recovery fork {last_fork}) is not on the branch restored (fork {fork}, ending at LSN "
                     f"{reached}): the latest point is not what is restored",
             files=tuple(last_log.files), found_lsn=str(reached)))
@@ -475,23 +481,23 @@ def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
         # Said for each, so that an auditor sees why a log that finished after the target is not the terminal one.
         rules.extend(RuleCheck(
             "terminal-log-by-start", True,
-            f"{_listed(media.files)} started at {media.start.isoformat()}, before the target, and finished at "
+            f"{_listed(media.names)} started at {media.start.isoformat()}, before the target, and finished at "
             f"{media.finish.isoformat()}: its records end near its start, so it is restored whole and is not "
             "the terminal log") for media in straddling)
         if terminal is not None:
             rules.append(RuleCheck("terminal-log", True,
-                                   f"{_listed(terminal.files)} starts at {terminal.start.isoformat()}, at or "
+                                   f"{_listed(terminal.names)} starts at {terminal.start.isoformat()}, at or "
                                    f"after the target, and holds the records up to its start: RESTORE LOG ... WITH "
                                    f"STOPAT = '{at.isoformat()}'"))
         elif data_reaches:
             rules.append(RuleCheck("terminal-log", True,
-                                   f"the target is the end of {_listed(chosen[-1].files)} "
+                                   f"the target is the end of {_listed(chosen[-1].names)} "
                                    f"({chosen[-1].finish.isoformat()}): restored without a log or STOPAT"))
         else:
             last = chosen[-1]
             problems.append(Problem(
                 code="terminal-log-missing",
-                message=f"no log backup reaches {at.isoformat()}: the chain ends with {_listed(last.files)} "
+                message=f"no log backup reaches {at.isoformat()}: the chain ends with {_listed(last.names)} "
                         f"(started {last.start.isoformat()}, finished {last.finish.isoformat()}, LastLSN "
                         f"{last.header.last_lsn}); no log backup started at or after the target",
                 files=_files(last), found_lsn=str(last.header.last_lsn)))

@@ -116,8 +116,9 @@ class SqlServerTarget(Protocol):
         ...
 
 
-def _named(paths: list[str]) -> str:
-    return " + ".join(paths)
+def _named(names: list[str]) -> str:
+    """A set's families (BackupSet.name each) as one backup in what is said."""
+    return " + ".join(names)
 
 
 def _set_key(backup: BackupSet) -> tuple[str, int | None]:
@@ -443,8 +444,8 @@ class _Restore:
         if not files:
             self.outcome.errors.append("RESTORE FILELISTONLY returned no files")
             return False
-        self.learn(sets[0], encryption.from_server(sets[0][0].software_version,
-                                                   self.headers.get(_set_key(sets[0][0])), files, _named(full_paths)))
+        self.learn(sets[0], encryption.from_server(sets[0][0].software_version, self.headers.get(_set_key(sets[0][0])),
+                                                   files, _named([b.name for b in sets[0]])))
         if not self.certificates_held(sets[:1]):
             return False
         moves = tsql.moves_for(self.database, files)
@@ -471,7 +472,7 @@ class _Restore:
                 return False
             if terminal and self.plan.stop_at is not None:
                 self.terminal_messages = result.output
-                refusal = point_not_reached(self.plan.stop_at, group[-1].path, result.output)
+                refusal = point_not_reached(self.plan.stop_at, group[-1].name, result.output)
                 if refusal is not None:
                     # Recovery would bring the database online at the log's end, short of the point.
                     self.outcome.failures.append(refusal)
@@ -517,7 +518,7 @@ class _Restore:
             row = _set_row(rows, group[0].position)
             self.headers[_set_key(group[0])] = row
             self.learn(group, encryption.from_server(group[0].software_version, row, None,
-                                                     _named([b.path or "" for b in group])))
+                                                     _named([b.name for b in group])))
         return True
 
     def install_certificates(self) -> bool:
@@ -577,7 +578,7 @@ class _Restore:
             asymmetric = (known.encryptor_type or "").upper().replace("_", " ") == "ASYMMETRIC KEY"
             if known.encryptor_thumbprint and asymmetric:
                 self.outcome.errors.append(
-                    f"not restored: {_named([b.path or '' for b in group])} is encrypted with an asymmetric key "
+                    f"not restored: {_named([b.name for b in group])} is encrypted with an asymmetric key "
                     f"(thumbprint {known.encryptor_thumbprint}): restoreproof gives targets certificates only "
                     "(mssql.certificates), not EKM asymmetric keys")
                 return False
@@ -585,7 +586,7 @@ class _Restore:
                 if needed not in held:
                     kind = ("TDE database" if needed == known.tde_thumbprint
                             else f"{known.algorithm or 'encrypted'} backup")
-                    self.outcome.errors.append(f"not restored: {_named([b.path or '' for b in group])} ({kind}) needs "
+                    self.outcome.errors.append(f"not restored: {_named([b.name for b in group])} ({kind}) needs "
                                                f"the certificate with thumbprint {needed}: "
                                                + certificates.missing(needed, self.certificates))
                     return False

@@ -45,6 +45,7 @@ from verification.model import (
     CheckStatus,
     EncryptionState,
     RestorePlan,
+    set_name,
 )
 from verification.sources.base import Source, SourceFile
 
@@ -98,14 +99,16 @@ class PageVerification:
 
 
 def set_names(backups: Iterable[BackupSet]) -> dict[tuple[str, int | None], str]:
-    """How the check names each data backup it reads, by (path, position): the file's path, or where one
-    file holds several of them (BACKUP ... WITH NOINIT) "<path> (set n)", n its position in the file."""
+    """How the check names each data backup it reads, by (path, position): as every message names a set
+    (model.set_name), the file's path, or where the file holds several sets (BACKUP ... WITH NOINIT)
+    "<path> (set n)". Several positions of one file among the backups tell that too, for a backup whose
+    header did not (one stored before BackupSet.shares_file, or made by hand)."""
+    data = [b for b in backups if b.path and b.type is not BackupType.LOG]
     positions: dict[str, set[int | None]] = {}
-    for b in backups:
-        if b.path and b.type is not BackupType.LOG:
-            positions.setdefault(b.path, set()).add(b.position)
-    return {(path, position): path if len(held) == 1 else f"{path} (set {position or 1})"
-            for path, held in positions.items() for position in held}
+    for b in data:
+        positions.setdefault(b.path or "", set()).add(b.position)
+    return {(b.path or "", b.position): set_name(b.path or "", b.position,
+                                                 b.shares_file or len(positions[b.path or ""]) > 1) for b in data}
 
 
 def _backups(plan: RestorePlan) -> list[BackupSet]:

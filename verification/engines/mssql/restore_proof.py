@@ -93,7 +93,7 @@ def prove_point(plan: RestorePlan, rows: list[dict[str, str | None]], terminal: 
     # A point in time is stopped at inside the terminal log; a target at a data backup's end needs no STOPAT.
     at = plan.stop_at if plan.chain.backups and plan.chain.backups[-1].type == "log" else None
     # The server's own word that the point was not reached decides first, whatever msdb holds.
-    if at is not None and not _terminal_said(at, plan.chain.backups[-1].path, terminal, proof):
+    if at is not None and not _terminal_said(at, plan.chain.backups[-1].name, terminal, proof):
         return proof
     if not rows:
         proof.errors.append("msdb.dbo.restorehistory has no restore of the database: the point reached is unproven")
@@ -110,7 +110,7 @@ def prove_point(plan: RestorePlan, rows: list[dict[str, str | None]], terminal: 
               f" (finished {finish.isoformat() if finish else 'at an unknown time'})")
     if restored_lsn != last.last_lsn:
         proof.failures.append(f"the server restored up to LSN {restored_lsn}, not to the planned chain's end: "
-                              f"{last.path} ends at LastLSN {last.last_lsn} ({source})")
+                              f"{last.name} ends at LastLSN {last.last_lsn} ({source})")
         return proof
     if at is not None:
         # msdb keeps STOPAT as a datetime (steps of 1/300 s) shown to the millisecond: within 4 ms is the same point.
@@ -122,11 +122,11 @@ def prove_point(plan: RestorePlan, rows: list[dict[str, str | None]], terminal: 
         proof.detail = ("the requested point, confirmed by a successful RESTORE LOG ... STOPAT on the terminal log "
                         "without SQL Server's message 4322")
         proof.proofs.append(f"the requested point {at.isoformat()}, confirmed by a successful RESTORE LOG "
-                            f"... WITH STOPAT on {last.path} (RESTORE LOG successfully processed) without SQL Server's "
+                            f"... WITH STOPAT on {last.name} (RESTORE LOG successfully processed) without SQL Server's "
                             f"message 4322 (the log ends before the point); {source}, the planned terminal log's "
                             f"LastLSN; msdb's stop_at {row.get('stop_at')} is that STOPAT as sent, not a measure of "
                             "the point reached")
         return proof
     proof.achieved, proof.detail = finish, "the end of the last backup restored, as msdb records it"
-    proof.proofs.append(f"{source}, the planned chain's last LastLSN ({last.path})")
+    proof.proofs.append(f"{source}, the planned chain's last LastLSN ({last.name})")
     return proof

@@ -155,13 +155,13 @@ def stripe_problems(sets: list[list[BackupSet]]) -> list[str]:
         counts = {int(b.family.split("/")[1]) for b in group if b.family and "/" in b.family}
         numbers = {int(b.family.split("/")[0]) for b in group if b.family and "/" in b.family}
         if len(counts) != 1 or len(group) != len(numbers):
-            problems.append(f"the backup set of {', '.join(b.path or b.label for b in group)} does not say which "
+            problems.append(f"the backup set of {', '.join(b.name for b in group)} does not say which "
                             f"families of its media set its files are ({[b.family for b in group]})")
             continue
         (count,) = counts
         missing = sorted(set(range(1, count + 1)) - numbers)
         if missing or len(group) != count:
-            problems.append(f"the backup set of {', '.join(b.path or b.label for b in group)} is striped over {count} "
+            problems.append(f"the backup set of {', '.join(b.name for b in group)} is striped over {count} "
                             f"files (media set {group[0].media_set_guid}) but the plan has {len(group)}: family "
                             f"{', '.join(map(str, missing))} missing; SQL Server restores a striped set only from all "
                             "of its stripes at once")

@@ -6,13 +6,16 @@ their position fields rewritten)."""
 from __future__ import annotations
 
 import itertools
+import json
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from tests.unit.engines.mssql.mtf_append import append_sets
+from verification.cli import app
 from verification.engines.base import Evidence
-from verification.engines.mssql.catalog import scan
+from verification.engines.mssql.catalog import scan, shares_file
 from verification.engines.mssql.chain import plan
 from verification.engines.mssql.page_check import read_and_judge
 from verification.engines.mssql.pages import SetScan, locate_data_streams, scan_pages
@@ -111,6 +114,82 @@ def test_a_damaged_page_in_set_two_is_found_in_set_two_only(one_file: Path, tmp_
     assert all(f.offset >= db.sets[1].header.set_offset for f in found.findings)
 
 
+# -- how a person is told which set of the file is meant ---------------------------------------------------
+
+def test_the_chain_messages_name_each_set_of_the_file_and_the_fields_keep_the_path(one_file: Path) -> None:
+    (db,) = scan(LocalSource(one_file)).databases
+    assert [m.describe() for m in db.sets[:2]] == ["full backup of RestoreTimeClean (appended.bak (set 1))",
+                                                   "diff backup of RestoreTimeClean (appended.bak (set 2))"]
+    planned = plan(db, RTC, None)
+    rules = {r.rule: r.detail for r in planned.chain.rules}
+    assert rules["full-available"] == ("full appended.bak (set 1) (LastLSN 25000000013200001, 1 family), the newest "
+                                       "complete one")
+    assert rules["differential-base"].startswith("differential appended.bak (set 2): DifferentialBaseGUID ")
+    assert planned.history is not None
+    assert [p.name for p in planned.history.points] == ["full appended.bak (set 1)", "diff appended.bak (set 2)",
+                                                        *(f"log appended.bak (set {n})" for n in (3, 4, 5))]
+    assert [b.name for b in planned.chain.backups] == [f"appended.bak (set {n})" for n in range(1, 6)]
+    # The report's structured fields are unchanged: a path is a path, the position its own field.
+    assert {(b.label, b.path) for b in planned.chain.backups} == {("appended.bak", "appended.bak")}
+    assert planned.files == ["appended.bak"]
+
+
+def test_a_gap_between_two_sets_of_one_file_names_both_sets(mssql_corpus: Path, tmp_path: Path) -> None:
+    """The differential's second log left out: set 3 (that log) does not continue set 2 (the differential)."""
+    root = appended(mssql_corpus / RTC, (CHAIN[0], CHAIN[1], CHAIN[3]), tmp_path / "source")
+    (db,) = scan(LocalSource(root)).databases
+    planned = plan(db, RTC, None)
+    assert planned.chain.status is ChainStatus.BROKEN
+    (gap,) = planned.chain.problems
+    assert gap.code == "log-gap"
+    assert gap.message.startswith("log chain broken between appended.bak (set 2) and appended.bak (set 3): The log "
+                                  "in this backup set begins at LSN 25000000020000001")
+    assert gap.files == ("appended.bak", "appended.bak")
+
+
+def test_files_of_one_set_beside_the_file_of_several_keep_their_bare_names(mssql_corpus: Path,
+                                                                          tmp_path: Path) -> None:
+    root = appended(mssql_corpus / RTC, CHAIN[:2], tmp_path / "source")
+    for name in CHAIN[2:]:
+        (root / name).write_bytes((mssql_corpus / RTC / name).read_bytes())
+    (db,) = scan(LocalSource(root)).databases
+    assert [(m.header.position, shares_file(m.header), m.names) for m in db.sets] == [
+        (1, True, ["appended.bak (set 1)"]), (2, True, ["appended.bak (set 2)"]),
+        *((1, False, [name]) for name in CHAIN[2:])]
+    planned = plan(db, RTC, None)
+    assert planned.chain.status is ChainStatus.COMPLETE, planned.chain.problems
+    assert [b.name for b in planned.chain.backups] == ["appended.bak (set 1)", "appended.bak (set 2)", *CHAIN[2:]]
+
+
+def test_the_console_plan_names_each_set_and_its_json_keeps_paths(one_file: Path) -> None:
+    said = CliRunner().invoke(app, ["plan", str(one_file), "--engine", "mssql"])
+    assert said.exit_code == 0, said.output
+    rows = [line for line in said.output.splitlines() if line.startswith(("  full ", "  diff ", "  log "))]
+    assert rows[:2] == [
+        "  full  appended.bak (set 1)  2017-06-01 12:59:12 .. 12:59:12  LSN 25000000006200170..25000000013200001  "
+        "family 1/1",
+        "  diff  appended.bak (set 2)  2017-06-01 13:14:13 .. 13:14:13  LSN 25000000017300038..25000000019000001  "
+        "family 1/1"]
+    assert [row[8:].split("  ")[0] for row in rows[2:]] == [f"appended.bak (set {n})" for n in (3, 4, 5)]
+    data = json.loads(CliRunner().invoke(app, ["plan", str(one_file), "--engine", "mssql", "--json"]).stdout)
+    backups = data["databases"][0]["chain"]["backups"]
+    assert [(b["label"], b["path"], b["position"]) for b in backups] == [("appended.bak", "appended.bak", n)
+                                                                         for n in range(1, 6)]
+
+
+def test_a_file_of_one_set_is_named_by_its_path_alone(mssql_corpus: Path, mssql_real_world: Path) -> None:
+    """The lab's files, and the real COPY_ONLY fulls whose 4096-byte soft filemark blocks end the file in
+    zero padding after the set's last filemark: each file holds one set, named as ever."""
+    for folder in (mssql_corpus / RTC, mssql_real_world / "copy-only"):
+        catalog = scan(LocalSource(folder))
+        sets = [m for db in catalog.databases for m in db.sets]
+        assert sets and all(not shares_file(m.header) and m.names == m.files for m in sets), folder
+        for db in catalog.databases:
+            planned = plan(db, db.database, None)
+            assert [b.name for b in planned.chain.backups] == [b.path for b in planned.chain.backups]
+            assert not any("(set " in r.detail for r in planned.chain.rules)
+
+
 # -- the three COPY_ONLY fulls from outside the lab (4096-byte soft filemark blocks) ---------------------
 
 def test_every_checksummed_page_of_the_real_copy_only_fulls_is_verified(mssql_real_world: Path) -> None:
@@ -160,6 +239,10 @@ def test_a_differential_on_a_full_of_the_same_file_that_is_copy_only_is_refused(
     assert [(b.position, b.type) for b in planned.chain.backups][:1] == [(1, BackupType.FULL)]
     assert 2 not in [b.position for b in planned.chain.backups]
     assert any("copy-only" in r.detail and not r.passed for r in planned.chain.rules if r.rule == "differential-base")
+    # Which set of the file each message means: the copy-only full is set 1, its differential set 2.
+    refused = next(r.detail for r in planned.chain.rules if r.rule == "differential-base" and not r.passed)
+    assert refused.startswith("differential appended.bak (set 2) refused: it names full appended.bak (set 1) as its "
+                              "base (DifferentialBaseGUID ")
 
 
 def test_a_set_in_a_layout_not_known_is_not_read_and_not_damage(one_file: Path) -> None:
@@ -274,13 +357,13 @@ def test_a_set_no_longer_where_the_catalogue_placed_it_is_an_error_not_damage(on
 
 
 def test_a_full_with_its_logs_appended_is_page_checked_as_the_full(mssql_corpus: Path, tmp_path: Path) -> None:
-    # The full is the file's only data set, so it goes by the file's bare name, as its log sets do: the
-    # logs are no data backup to be placed by.
+    # The full is the file's only data set, and is still named with its set, as the chain names it: the
+    # file holds its logs too. Only the full's pages are read (the logs are no data backup).
     root = appended(mssql_corpus / RTC, ("RestoreTimeClean.bak", "RestoreTimeClean_1.trn"), tmp_path / "source")
     (db,) = scan(LocalSource(root)).databases
     check, found = read_and_judge(plan(db, RTC, None), LocalSource(root), Evidence(tmp_path / "evidence"))
     assert check.status is CheckStatus.PASSED, check.summary
-    assert [s.path for s in found.scans] == ["appended.bak"] and found.scans[0].pages == 168
+    assert [s.path for s in found.scans] == ["appended.bak (set 1)"] and found.scans[0].pages == 168
 
 
 def test_the_whole_sets_of_a_file_cut_in_its_last_set_are_planned_and_page_checked(one_file: Path,

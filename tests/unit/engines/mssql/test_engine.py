@@ -1234,6 +1234,9 @@ def test_a_chain_planned_from_one_file_of_appended_sets_restores_each_set_by_its
                                 for n in (3, 4, 5)]
     pages = outcome.checks[0]
     assert list(pages.details["per_file"]) == ["appended.bak (set 1)", "appended.bak (set 2)"]
+    # What is said of the restored point names the set of the file, as the plan does.
+    assert any(p.endswith("the planned chain's last LastLSN (appended.bak (set 5))") for p in outcome.proofs), \
+        outcome.proofs
 
 
 def test_headeronly_of_a_set_after_the_first_asks_for_it_and_takes_its_row(plan_2016, tmp_path):
