@@ -601,12 +601,12 @@ def _walk_sets(image: _Image, media: _Media, ending: MtfError) -> MediaRead:
     whole; that set (or, where no set begins after the whole ones, the end itself) is the problem."""
     headers: list[BackupHeader] = []
     opened = media.filemark
-    while opened + media.filemark_bytes < image.size:
+    while True:
         start, number = opened + media.filemark_bytes, len(headers) + 1
         try:
             _check_block(image, start, {b"SSET"})
-        except MtfError:
-            break  # no whole set begins here (zeros not yet written, bytes past the last set): the end says why
+        except MtfError:  # no whole set begins here (the end, zeros not yet written, bytes past the last set)
+            return MediaRead(headers, ending)
         try:
             closing = _next_filemark(image, start)
             end = _next_filemark(image, closing + media.filemark_bytes)
@@ -617,7 +617,6 @@ def _walk_sets(image: _Image, media: _Media, ending: MtfError) -> MediaRead:
             problem = ending if isinstance(exc, (MtfTruncated, MtfUnsupported)) else exc
             return MediaRead(headers, _in_set(problem, number, start), _head_identity(image, start))
         opened = end
-    return MediaRead(headers, ending)
 
 
 def _next_filemark(image: _Image, offset: int) -> int:
@@ -640,10 +639,10 @@ def _in_set(exc: MtfError, number: int, start: int) -> MtfError:
 
 
 def _head_identity(image: _Image, start: int) -> TrailerIdentity | None:
-    """Who the set at start belongs to, by its head copy (SSET, then the first configuration block)."""
+    """Who the set whose SSET block is at start belongs to, by its head copy (the first configuration
+    block after it)."""
     try:
-        _check_block(image, start, {b"SSET"})
-        return _copy_after(image, start + COMMON_HEADER, start + HEAD_BYTES)
+        return _identity_at(image, range(start, min(start + HEAD_BYTES, image.size), SECTOR))
     except (SourceError, ValueError, IndexError, struct.error):
         return None
 
@@ -696,12 +695,6 @@ def _copy_before(image: _Image, end: int) -> TrailerIdentity | None:
     low = max(0, end - TAIL_BYTES)
     image.load(low, end - low)
     return _identity_at(image, range(end - SECTOR, low - 1, -SECTOR))
-
-
-def _copy_after(image: _Image, start: int, end: int) -> TrailerIdentity | None:
-    """Whose backup the first configuration copy from start (sector-aligned) names, or None."""
-    first = (start + SECTOR - 1) // SECTOR * SECTOR
-    return _identity_at(image, range(first, min(end, image.size), SECTOR))
 
 
 def _identity_at(image: _Image, offsets: range) -> TrailerIdentity | None:
