@@ -827,6 +827,14 @@ class _Scan:
                 self.finding(pending.offset, pending.header, f"{allocated} but {pending.what}",
                              name=f"{pending.file_id}:{pending.page_id}")
 
+    def own_slot_in_use(self, pending: _Pending) -> bool:
+        """Whether a misplaced page's own id lies at its slot's place in an extent and the PFS marks it allocated."""
+        header = pending.header
+        if header.file_id == 0 or header.page_id % EXTENT != pending.page_id % EXTENT:
+            return False
+        own = _Pending(pending.offset, header.file_id, header.page_id, header, pending.what)
+        return self.allocated(own) is not None
+
     def allocated(self, pending: _Pending) -> str | None:
         """"page f:p is allocated (PFS page ...)" where a PFS page read in the set says so; else None
         (not allocated, or no PFS page of the set covers it)."""
@@ -842,6 +850,14 @@ class _Scan:
         """A page out of place in an allocated slot is damage, said with all that is wrong with it; in a
         slot not in use (or that no PFS page covers) it is an earlier page's bytes: counted, not checked."""
         header = pending.header
+        if allocated is None and self.own_slot_in_use(pending):
+            # Its own id is in use and at its place in an extent: the real page of an extent whose stale
+            # pages outvoted it (they may hold any ids). Checked as the page it says it is.
+            self.by_type[header.page_type] += 1
+            self.protected(misplaced.protection)
+            if misplaced.damage is not None:
+                self.finding(pending.offset, header, *misplaced.damage)
+            return
         if allocated is None:
             self.stale += 1
             return

@@ -816,3 +816,22 @@ def test_positions_past_32_bits_widen_what_was_seen_rather_than_wrap():
     assert seen.page(1, 3, 0) == 7  # the slow mark too, and the arrays grown after are wide
     assert seen.page(2, 9, 0) is None and seen.extents[2].dtype == np.uint64
     assert seen.extents_met(1, *beyond).all()
+
+
+def outvoted_extent(data: bytearray) -> None:
+    """Extent 1:40 of RestoreTimeClean.bak: 1:40 and 1:41 allocated, 1:42-1:47 unallocated (stale).
+    The six stale slots hold pages of another file's old extent (as instant file initialization leaves
+    a previous database's pages on disk): ids 1:202-1:207, each whole (own checksum holds). The real,
+    allocated page 1:40 has a body byte flipped: its checksum no longer holds."""
+    for slot in range(2, 8):
+        at = page_at(40 + slot)
+        struct.pack_into("<I", data, at + 0x20, 200 + slot)  # m_pageId
+        struct.pack_into("<H", data, at + 0x24, 1)  # m_fileId
+        restamp(data, at)
+    data[page_at(40) + 4000] ^= 0x10
+
+
+def test_a_damaged_allocated_page_outvoted_by_stale_slots_is_found(mssql_copy):  # type: ignore[no-untyped-def]
+    result = damaged(mssql_copy, outvoted_extent, files=FULL_FILES)
+    assert any(f.offset == page_at(40) and f.reason == "checksum mismatch" for f in result.findings), (
+        result.findings, result.stale)
