@@ -10,6 +10,11 @@ corrupt file is attached to the database it belongs to, as a defect that fails t
   Ola Hallengren's <server>/<db>/FULL|DIFF|LOG layout;
 - else it gets a database entry of its own (named from its folder, and said to be derived), with a
   broken chain, so a database whose backups are all unreadable still appears, failed.
+
+A file in a layout the reader does not know ("unsupported") proves nothing: placed the same way (by
+the database its configuration copy names, else by folder), it keeps that database from being
+judged where it may hold a newer point or the chain's gap; a database known only from such files
+appears with an entry of its own, error.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import posixpath
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from verification.engines.mssql.catalog import BACKUP_FOLDERS, Catalog, DatabaseCatalog, Unreadable
+from verification.engines.mssql.catalog import BACKUP_FOLDERS, Catalog, DatabaseCatalog, Unreadable, server_identity
 from verification.model import (
     POINT_ROUNDED_RULE,
     Chain,
@@ -35,9 +40,9 @@ def _owner(catalog: Catalog, unread: Unreadable) -> DatabaseCatalog | None:
     identity = unread.identity
     if identity is None:
         return None
-    return next((db for db in catalog.databases
-                 if (db.server, db.database, db.created) == (identity.server_name, identity.database_name,
-                                                             identity.database_creation)), None)
+    # The server as the catalog groups by it (a LocalDB instance's name changes at each start).
+    named = (server_identity(identity.server_name), identity.database_name, identity.database_creation)
+    return next((db for db in catalog.databases if (db.server, db.database, db.created) == named), None)
 
 
 def folder_database(path: str) -> str:
@@ -113,7 +118,7 @@ def account(catalog: Catalog, plans: dict[int, RestorePlan]) -> tuple[list[Resto
 
 
 def _identified_unread(catalog: Catalog, plans: dict[int, RestorePlan], unread: Unreadable,
-                       known: list[RestorePlan], unknown: dict[str, list[Unreadable]]) -> str:
+                       known: list[RestorePlan], unknown: dict[str, list[Unreadable]]) -> str | None:
     """The database a file not read (a layout not known) names in its own configuration copy: its
     plan is not judged where the file may change it, else the file is only listed with it; a database
     no readable backup names gets an entry of its own, error (nothing proves its backups bad)."""
@@ -121,6 +126,8 @@ def _identified_unread(catalog: Catalog, plans: dict[int, RestorePlan], unread: 
     assert identity is not None
     owner = _owner(catalog, unread)
     plan = plans[id(owner)] if owner is not None else None
+    if plan is None and _beside(known, unread.path):
+        return None  # no database read has its name, creation and server: placed by folder (attach_unread)
     if plan is None:
         name = identity.database_name
         if any(p.database == name for p in known):
@@ -193,12 +200,18 @@ def _may_matter(plan: RestorePlan, written: datetime | None) -> bool:
     return written > newest - LOCAL_TIME_MARGIN
 
 
+def _placed_by_identity(catalog: Catalog, plans: list[RestorePlan], unread: Unreadable) -> bool:
+    """Whether `account` placed the file by the database its configuration copy names (a database read
+    has that identity, or none lies beside the file and it has an entry of its own)."""
+    return unread.identity is not None and (_owner(catalog, unread) is not None or not _beside(plans, unread.path))
+
+
 def attach_unread(catalog: Catalog, plans: list[RestorePlan], modified: Callable[[str], datetime | None]) -> None:
     """Name, on each database it may belong to, every file that may hold one of its backups and could not
     be read, where it could change the verdict (see Chain.unread): the database is then not judged."""
     for unread in catalog.unreadable:
-        if unread.kind not in MAY_HOLD_A_BACKUP or unread.identity is not None:
-            continue  # a file that names its database is placed by `account`
+        if unread.kind not in MAY_HOLD_A_BACKUP or _placed_by_identity(catalog, plans, unread):
+            continue
         written = modified(unread.path)
         # A file no database can be placed by (logs in a folder of their own, the same database name on two
         # servers) may still fill any broken chain's gap.

@@ -246,8 +246,10 @@ def read_file(source: Source, path: str) -> FileRead:
         media = MediaRead([], exc)
     if media.problem is None:
         return FileRead(headers=media.headers, bytes_read=reader.bytes_read)
-    # Whose backup the part not read was: the head of the set it lies in, else the file's last closing copy.
-    identity = media.identity or read_trailer_identity(reader)
+    # Whose backup the part not read was: the head of the set it lies in (never another set's closing
+    # copy: a set cut in its head would take the identity of the whole set before it), else, where no
+    # set begins, the file's last closing copy.
+    identity = media.identity if media.set_number is not None else read_trailer_identity(reader)
     # A layout not known is no proof of damage; the sets before the problem are read all the same.
     kind = "unsupported" if isinstance(media.problem, MtfUnsupported) else "corrupt"
     return FileRead(headers=media.headers, unreadable=Unreadable(path, str(media.problem), kind, identity),

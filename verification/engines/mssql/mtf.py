@@ -107,8 +107,12 @@ class MtfUnsupported(MtfError):
     def __init__(self, name: str, offset: int, what: str, expected: str, found: str, writer: str | None) -> None:
         super().__init__(name, offset, what, expected, found)
         self.writer = writer
-        self.args = (f"{self.args[0]}: a layout restoreproof does not know (written by "
-                     f"{writer or 'a SQL Server version not yet read'}), not proof of damage",)
+        self.args = (f"{self.args[0]}{self.closing()}",)
+
+    def closing(self) -> str:
+        """The sentence that ends the message: who wrote the layout, and that it proves nothing."""
+        writer = self.writer or "a SQL Server version not yet read"
+        return f": a layout restoreproof does not know (written by {writer}), not proof of damage"
 
 
 class NeedsServerHeaderOnly(SourceError):
@@ -570,6 +574,8 @@ class MediaRead:
     problem: MtfError | None = None
     # Whose backup the set the problem lies in was, from that set's own head, where it could be read.
     identity: TrailerIdentity | None = None
+    # The set the problem lies in (its position), where a set begins there; None: the file's end.
+    set_number: int | None = None
 
 
 def read_media(reader: ByteRangeReader) -> MediaRead:
@@ -581,9 +587,17 @@ def read_media(reader: ByteRangeReader) -> MediaRead:
         found = _walk_sets(image, media, ending)
         return dataclasses.replace(found, headers=[_with_bytes_read(h, image.bytes_read) for h in found.headers])
     marks = _filemarks(image, media)
-    headers = [_read_set(image, media, marks[2 * n], marks[2 * n + 1], marks[2 * n + 2], n + 1)
-               for n in range(len(marks) // 2)]
-    return MediaRead([_with_bytes_read(h, image.bytes_read) for h in headers])
+    headers: list[BackupHeader] = []
+    problem: MediaRead | None = None
+    for n in range(len(marks) // 2):
+        try:
+            headers.append(_read_set(image, media, marks[2 * n], marks[2 * n + 1], marks[2 * n + 2], n + 1))
+        except MtfError as exc:  # the other sets are found by the filemark list all the same
+            start = marks[2 * n] + media.filemark_bytes
+            problem = problem or MediaRead([], _in_set(exc, n + 1, start, len(marks) > 3),
+                                           _head_identity(image, start), n + 1)
+    read = [_with_bytes_read(h, image.bytes_read) for h in headers]
+    return MediaRead(read) if problem is None else dataclasses.replace(problem, headers=read)
 
 
 def read_backup_headers(reader: ByteRangeReader) -> list[BackupHeader]:
@@ -615,7 +629,8 @@ def _walk_sets(image: _Image, media: _Media, ending: MtfError) -> MediaRead:
             # Running into the end (or the zeros ending a file being written) is what the end says;
             # a checksum that does not match on the way is damage of its own.
             problem = ending if isinstance(exc, (MtfTruncated, MtfUnsupported)) else exc
-            return MediaRead(headers, _in_set(problem, number, start), _head_identity(image, start))
+            return MediaRead(headers, _in_set(problem, number, start, number > 1), _head_identity(image, start),
+                             number)
         opened = end
 
 
@@ -631,10 +646,13 @@ def _next_filemark(image: _Image, offset: int) -> int:
         offset = next_offset
 
 
-def _in_set(exc: MtfError, number: int, start: int) -> MtfError:
-    """The error, saying which backup set of the file it lies in."""
-    exc.args = (f"{exc.args[0]} (in backup set {number}, which begins at offset {start:#x}; the sets "
-                "before it are whole and read)" if number > 1 else exc.args[0],)
+def _in_set(exc: MtfError, number: int, start: int, several: bool) -> MtfError:
+    """The error, saying which backup set of the file it lies in where the file holds others."""
+    if several:
+        closing = exc.closing() if isinstance(exc, MtfUnsupported) else ""
+        said = str(exc.args[0]).removesuffix(closing)
+        exc.args = (f"{said} (in backup set {number}, which begins at offset {start:#x}; the file's other whole "
+                    f"sets are read){closing}",)
     return exc
 
 

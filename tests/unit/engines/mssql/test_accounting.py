@@ -180,3 +180,55 @@ def test_a_backup_of_a_type_not_read_is_placed_by_the_name_its_copies_give(mssql
     assert orphans == [] and [f.database for f in files] == ["StopAt"]
     (said,) = [p.message for p in planned.chain.unread]
     assert said.startswith("type 'F' backup sql2008-backups/StopAt/StopAt_23.trn (LSN ")
+
+
+def _plans(root):  # type: ignore[no-untyped-def]
+    from verification.engines.mssql.accounting import account, attach_unread
+    from verification.engines.mssql.catalog import scan
+    from verification.engines.mssql.chain import plan as chain_plan
+    from verification.sources import LocalSource
+
+    catalog = scan(LocalSource(root))
+    plans = {}
+    for db in catalog.databases:
+        planned = chain_plan(db, db.database, None)
+        planned.files = [f for m in db.sets for f in m.files]
+        plans[id(db)] = planned
+    extra, _ = account(catalog, plans)
+    attach_unread(catalog, [*plans.values(), *extra], lambda _: None)
+    return {p.database: p for p in [*plans.values(), *extra]}
+
+
+def test_a_newer_unsupported_localdb_backup_keeps_its_database_unjudged(tmp_path, mssql_real_world):  # type: ignore[no-untyped-def]
+    # LocalDB names its instance anew at each start (catalog.server_identity): the newest backup,
+    # in a layout not read (type 'F'), names the same database under another instance name.
+    import re
+    import shutil
+
+    folder = tmp_path / "plataformadb"
+    folder.mkdir()
+    src = mssql_real_world / "copy-only"
+    for name in ("plataformadb_4b7a2e4.bak", "plataformadb_93b98ca.bak"):
+        shutil.copy(src / name, folder / name)
+    data = bytearray((src / "plataformadb_792dd97.bak").read_bytes())
+    for at in [m.start() for m in re.finditer(b"SCIN", data)]:
+        data[at + 0x57] = ord("F")
+    (folder / "plataformadb_792dd97.bak").write_bytes(bytes(data))
+    plans = _plans(tmp_path)
+    assert plans["plataformadb"].chain.unread, "judged (may pass) though a newer backup of it was not read"
+
+
+def test_a_newer_set_cut_in_its_head_keeps_its_database_unjudged(tmp_path, mssql_corpus):  # type: ignore[no-untyped-def]
+    # full, log, newer full appended WITH NOINIT; the file ends 1 KiB into set 3 (after a zero sector):
+    # the identity given to the cut is set 2's closing copy, so the cut is taken for "not newer".
+    from tests.unit.engines.mssql.mtf_append import append_sets, set_ranges
+
+    simple = mssql_corpus / "OlaMsFilter/Simple"
+    full1, log, full2 = ((simple / n).read_bytes() for n in (
+        "test_FULL_20160629_141300.bak", "test_LOG_20160629_141310.trn", "test_FULL_20160629_141320.bak"))
+    three = append_sets(full1, log, full2, adopt_media=True)
+    start = set_ranges(three)[2][0]
+    (tmp_path / "test" / "FULL").mkdir(parents=True)
+    (tmp_path / "test/FULL/media.bak").write_bytes(three[:start + 1024])
+    plan = _plans(tmp_path)["OlaMsFilterTest"]
+    assert plan.chain.unread or plan.chain.defects, "judged (may pass) though set 3, newer, was cut"

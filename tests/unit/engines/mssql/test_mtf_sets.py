@@ -19,6 +19,7 @@ from verification.engines.mssql.mtf import (
     MtfUnsupported,
     read_backup_header,
     read_backup_headers,
+    read_media,
 )
 
 FULL, LOG = "OlaMsFilter/Simple/test_FULL_20160629_141300.bak", "OlaMsFilter/Simple/test_LOG_20160629_141310.trn"
@@ -98,7 +99,7 @@ def test_a_file_cut_inside_its_second_set_is_truncated(mssql_corpus: Path) -> No
     cut = next(at for at in range((start + end) // 2 // 512 * 512, end, 512) if any(both[at - 512:at]))
     with pytest.raises(MtfError, match=r"^both\.bak: descriptor block at offset 0x[0-9a-f]+: expected SFMB, found "
                                        r".*: the file is truncated or was never closed \(in backup set 2, which "
-                                       rf"begins at offset {start:#x}; the sets before it are whole and read\)$") as raised:
+                                       rf"begins at offset {start:#x}; the file's other whole sets are read\)$") as raised:
         read_backup_headers(StrictBytes("both.bak", both[:cut]))
     assert not isinstance(raised.value, MtfUnsupported)
 
@@ -392,4 +393,22 @@ def test_a_followed_filemark_that_is_another_block_is_unsupported(mssql_corpus: 
 def test_the_filemark_ending_a_set_before_the_last_must_be_one(mssql_corpus: Path) -> None:
     backup, marks = _two_sets(mssql_corpus)
     backup.rename_block(marks[2], b"ESPB")
-    assert backup.unsupported() == f"backup.trn: descriptor block at offset {marks[2]:#x}: expected SFMB, found b'ESPB'"
+    assert backup.unsupported() == (f"backup.trn: descriptor block at offset {marks[2]:#x}: expected SFMB, found "
+                                    f"b'ESPB' (in backup set 1, which begins at offset {marks[0] + 512:#x}; the "
+                                    "file's other whole sets are read)")
+    # That filemark also opens set 2, so neither set is read; the first is what is said.
+    found = read_media(StrictBytes("backup.trn", bytes(backup.data)))
+    assert found.headers == [] and found.set_number == 1
+
+
+def test_a_set_in_the_middle_not_read_leaves_the_others_read(mssql_corpus: Path) -> None:
+    # Set 2 of three names a backup type the reader does not read: sets 1 and 3 are read by the list.
+    full, log = ((mssql_corpus / rel).read_bytes() for rel in (FULL, LOG))
+    data = bytearray(append_sets(full, log, full, adopt_media=True))
+    start, end = set_ranges(bytes(data))[1]
+    for at in [m.start() + start for m in re.finditer(b"SCIN", data[start:end])]:
+        data[at + 0x57] = ord("F")
+    found = read_media(StrictBytes("three.bak", bytes(data)))
+    assert [h.position for h in found.headers] == [1, 3] and found.set_number == 2
+    assert isinstance(found.problem, MtfUnsupported) and "(in backup set 2, " in str(found.problem)
+    assert found.identity is not None and found.identity.backup_type == "type 'F'"

@@ -53,7 +53,7 @@ def test_a_set_cut_by_the_end_is_truncation_naming_the_set(three: bytes) -> None
     assert isinstance(found.problem, MtfTruncated) and not isinstance(found.problem, MtfUnsupported)
     assert str(found.problem).endswith(
         f"the file is truncated or was never closed (in backup set 3, which begins at offset {start:#x}; "
-        "the sets before it are whole and read)")
+        "the file's other whole sets are read)")
     # Whose backup was cut: its own head copy says, as the catalog reports it.
     assert found.identity is not None and (found.identity.database_name, found.identity.backup_type) == ("OlaMsFilterTest", "full")
     with pytest.raises(MtfTruncated, match=r"\(in backup set 3, "):
