@@ -161,7 +161,7 @@ _KNOWN_TYPE = np.zeros(256, dtype=bool)
 _KNOWN_TYPE[list(PAGE_TYPES)] = True
 
 U32 = npt.NDArray[np.uint32]
-Problem = tuple[str, int | None, int | None]  # a finding's reason, stored and computed checksums
+PageProblem = tuple[str, int | None, int | None]  # a finding's reason, stored and computed checksums
 
 
 @dataclass(frozen=True)
@@ -270,7 +270,7 @@ def torn_sectors(page: bytes) -> list[int]:
     return [sector for sector in range(1, SECTORS) if page[sector * SECTOR + SECTOR - 1] & 3 != pattern]
 
 
-def protection(page: bytes, header: PageHeader, computed: int) -> tuple[str, Problem | None]:
+def protection(page: bytes, header: PageHeader, computed: int) -> tuple[str, PageProblem | None]:
     """How a page is protected ("checksum"; "torn": torn-page bits; "none") and what that protection
     says is wrong with it, if anything."""
     if header.has_checksum:
@@ -520,8 +520,8 @@ class _Misplaced:
 
     position: int
     protection: str  # how it counts once judged: "checksum", "torn" or "none" (see `protection`)
-    problems: tuple[Problem, ...]  # its place first, then its type and file
-    damage: Problem | None  # what its checksum or torn-page bits say
+    problems: tuple[PageProblem, ...]  # its place first, then its type and file
+    damage: PageProblem | None  # what its checksum or torn-page bits say
 
 
 @dataclass
@@ -734,7 +734,7 @@ class _Scan:
 
     def page(self, offset: int, position: int, page: bytes, header: PageHeader, slot: int,
              expected: tuple[int, int] | None, computed: int, data: memoryview, at: int,
-             settled: bool = False) -> None:
+             settled: bool) -> None:
         self.pages += 1
         fits = expected is not None and (header.file_id, header.page_id) == (expected[0], expected[1] + slot)
         if page == ZERO_PAGE:
@@ -775,7 +775,7 @@ class _Scan:
         page id, a checksum that holds or not). So such a page is judged by the PFS once the whole set
         is read (`allocation`): what is wrong with it is a finding only if its slot is allocated. It is
         not recorded as met, lest the page it copies be taken for a page written twice."""
-        problems: list[Problem] = [(f"page out of place: slot {slot} of the extent of {expected[0]}:{expected[1]} "
+        problems: list[PageProblem] = [(f"page out of place: slot {slot} of the extent of {expected[0]}:{expected[1]} "
                                     f"holds page {header.name}", None, None)]
         if header.page_type not in PAGE_TYPES:
             problems.append((f"unknown page type {header.page_type}", None, None))
