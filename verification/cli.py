@@ -8,6 +8,7 @@ finish (a backup file went unread, no database found, a restore could not run).
 from __future__ import annotations
 
 import json
+import platform
 import signal
 import sys
 from datetime import UTC, datetime
@@ -21,9 +22,11 @@ from pydantic import SecretStr
 from rich.console import Console
 from rich.markup import escape
 
+from verification import __version__
 from verification.atomic import write_text_atomically
 from verification.config import Settings, load_settings
 from verification.errors import RestoreproofError
+from verification.images import inventory
 from verification.model import (
     BLOCKING_UNREADABLE,
     BackupEncryption,
@@ -44,6 +47,30 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="Prove that backups restore: restore each chain in a disposable server, time every "
                        "phase, check integrity, report a verdict with its reasons.")
 err = Console(stderr=True, soft_wrap=True)
+
+
+@app.callback(invoke_without_command=True)
+def _options(
+    ctx: typer.Context,
+    version: Annotated[bool, typer.Option("--version", help="Print restoreproof's version and exit; with -v, "
+                                                             "also Python's, the Docker engine's and each local "
+                                                             "image's (the server and tools it holds).")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="With --version: the versions of what "
+                                                                  "restoreproof runs on.")] = False,
+) -> None:
+    """Prove that backups restore: restore each chain in a disposable server, time every phase, check
+    integrity, report a verdict with its reasons."""
+    if not version:
+        if ctx.invoked_subcommand is None:  # options alone: a usage error, as a command missing is
+            typer.echo(f"{ctx.get_usage()}\nTry 'restoreproof --help' for help.\nError: Missing command.", err=True)
+            raise typer.Exit(2)
+        return
+    typer.echo(f"restoreproof {__version__}")
+    if verbose:
+        typer.echo(f"Python {platform.python_version()} ({sys.executable})")
+        for line in inventory.describe():
+            typer.echo(line)
+    raise typer.Exit(0)
 
 
 class EngineChoice(StrEnum):
