@@ -184,8 +184,8 @@ class HeaderCache:
         if self._db is None or not self._accepts(before) or before != after or not result.read:
             return
         assert before is not None
-        if not before.reliable and not result.headers:
-            return  # a damaged or stray local file is read again every run
+        if not before.reliable and (not result.headers or result.unreadable is not None):
+            return  # a damaged or stray local file is read again every run, also one with whole sets in it
         payload = encode(result)
         with self._lock:  # scan's reading threads
             self._new[path] = (before.value, payload)

@@ -137,6 +137,24 @@ def test_a_local_file_rewritten_with_its_size_and_times_kept_is_read_again(mssql
     assert third.files_read == 1 and third.unreadable == [] and third.databases == first.databases
 
 
+def test_a_local_file_cut_in_its_last_set_is_read_again_every_run(mssql_corpus: Path, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # Its whole sets are read, but the file is not read well: a local fingerprint cannot vouch for it.
+    monkeypatch.setattr(local, "SETTLED_SECONDS", 0.0)
+    full, log = ((mssql_corpus / rel).read_bytes() for rel in ("OlaMsFilter/Simple/test_FULL_20160629_141300.bak",
+                                                              "OlaMsFilter/Simple/test_LOG_20160629_141310.trn"))
+    both = append_sets(full, log, adopt_media=True)
+    root = tmp_path / "source"
+    root.mkdir()
+    (root / "media.bak").write_bytes(both[:set_ranges(both)[1][0] + 4096])
+    settings = settings_in(tmp_path)
+    first = scanned(settings, LocalSource(root))
+    assert [u.kind for u in first.unreadable] == ["corrupt"] and len(first.databases) == 1
+    assert entries(settings) == {}
+    second = scanned(settings, LocalSource(root))
+    assert (second.files_read, second.files_cached) == (1, 0)
+
+
 def test_a_file_changed_a_moment_ago_gives_no_fingerprint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "new.bak").write_bytes(b"TAPE")
     source = LocalSource(tmp_path)
