@@ -61,6 +61,7 @@ from verification.prediction.phase_model import Prediction
 from verification.redaction import Redactor
 from verification.report_model import DatabaseEntry, NotVerified, RunReport
 from verification.reports import ReportOutputs, write_reports
+from verification.reports.folder import check_report_folder
 from verification.reports.json_report import database_entry, run_report
 from verification.restore_points import PointChoice
 from verification.results import ResultStore
@@ -655,6 +656,7 @@ def discover(settings: Settings, request: RunRequest, run_id: str, started: date
     for said in warnings:
         progress(f"warning: {said}")
     run_dir = (report_dir or settings.report_dir) / run_id
+    check_report_folder(run_dir)  # before the run is recorded: never a run restored with nowhere to report
     generation = uuid.uuid4().hex[:12]
     store = ResultStore(settings.results_database_url, settings.results_retry)
     try:

@@ -237,3 +237,25 @@ def test_plan_timeline_reaches_the_plan_and_a_timeline_not_there_is_refused_exit
     (refusal,) = json.loads(missing.stdout)["databases"][0]["chain"]["unread"]
     assert refusal["code"] == "timeline-unknown" and "has no timeline 3" in refusal["message"]
     assert runner.invoke(app, ["plan", str(captured_repo), "--timeline", "0"]).exit_code == 2
+
+
+def test_a_report_dir_that_is_a_file_is_refused_before_the_run(captured_repo, tmp_path, monkeypatch):
+    """Named with the fix, exit 2, before anything is recorded or restored: no traceback at the end of a run."""
+    from verification.results import ResultStore
+
+    store_url = f"sqlite:///{tmp_path / 'results.db'}"
+    monkeypatch.setenv("RESTOREPROOF_RESULTS_URL", store_url)
+    (tmp_path / "reports").write_text("not a folder")
+    result = runner.invoke(app, ["verify", str(captured_repo), "--target", "offline",
+                                 "--report-dir", str(tmp_path / "reports")])
+    assert result.exit_code == 2, result.output
+    message = " ".join(result.output.split())
+    assert f"a part of its path, {tmp_path / 'reports'}, is a file, not a folder: name a folder restoreproof " \
+           "may write (--report-dir, or report_dir in the configuration)" in message
+    assert "Traceback" not in result.output
+    store = ResultStore(store_url)
+    try:
+        assert store.recent_runs() == []
+    finally:
+        store.close()
+    assert (tmp_path / "reports").read_text() == "not a folder"
