@@ -11,6 +11,15 @@ class SourceError(RestoreproofError):
     """The source is missing, unreadable, or not a backup repository of the chosen engine."""
 
 
+class SourcePermissionError(SourceError):
+    """A file or folder of the source that restoreproof's user may not read: an operator's fix (access),
+    never a sign of damage, and never a reason to take the source for another engine's."""
+
+    def __init__(self, message: str, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
 class ConfigError(RestoreproofError):
     """The configuration file or environment is invalid."""
 

@@ -3,17 +3,33 @@
 from __future__ import annotations
 
 import os
+import pwd
 import time
 from datetime import UTC, datetime
 from io import RawIOBase
 from pathlib import Path
 
-from verification.errors import SourceError
+from verification.errors import SourceError, SourcePermissionError
 from verification.model import IncompleteUpload
 from verification.sources.base import Fingerprint
 
 # A file changed less than this long ago gives no fingerprint (LocalSource.fingerprint).
 SETTLED_SECONDS = 60.0
+
+
+def denied(path: Path, verb: str) -> SourcePermissionError:
+    """What a permission refused names: the path, who asked, and the fix. A repository made by its
+    tool's defaults is private to that tool's user (pgBackRest's 0750 folders and 0640 files), so the
+    user restoreproof runs as is the usual cause."""
+    uid = os.geteuid()
+    try:
+        user = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        user = "no name"
+    return SourcePermissionError(
+        f"cannot {verb} {path}: permission denied to uid {uid} ({user}); give that user read access to the "
+        "repository (its owner's group, or an ACL: setfacl -R -m u:USER:rX), or run restoreproof as the "
+        "repository's owner", str(path))
 
 
 class LocalSource:
@@ -69,10 +85,18 @@ class LocalSource:
         return Path(resolved)
 
     def exists(self, path: str) -> bool:
-        return self._path(path).exists()
+        file = self._path(path)
+        try:
+            return file.exists()
+        except PermissionError as exc:
+            raise denied(file, "reach") from exc
 
     def is_dir(self, path: str) -> bool:
-        return self._path(path).is_dir()
+        file = self._path(path)
+        try:
+            return file.is_dir()
+        except PermissionError as exc:
+            raise denied(file, "reach") from exc
 
     def list_dir(self, path: str) -> list[str]:
         folder = self._path(path)
@@ -83,7 +107,7 @@ class LocalSource:
         except NotADirectoryError:
             return []
         except PermissionError as exc:
-            raise SourceError(f"cannot list {folder}: permission denied") from exc
+            raise denied(folder, "list") from exc
 
     def read_bytes(self, path: str, offset: int = 0, length: int | None = None) -> bytes:
         file = self._path(path)
@@ -94,7 +118,7 @@ class LocalSource:
         except FileNotFoundError as exc:
             raise SourceError(f"{file} does not exist") from exc
         except PermissionError as exc:
-            raise SourceError(f"cannot read {file}: permission denied") from exc
+            raise denied(file, "read") from exc
 
     def open_binary(self, path: str) -> RawIOBase:
         """The file opened for reading, unbuffered, told it will be read from start to end; the caller
@@ -105,13 +129,17 @@ class LocalSource:
         except FileNotFoundError as exc:
             raise SourceError(f"{file} does not exist") from exc
         except PermissionError as exc:
-            raise SourceError(f"cannot read {file}: permission denied") from exc
+            raise denied(file, "read") from exc
         if hasattr(os, "posix_fadvise"):
             os.posix_fadvise(handle.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)
         return handle
 
     def size(self, path: str) -> int:
-        return self._path(path).stat().st_size
+        file = self._path(path)
+        try:
+            return file.stat().st_size
+        except PermissionError as exc:
+            raise denied(file, "reach") from exc
 
     def modified(self, path: str) -> datetime | None:
         """When the file was last written (for a WAL archive: about when the segment was archived)."""

@@ -136,7 +136,7 @@ from verification.engines.postgres.verify_output import (
 from verification.engines.postgres.versions import images_for, said_versions, written_by
 from verification.engines.postgres.wal_end import prove_to_the_record
 from verification.engines.postgres.wal_read import TargetWalReader
-from verification.errors import ConfigError, EngineUnavailableError, SourceError, TargetError
+from verification.errors import ConfigError, EngineUnavailableError, SourceError, SourcePermissionError, TargetError
 from verification.model import (
     Chain,
     ChainStatus,
@@ -381,6 +381,8 @@ class PostgresEngine:
     def detect(self, source: Source) -> bool:
         try:
             return bool(find_stanzas(source))
+        except SourcePermissionError:
+            raise  # cannot tell: saying "not pgBackRest's" would send the source to another engine
         except SourceError:
             return False
 
