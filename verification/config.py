@@ -583,6 +583,12 @@ def _check_config_file(file: Path) -> None:
         data = yaml.safe_load(file.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise ConfigError(f"configuration file {file} does not exist") from exc
+    except IsADirectoryError as exc:
+        raise ConfigError(f"configuration file {file} is a folder: name the YAML file in it") from exc
+    except OSError as exc:
+        raise ConfigError(f"configuration file {file} cannot be read: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"configuration file {file} is not UTF-8 text (byte {exc.start})") from exc
     except yaml.YAMLError as exc:
         raise ConfigError(f"configuration file {file} is not valid YAML: {exc}") from exc
     if data is not None and not isinstance(data, dict):

@@ -1,5 +1,7 @@
 import pytest
+from typer.testing import CliRunner
 
+from verification.cli import app
 from verification.config import DockerSettings, load_settings
 from verification.errors import ConfigError
 
@@ -44,6 +46,21 @@ def test_missing_or_broken_file(tmp_path):
     (tmp_path / "broken.yaml").write_text("a: [\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_settings(tmp_path / "broken.yaml")
+
+
+def test_a_folder_or_binary_file_named_as_the_configuration_is_said_so(tmp_path):
+    with pytest.raises(ConfigError, match=rf"^configuration file {tmp_path} is a folder: name the YAML file in it$"):
+        load_settings(tmp_path)
+    (tmp_path / "config.yaml").write_bytes(b"report_dir: \xff\xfe\n")
+    with pytest.raises(ConfigError, match=r"config\.yaml is not UTF-8 text \(byte 12\)$"):
+        load_settings(tmp_path / "config.yaml")
+
+
+def test_a_configuration_folder_through_the_cli_is_a_usage_error_not_a_traceback(tmp_path):
+    result = CliRunner().invoke(app, ["plan", str(tmp_path), "--config", str(tmp_path)])
+    assert result.exit_code == 2
+    assert f"configuration file {tmp_path} is a folder" in " ".join(result.output.split())
+    assert "Traceback" not in result.output
 
 
 def test_secret_is_not_shown_in_the_settings_repr(monkeypatch):
