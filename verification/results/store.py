@@ -35,13 +35,13 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.engine import Connection, Dialect, Engine, make_url
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.engine import URL, Connection, Dialect, Engine, make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, InterfaceError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from verification.config import ResultsRetrySettings
-from verification.errors import RunFinishedError, StaleDiscoveryError, StoreUnavailableError
+from verification.errors import ConfigError, RunFinishedError, StaleDiscoveryError, StoreUnavailableError
 from verification.model import DatabaseIdentity, IncompleteUpload, RestorePlan, RunResult, UnreadableFile
 from verification.redaction import MASK
 from verification.report_model import DatabaseEntry
@@ -298,13 +298,36 @@ def _sqlite_begin(connection: Connection) -> None:
     connection.exec_driver_sql("BEGIN IMMEDIATE" if connection.get_execution_options().get(_WRITES) else "BEGIN")
 
 
+def _opened(url: str) -> tuple[URL, Engine]:
+    """The store's URL and engine, or a ConfigError naming the setting: a URL that is not one, a database
+    kind with no driver here, a SQLite folder that cannot be made are the operator's to fix."""
+    try:
+        parsed = make_url(url)
+        if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+            Path(parsed.database or "").expanduser().parent.mkdir(parents=True, exist_ok=True)
+        return parsed, create_engine(parsed)
+    except NoSuchModuleError as exc:  # an ArgumentError too: first
+        raise ConfigError(f"results_url {_masked(url)} names a kind of database restoreproof has no driver for: "
+                          "use postgresql+psycopg:// or sqlite:///") from exc
+    except ArgumentError as exc:
+        raise ConfigError(f"results_url {_masked(url)} is not a database URL (dialect+driver://user:password@host/"
+                          "database, or sqlite:////path/results.db)") from exc
+    except OSError as exc:
+        raise ConfigError(f"results_url {_masked(url)}: the folder of the SQLite file cannot be made "
+                          f"({exc.strerror}); name a folder this user may write") from exc
+
+
+def _masked(url: str) -> str:
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return repr(url) if "@" not in url else "(a value holding '@', not shown)"
+
+
 class ResultStore:
     def __init__(self, url: str, retry: ResultsRetrySettings | None = None) -> None:
-        self.url = make_url(url)
+        self.url, self.engine = _opened(url)
         self.retry = retry or ResultsRetrySettings()
-        if url.startswith("sqlite:///"):
-            Path(url.removeprefix("sqlite:///")).expanduser().parent.mkdir(parents=True, exist_ok=True)
-        self.engine: Engine = create_engine(url)
         if self.engine.dialect.name == "sqlite" and self.url.database not in (None, "", ":memory:"):
             event.listen(self.engine, "connect", functools.partial(_sqlite_connect, self.retry.sqlite_busy_timeout))
             event.listen(self.engine, "begin", _sqlite_begin)
