@@ -104,7 +104,8 @@ with DAG(
                                      description="Stop starting new verifications after this long."),
         "config": Param(os.environ.get("RESTOREPROOF_CONFIG"), type=["null", "string"],
                         description="restoreproof's YAML configuration for every task of the run (default: "
-                                    "the workers' RESTOREPROOF_CONFIG), as `restoreproof verify --config` takes it."),
+                                    "the workers' RESTOREPROOF_CONFIG, else their user or system file, as the "
+                                    "CLI finds one), as `restoreproof verify --config` takes it."),
     },
     on_failure_callback=RestoreproofFailureNotifier(),
 ) as dag:

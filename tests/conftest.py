@@ -23,6 +23,9 @@ def _own_state_folder(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.
     """Each test's default state folder (results store, SQL Server header cache) is its own, made
     only if used: never the user's, and nothing one test kept is found by another."""
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.getbasetemp() / "state-homes" / str(next(_STATE_HOMES))))
+    # Nor the user's or the system's configuration file (settings_env.py): none, unless a test makes one.
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.getbasetemp() / "no-config-home"))
+    monkeypatch.setenv("RESTOREPROOF_SYSTEM_CONFIG", str(tmp_path_factory.getbasetemp() / "no-system-config.yaml"))
 
 
 def fixture_text(name: str) -> str:

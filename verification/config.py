@@ -3,7 +3,8 @@
 Precedence (highest first): explicit arguments (the CLI's flags), environment variables
 (``RESTOREPROOF_<FIELD>``, nested with ``__``: ``RESTOREPROOF_DOCKER__MEMORY=4g``), files in the
 folder ``RESTOREPROOF_SECRETS_DIR`` names (one per setting, named as its variable), the YAML file
-(``--config FILE`` or ``RESTOREPROOF_CONFIG``), then the defaults below.
+(``--config FILE``, ``RESTOREPROOF_CONFIG``, the user file, the system file: settings_env.py), then the
+defaults below.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pydantic_settings import (
 )
 
 from verification.errors import ConfigError
+from verification.settings_env import locate_config, warn_unknown_variables
 
 CONFIG_ENV = "RESTOREPROOF_CONFIG"
 SECRETS_DIR_ENV = "RESTOREPROOF_SECRETS_DIR"
@@ -555,8 +557,7 @@ class Settings(BaseSettings):
             # as Docker and Kubernetes mount secrets: the value never in an environment or a config file.
             sources.append(NestedSecretsSettingsSource(file_secret_settings, secrets_dir=secrets,
                                                        secrets_nested_delimiter="__"))
-        file = _config_file.get() or (Path(named) if (named := os.environ.get(CONFIG_ENV)) else None)
-        if file is not None:
+        if (file := locate_config(_config_file.get()).path) is not None:
             _check_config_file(file)
             sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=file))
         return tuple(sources)
@@ -606,11 +607,12 @@ def describe_errors(exc: ValidationError) -> str:
 
 def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
     """Settings from the file, the environment and explicit overrides (None values are ignored)."""
+    warn_unknown_variables(Settings, os.environ)
     token = _config_file.set(Path(config_file) if config_file is not None else None)
     try:
         return Settings(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:
-        where = f" in {config_file or os.environ.get(CONFIG_ENV) or 'the environment'}"
+        where = f" in {locate_config(config_file).path or 'the environment'}"
         raise ConfigError(f"invalid configuration{where}:\n{describe_errors(exc)}") from None
     finally:
         _config_file.reset(token)

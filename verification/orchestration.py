@@ -72,7 +72,7 @@ class NightlyParams:
     at: str | None = None
     target: str = "auto"
     time_budget_minutes: float | None = None
-    # The YAML configuration every task of the run loads (None: RESTOREPROOF_CONFIG, then defaults).
+    # The YAML configuration every task of the run loads (None: as the CLI finds one, settings_env.py).
     config: str | None = None
     # SQL Server: whose pages are verified offline, "chain" or "all" (None: the setting mssql.pages),
     # as `verify --pages` takes it; it overrides that setting in every task of the run.

@@ -16,8 +16,8 @@ class RestoreproofHook(BaseHook):
     """What Airflow talks to through restoreproof: its results store (`get_conn`), opened with
     restoreproof's own configuration, so the CLI and the DAGs verify and record with the same
     settings: the YAML file given (a DAG run's `config` param), else RESTOREPROOF_CONFIG in the
-    worker's environment, then RESTOREPROOF_* variables. A file that cannot be read or is invalid
-    fails the task naming it: never a silent fall-back to defaults.
+    worker's environment, else the worker's user or system file, then RESTOREPROOF_* variables. A file
+    that cannot be read or is invalid fails the task naming it: never a silent fall-back to defaults.
 
     Use it as a context manager, so the store's connections are released when the task is done."""
 
