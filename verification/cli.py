@@ -24,6 +24,7 @@ from rich.markup import escape
 
 from verification import __version__
 from verification.atomic import write_text_atomically
+from verification.cli_config import config_command
 from verification.config import Settings, load_settings
 from verification.errors import RestoreproofError
 from verification.images import inventory
@@ -573,6 +574,9 @@ def paths(
         for key, path in found.items():
             typer.echo(f"{key.value:<8} {path}")
     raise typer.Exit(0)
+
+
+app.command("config")(config_command)
 
 
 evidence_app = typer.Typer(no_args_is_help=True, help="The signed evidence bundle of a run: verify it, make a key.")

@@ -28,7 +28,7 @@ RANKS = {
     "checks": 6, "prediction": 6, "verdict": 6, "reports": 6,
     "pipeline": 7, "airflow_once": 7,
     "cli": 8, "orchestration": 8,
-    "settings_env": 0,
+    "settings_env": 0, "cli_config": 7,
 }
 
 
