@@ -13,11 +13,9 @@ import yaml
 
 from verification.config import CONFIG_ENV, SECRETS_DIR_ENV, Settings, load_settings
 from verification.errors import RestoreproofError
+from verification.exit_codes import ExitCode
 from verification.redaction import MASK, Redactor
 from verification.settings_env import applied_variables, locate_config
-
-# ExitCode.ERROR (verification/exit_codes.py): the configuration could not be read or is invalid.
-ERROR = 2
 
 
 def _mask_url(value: str) -> str:
@@ -73,7 +71,7 @@ def config_command(
         settings = load_settings(config)
     except RestoreproofError as exc:
         typer.echo(f"restoreproof: {exc}", err=True)
-        raise typer.Exit(ERROR) from None
+        raise typer.Exit(ExitCode.ERROR) from None
     variables = applied_variables(Settings, os.environ)
     if as_json:
         typer.echo(json.dumps({"file": str(location.path) if location.path else None, "found_by": location.found_by,
