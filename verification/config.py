@@ -587,7 +587,8 @@ def _check_config_file(file: Path) -> None:
     except IsADirectoryError as exc:
         raise ConfigError(f"configuration file {file} is a folder: name the YAML file in it") from exc
     except OSError as exc:
-        raise ConfigError(f"configuration file {file} cannot be read: {exc.strerror}") from exc
+        raise ConfigError(f"configuration file {file} cannot be read: {exc.strerror} (uid {os.geteuid()}); give "
+                          "this user read access to it, or name another with --config") from exc
     except UnicodeDecodeError as exc:
         raise ConfigError(f"configuration file {file} is not UTF-8 text (byte {exc.start})") from exc
     except yaml.YAMLError as exc:

@@ -86,7 +86,11 @@ def locate_config(given: Path | None, given_by: str = "--config") -> ConfigLocat
     if named := os.environ.get(CONFIG_ENV):
         return ConfigLocation(Path(named), CONFIG_ENV)
     for path, found_by in ((user_config_file(), "the user file"), (system_config_file(), "the system file")):
-        if path.is_file():
+        try:
+            if path.is_file():
+                return ConfigLocation(path, found_by)
+        except PermissionError:
+            # It may be there, meant for this service: reading it names it, rather than running unconfigured.
             return ConfigLocation(path, found_by)
     return ConfigLocation(None, "none")
 

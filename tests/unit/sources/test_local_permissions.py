@@ -23,12 +23,14 @@ MSSQL = ROOT.parent / "shared" / "testdata" / "mssql-backups" / "DoubleDiffing"
 FIX = "give that user read access to the repository (its owner's group, or an ACL: setfacl -R -m u:USER:rX)"
 
 
-def plan_as_another_user(source: Path, home: Path) -> subprocess.CompletedProcess[str]:
+def plan_as_another_user(source: Path, home: Path, config_home: Path | None = None) -> subprocess.CompletedProcess[str]:
     code = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); sys.argv = ['restoreproof', 'plan', {str(source)!r}]; "
             "from verification.cli import main; main()")
     prefix = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"] if os.geteuid() == 0 else []
     return subprocess.run([*prefix, sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          check=False, env={**os.environ, "HOME": str(home), "XDG_STATE_HOME": str(home)})
+                          check=False, env={**os.environ, "HOME": str(home), "XDG_STATE_HOME": str(home),
+                                            "XDG_CONFIG_HOME": str(config_home or home),
+                                            "RESTOREPROOF_SYSTEM_CONFIG": str(home / "no-system-config.yaml")})
 
 
 @pytest.fixture()
@@ -83,3 +85,15 @@ def test_the_error_names_the_path_and_the_user() -> None:
     assert found.path == "/srv/backup/main"
     assert str(found).startswith(f"cannot list /srv/backup/main: permission denied to uid {os.geteuid()} (")
     assert str(found).endswith("or run restoreproof as the repository's owner")
+
+
+def test_a_user_configuration_the_user_may_not_look_at_is_named_not_passed_over(shared: Path) -> None:
+    (shared / "config-home").mkdir(mode=0o700)
+    (shared / "config-home").chmod(0o000)
+    result = plan_as_another_user(shared, shared / "home", shared / "config-home")
+    assert result.returncode == 2, result.stderr
+    said = " ".join(result.stderr.split())
+    assert (f"restoreproof: configuration file {shared / 'config-home/restoreproof/config.yaml'} cannot be read: "
+            "Permission denied (uid ") in said
+    assert "give this user read access to it, or name another with --config" in said
+    assert "Traceback" not in result.stderr
