@@ -19,17 +19,17 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from pydantic import SecretStr
-from rich.console import Console
 from rich.markup import escape
 
-from verification import __version__
+from verification import __version__, cli_output
 from verification.atomic import write_text_atomically
 from verification.cli_config import config_command
+from verification.cli_output import err, out
 from verification.config import Settings, load_settings
 from verification.errors import RestoreproofError
+from verification.exit_codes import ExitCode
 from verification.images import inventory
 from verification.model import (
-    BLOCKING_UNREADABLE,
     BackupEncryption,
     BackupSet,
     ChainStatus,
@@ -47,7 +47,6 @@ from verification.results.store import unreadable_json, uploads_json
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Prove that backups restore: restore each chain in a disposable server, time every "
                        "phase, check integrity, report a verdict with its reasons.")
-err = Console(stderr=True, soft_wrap=True)
 
 
 @app.callback(invoke_without_command=True)
@@ -122,8 +121,8 @@ DatabaseOpt = Annotated[list[str] | None, typer.Option(
 
 
 def exit_code(verdict: Verdict) -> int:
-    """0 all passed; 1 any failed (even beside errors: a bad backup is the news); 2 otherwise."""
-    return {Verdict.PASSED: 0, Verdict.FAILED: 1}.get(verdict, 2)
+    """Passed; failed (even beside errors: a bad backup is the news); else could not check."""
+    return {Verdict.PASSED: ExitCode.PASSED, Verdict.FAILED: ExitCode.FAILED}.get(verdict, ExitCode.ERROR)
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -202,9 +201,8 @@ def plan(
     except RestoreproofError as exc:
         fail(Redactor(settings)(str(exc)))
     plans = planned.plans
-    for unread in planned.unreadable:
-        style = "red" if unread.kind in BLOCKING_UNREADABLE else "yellow"
-        err.print(f"[{style}]{unread.kind}:[/] {escape(unread.describe())}", highlight=False)
+    # With --json they are in the JSON too: on stderr, as a warning beside it.
+    cli_output.unreadable_lines(planned.unreadable, err if as_json else out)
     uploads = opened.incomplete_uploads()
     for warning in planned.warnings:
         err.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
@@ -220,30 +218,7 @@ def plan(
                                **({"incomplete_uploads": uploads_json(uploads)} if uploads else {})}, indent=2))
     else:
         for p in plans:
-            style = "green" if p.chain.status is ChainStatus.COMPLETE and not p.chain.defects else "red"
-            err.print(f"[bold]{p.database}[/]: [{style}]{p.chain.status}[/]", highlight=False)
-            for b in p.chain.backups:
-                lsns = f"  LSN {b.first_lsn}..{b.last_lsn}  family {b.family}" if b.first_lsn else ""
-                err.print(f"  {b.type:<5} {b.name}  {b.start:%Y-%m-%d %H:%M:%S} .. {b.finish:%H:%M:%S}{lsns}",
-                          highlight=False)
-            if p.chain.wal:
-                err.print(f"  wal   {p.chain.wal.first} .. {p.chain.wal.last} ({p.chain.wal.segments} segments)",
-                          highlight=False)
-            if len(p.chain.timelines) > 1:
-                forks = ", ".join(f"{t.timeline} from {t.parent} at {t.fork_lsn}" for t in p.chain.timelines
-                                  if t.parent is not None)
-                err.print(f"  timeline {p.chain.timeline} ({p.chain.timeline_choice or 'none chosen'}); forks: {forks}",
-                          highlight=False)
-            if p.written_by:
-                writers = ", ".join(f"{what} {version}" for what, version in p.written_by.items())
-                err.print(f"  written by {escape(writers)}", highlight=False)
-            for need in p.needs:
-                err.print(f"  needs {escape(need.tool)} {escape(need.version)} or newer: {escape(need.why)}",
-                          highlight=False)
-            for said in encryption_said(p.chain.backups):
-                err.print(f"  {escape(said)}", highlight=False)
-            for problem in [*p.chain.defects, *p.chain.problems]:
-                err.print(f"  [red]{problem.code}[/]: {escape(problem.message)}", highlight=False)
+            cli_output.plan_text(p, encryption_said(p.chain.backups))
     # The same rule as a run's verdict, before anything is restored: a broken chain, a known-bad
     # backup or a corrupt file is "failed" (1); a backup file that could not be read, or no
     # database at all, is "could not finish" (2).
@@ -300,14 +275,9 @@ def _run_and_report(settings: Settings, source: str, *, engine: str, at: datetim
         typer.echo(dumps(result.report), nl=False)
     else:
         for db in result.run.databases:
-            style = {"passed": "green", "failed": "red"}.get(db.verdict, "yellow")
-            err.print(f"[bold]{db.database}[/]: [{style}]{db.verdict}[/]", highlight=False)
-            for reason in db.reasons:
-                err.print(f"  - {escape(reason)}", highlight=False)
-        for unread in result.run.unreadable:
-            style = "red" if unread.kind in BLOCKING_UNREADABLE else "yellow"
-            err.print(f"[{style}]{unread.kind}:[/] {escape(unread.describe())}", highlight=False)
-        err.print(f"report: {result.html_path}\n        {result.json_path}", highlight=False)
+            cli_output.verdict_lines(db.database, db.verdict, db.reasons)
+        cli_output.unreadable_lines(result.run.unreadable)
+        out.print(f"report: {result.html_path}\n        {result.json_path}", highlight=False)
     raise typer.Exit(exit_code(result.report.verdict))  # the verdict the published report states
 
 
@@ -488,12 +458,12 @@ def nightly(
     dag_run = run_once(made.repository, airflow_home.resolve(), pool_slots, conf)
     wall = time.monotonic() - started
     reports = sorted(settings.report_dir.glob("restore_verification-*/report.json"), key=lambda p: p.stat().st_mtime)
-    err.print(f"DAG run {dag_run.run_id}: {dag_run.state} in {wall:.1f} s", highlight=False)
+    out.print(f"DAG run {dag_run.run_id}: {dag_run.state} in {wall:.1f} s", highlight=False)
     if reports:
         report = RunReport.model_validate_json(reports[-1].read_bytes())
         for db in report.databases:
-            err.print(f"  {db.database}: {db.verdict} ({db.recovery_seconds} s to online)", highlight=False)
-        err.print(f"report: {reports[-1].with_name('report.html').resolve()}", highlight=False)
+            out.print(f"  {db.database}: {db.verdict} ({db.recovery_seconds} s to online)", highlight=False)
+        out.print(f"report: {reports[-1].with_name('report.html').resolve()}", highlight=False)
     raise typer.Exit(0 if str(dag_run.state) == "success" else 1)
 
 
@@ -527,17 +497,17 @@ def reap(
     report = found.sweep.reaped
     for decision in report.decisions:
         who = decision.holder.describe() if decision.holder else "no holder labels"
-        err.print(f"run {escape(decision.run_id)} ({escape(who)}): {escape(decision.judgement.describe())}",
+        out.print(f"run {escape(decision.run_id)} ({escape(who)}): {escape(decision.judgement.describe())}",
                   highlight=False)
         for thing in decision.found:
             done = "removed" if thing.split(" ", 1)[1] in decision.removed else "kept"
-            err.print(f"  {done} {escape(thing)}", highlight=False)
+            out.print(f"  {done} {escape(thing)}", highlight=False)
     for run_id, lines in found.recorded.items():
         for line in lines:
-            err.print(f"run {escape(run_id)}: {escape(line)}", highlight=False)
+            out.print(f"run {escape(run_id)}: {escape(line)}", highlight=False)
     for note in report.notes:
-        err.print(escape(note), highlight=False)
-    err.print(f"{report.total} leftover(s) removed, {len(report.kept)} run(s) kept", highlight=False)
+        out.print(escape(note), highlight=False)
+    out.print(f"{report.total} leftover(s) removed, {len(report.kept)} run(s) kept", highlight=False)
     for error in report.errors + found.errors:
         err.print(f"[red]not removed:[/] {escape(error)}", highlight=False)
     named_but_kept = run is not None and any(d.run_id == run for d in report.kept)
@@ -609,17 +579,17 @@ def evidence_verify(
         typer.echo(json.dumps(result.to_json(), indent=2))
     else:
         run = f" (run {result.run_id})" if result.run_id else ""
-        err.print(f"bundle {bundle}{run}", highlight=False, markup=False)
+        out.print(f"bundle {bundle}{run}", highlight=False, markup=False)
         for finding in result.findings:
-            err.print(f"  - {finding.message}", highlight=False, markup=False)
+            out.print(f"  - {finding.message}", highlight=False, markup=False)
         for shared in result.shared_absent:
-            err.print(f"  note: {shared} (signed) is not beside the run folder, so not checked; report.html's "
+            out.print(f"  note: {shared} (signed) is not beside the run folder, so not checked; report.html's "
                       "charts load it (copy the report folder's assets/ along)", highlight=False, markup=False)
         if result.ok:
-            err.print(f"[green]intact[/]: {result.files_checked} file(s) match the manifest, signed by "
+            out.print(f"[green]intact[/]: {result.files_checked} file(s) match the manifest, signed by "
                       f"{result.algorithm} key {result.key_id}", highlight=False)
         else:
-            err.print(f"[red]NOT intact[/]: {len(result.findings)} finding(s)", highlight=False)
+            out.print(f"[red]NOT intact[/]: {len(result.findings)} finding(s)", highlight=False)
     raise typer.Exit(0 if result.ok else 1)
 
 
@@ -637,6 +607,8 @@ def evidence_keygen(
         fail(str(exc))
     except OSError as exc:
         fail(f"cannot write {out}: {exc.strerror or type(exc).__name__}")
+    # stdout holds the key id alone, for scripts (KEY_ID=$(restoreproof evidence keygen ...)); the paths
+    # are the ones given (--out FILE, FILE.pub), said for the person on stderr.
     err.print(f"private key: {pair.private_path} (keep it secret; set evidence.signing_key_file to it)\n"
               f"public key:  {pair.public_path} (give it to auditors: evidence verify --public-key)",
               highlight=False, markup=False)

@@ -159,7 +159,7 @@ def test_a_live_runs_target_survives_another_runs_start_and_a_bare_reap(pg_repo,
     assert other.report is not None and other.report["run_id"] != run_id
     reaped = CliRunner().invoke(app, ["reap"])
     assert reaped.exit_code == 0, reaped.output
-    assert f"run {run_id} (worker " in reaped.stderr and f"  kept container {container}" in reaped.stderr
+    assert f"run {run_id} (worker " in reaped.stdout and f"  kept container {container}" in reaped.stdout
     assert sorted(leftovers(run_id)) == sorted([container, f"{container}-data"])
     # The live run was never disturbed: it finishes and passes, and removes its own target.
     assert worker.process.wait(timeout=600) == 0, worker.output()

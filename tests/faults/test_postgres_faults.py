@@ -312,5 +312,5 @@ def test_the_docker_engine_gone_mid_restore_is_an_error_and_reap_removes_what_is
     reaped = CliRunner().invoke(app, ["reap", "--run", run.report["run_id"], "--force"])
     assert reaped.exit_code == 0, reaped.output
     for name in left:
-        assert f"removed {'volume' if name.endswith('-data') else 'container'} {name}" in reaped.stderr
+        assert f"removed {'volume' if name.endswith('-data') else 'container'} {name}" in reaped.stdout
     assert leftovers(run.report["run_id"]) == []

@@ -65,9 +65,9 @@ def test_a_run_killed_during_the_restore_leaves_nothing_after_reap(demo, tmp_pat
     # another run on this engine.
     reaped = subprocess.run([*CLI, "reap"], env=env, capture_output=True, text=True, timeout=120)
     assert reaped.returncode == 0, reaped.stderr
-    assert f"run {run_id} (worker " in reaped.stderr and f"pid {process.pid}): dead: worker " in reaped.stderr
+    assert f"run {run_id} (worker " in reaped.stdout and f"pid {process.pid}): dead: worker " in reaped.stdout
     for name in left:
-        assert f"  removed {'volume' if name.endswith('-data') else 'container'} {name}" in reaped.stderr
+        assert f"  removed {'volume' if name.endswith('-data') else 'container'} {name}" in reaped.stdout
     assert leftovers(run_id) == []
 
 
@@ -122,4 +122,4 @@ def test_verify_sql_server_backups_without_an_image_says_so(mssql_corpus, tmp_pa
                             timeout=300, env={**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")})
     assert result.returncode == 2
     assert "SQL Server image mcr.microsoft.com/mssql/server:2022-latest is not present and cannot be pulled" \
-        in result.stderr
+        in result.stdout  # the reason of the verdict

@@ -57,7 +57,7 @@ def test_the_plan_names_the_postgres_and_pgbackrest_that_wrote_the_backup(pg17_r
     assert database["written_by"] == {"PostgreSQL": "17", "pgBackRest": "2.55.1"}
     assert database["needs"] == []  # a plain stanza: no layout any pgBackRest cannot read
     said = CliRunner().invoke(app, ["plan", str(pg17_repo)], catch_exceptions=False)
-    assert "  written by PostgreSQL 17, pgBackRest 2.55.1\n" in said.stderr
+    assert "  written by PostgreSQL 17, pgBackRest 2.55.1\n" in said.stdout
 
 
 def created_in_run(run_id: str, since: float) -> list[str]:

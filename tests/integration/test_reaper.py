@@ -123,13 +123,13 @@ def test_reap_says_per_run_why_and_a_named_live_run_needs_force(runs: Runs, sett
 
     reaped = CliRunner().invoke(app, ["reap"])
     assert reaped.exit_code == 0, reaped.output
-    lines = reaped.stderr.splitlines()
+    lines = reaped.stdout.splitlines()
     who = gone_holder.describe()
     assert f"run {dead} ({who}): dead: {who} is gone (no process {gone_holder.pid} with its start time on this " \
            "host)" in lines
     assert f"  removed container restoreproof-{dead}" in lines and f"  removed volume restoreproof-{dead}-data" in lines
     assert f"run {beating} (worker worker-elsewhere pid 4242): kept: worker worker-elsewhere pid 4242 is not on " \
-           "this host; its heartbeat at " in reaped.stderr
+           "this host; its heartbeat at " in reaped.stdout
     assert f"  kept container restoreproof-{beating}" in lines
     assert leftovers(dead) == [] and len(leftovers(beating)) == 2
 
@@ -137,14 +137,14 @@ def test_reap_says_per_run_why_and_a_named_live_run_needs_force(runs: Runs, sett
     gone = CliRunner().invoke(app, ["reap", "--run", unknown])
     assert gone.exit_code == 0, gone.output
     assert f"run {unknown} (no holder labels): dead: named on purpose (run {unknown} is not in this results " \
-           "store" in gone.stderr
+           "store" in gone.stdout
     assert leftovers(unknown) == []
     refused = CliRunner().invoke(app, ["reap", "--run", beating])
     assert refused.exit_code == 2 and f"run {beating} was kept: --force removes it anyway" in refused.stderr
     assert len(leftovers(beating)) == 2
     forced = CliRunner().invoke(app, ["reap", "--run", beating, "--force"])
     assert forced.exit_code == 0, forced.output
-    assert "dead: named on purpose (forced; worker worker-elsewhere pid 4242 is not on this host" in forced.stderr
+    assert "dead: named on purpose (forced; worker worker-elsewhere pid 4242 is not on this host" in forced.stdout
     assert leftovers(beating) == []
     assert CliRunner().invoke(app, ["reap", "--force"]).exit_code == 2
 

@@ -222,7 +222,7 @@ def test_plan_lists_what_a_sql_server_target_will_need_to_read_the_backups(mssql
     assert result.exit_code == 0, result.output
     # Offline, a 2016 backup's encryption cannot be told: said so, never "not encrypted".
     assert ("  encryption unknown offline: 5 backup(s): written by SQL Server 13.0; cannot tell offline whether it is "
-            "encrypted (BACKUP ... WITH ENCRYPTION or TDE)") in result.output
+            "encrypted (BACKUP ... WITH ENCRYPTION or TDE)") in result.stdout
     data = json.loads(runner.invoke(app, ["plan", str(mssql_corpus / "restoretimeclean2016"), "--json"]).stdout)
     assert {b["encryption"]["state"] for b in data["databases"][0]["chain"]["backups"]} == {"unknown"}
 

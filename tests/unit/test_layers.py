@@ -26,7 +26,7 @@ RANKS = {
     "images": 4, "leases": 4,
     "engines": 5, "demo": 5,
     "checks": 6, "prediction": 6, "verdict": 6, "reports": 6,
-    "pipeline": 7, "airflow_once": 7,
+    "pipeline": 7, "airflow_once": 7, "cli_output": 7,
     "cli": 8, "orchestration": 8,
     "settings_env": 0, "cli_config": 7,
 }

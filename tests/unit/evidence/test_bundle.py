@@ -416,7 +416,7 @@ def test_a_run_folder_copied_alone_verifies_and_names_the_shared_file_it_lacks(r
     result = verify_bundle(alone, load_verifier(settings))
     assert result.ok and result.shared_absent == [SHARED] and result.files_checked == 6
     shown = runner.invoke(app, ["evidence", "verify", str(alone)])
-    assert shown.exit_code == 0 and f"note: {SHARED} (signed) is not beside the run folder" in shown.output
+    assert shown.exit_code == 0 and f"note: {SHARED} (signed) is not beside the run folder" in shown.stdout
     assert json.loads(runner.invoke(app, ["evidence", "verify", str(alone), "--json"]).stdout)["shared_absent"] == [
         SHARED]
     # With the report folder's assets beside it (`tar czf run.tar.gz -C REPORT_DIR RUN_ID assets`): checked too.
@@ -464,12 +464,14 @@ def test_cli_verify_exit_codes(run_dir, tmp_path):
     write_bundle(run_dir, load_settings())
     ok = runner.invoke(app, ["evidence", "verify", str(run_dir)])
     assert ok.exit_code == 0, ok.output
-    assert "intact" in ok.output
+    assert ok.stdout.startswith(f"bundle {run_dir}") and "intact: 6 file(s) match the manifest" in ok.stdout
+    assert ok.stderr == ""
 
     (run_dir / "evidence/demo1/server.log").write_text("tampered\n")
     bad = runner.invoke(app, ["evidence", "verify", str(run_dir)])
     assert bad.exit_code == 1
-    assert "evidence/demo1/server.log: SHA-256 differs from the manifest" in bad.output
+    assert "evidence/demo1/server.log: SHA-256 differs from the manifest" in bad.stdout
+    assert "NOT intact: 1 finding(s)" in bad.stdout
 
     as_json = runner.invoke(app, ["evidence", "verify", str(run_dir), "--json"])
     assert as_json.exit_code == 1
@@ -477,7 +479,7 @@ def test_cli_verify_exit_codes(run_dir, tmp_path):
     assert report["ok"] is False and report["findings"][0]["path"] == "evidence/demo1/server.log"
 
     missing = runner.invoke(app, ["evidence", "verify", str(tmp_path / "nope")])
-    assert missing.exit_code == 2 and "does not exist" in missing.output
+    assert missing.exit_code == 2 and "does not exist" in missing.stderr and missing.stdout == ""
 
 
 def test_cli_keygen_then_verify_with_the_public_key(run_dir, tmp_path):
@@ -485,6 +487,7 @@ def test_cli_keygen_then_verify_with_the_public_key(run_dir, tmp_path):
     made = runner.invoke(app, ["evidence", "keygen", "--out", str(key)])
     assert made.exit_code == 0, made.output
     key_id = made.stdout.strip()
+    assert len(key_id) == 16 and f"public key:  {key}.pub" in made.stderr
     assert stat.S_IMODE(key.stat().st_mode) == 0o600 and (tmp_path / "auditor" / "signing.pem.pub").exists()
     assert key.read_text() not in made.output
 
@@ -493,9 +496,9 @@ def test_cli_keygen_then_verify_with_the_public_key(run_dir, tmp_path):
     write_bundle(run_dir, load_settings(config))
     checked = runner.invoke(app, ["evidence", "verify", str(run_dir), "--public-key", f"{key}.pub"])
     assert checked.exit_code == 0, checked.output
-    assert key_id in checked.output
+    assert key_id in checked.stdout
 
     wrong = runner.invoke(app, ["evidence", "verify", str(run_dir)])  # the state folder's key, not this one
-    assert wrong.exit_code == 2 and "no evidence signing key is configured" in wrong.output
+    assert wrong.exit_code == 2 and "no evidence signing key is configured" in wrong.stderr
     again = runner.invoke(app, ["evidence", "keygen", "--out", str(key)])
-    assert again.exit_code == 2 and "already exists" in again.output
+    assert again.exit_code == 2 and "already exists" in again.stderr

@@ -585,7 +585,7 @@ def test_archived_sql_server_backups_are_named_unread_and_keep_the_run_from_pass
     said = CliRunner().invoke(app, ["plan", s3.url("rtc")])
     assert said.exit_code == 2, said.output
     assert (f"archived: {archived[1]}: {s3.url('rtc')}/{archived[1]} is in the archive storage class GLACIER and "
-            "has not been restored") in said.output
+            "has not been restored") in said.stdout  # a result of the plan
     settings = load_settings(None, state_dir=tmp_path / "state", report_dir=tmp_path / "reports",
                              results_url=f"sqlite:///{tmp_path / 'r.db'}")
     # Uploaded now, both are newer than the chain's end (2016): the latest point may be in them.

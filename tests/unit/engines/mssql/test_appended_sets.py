@@ -164,7 +164,7 @@ def test_files_of_one_set_beside_the_file_of_several_keep_their_bare_names(mssql
 def test_the_console_plan_names_each_set_and_its_json_keeps_paths(one_file: Path) -> None:
     said = CliRunner().invoke(app, ["plan", str(one_file), "--engine", "mssql"])
     assert said.exit_code == 0, said.output
-    rows = [line for line in said.output.splitlines() if line.startswith(("  full ", "  diff ", "  log "))]
+    rows = [line for line in said.stdout.splitlines() if line.startswith(("  full ", "  diff ", "  log "))]
     assert rows[:2] == [
         "  full  appended.bak (set 1)  2017-06-01 12:59:12 .. 12:59:12  LSN 25000000006200170..25000000013200001  "
         "family 1/1",
