@@ -258,6 +258,7 @@ def _run_and_report(settings: Settings, source: str, *, engine: str, at: datetim
                     report_dir: Path | None, as_json: bool, progress: Any = None,
                     point: PointChoice | None = None, databases: list[str] | None = None) -> NoReturn:
     from verification.pipeline import run_verification
+    from verification.verdict import offline_clean
 
     progress = progress or _progress(not as_json)
     try:
@@ -278,7 +279,9 @@ def _run_and_report(settings: Settings, source: str, *, engine: str, at: datetim
             cli_output.verdict_lines(db.database, db.verdict, db.reasons)
         cli_output.unreadable_lines(result.run.unreadable)
         out.print(f"report: {result.html_path}\n        {result.json_path}", highlight=False)
-    raise typer.Exit(exit_code(result.report.verdict))  # the verdict the published report states
+    # The verdict the published report states; offline, nothing wrong found has its own code.
+    clean = target == TargetChoice.offline and offline_clean(result.report)
+    raise typer.Exit(ExitCode.OFFLINE_CLEAN if clean else exit_code(result.report.verdict))
 
 
 @app.command()

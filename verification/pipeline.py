@@ -83,7 +83,7 @@ from verification.targets.access import unreadable_at_plan, unreadable_by
 from verification.targets.base import ResourceLimited, Target, TargetProvider
 from verification.targets.labels import new_run_id, slug
 from verification.targets.lease import Killed, LeaseFacts, describe_phase, this_process, utc_text
-from verification.verdict import decide
+from verification.verdict import OFFLINE_REASON, decide
 
 if TYPE_CHECKING:
     from verification.evidence.backup_hashes import FileHash
@@ -563,7 +563,6 @@ TARGET_ASKED, WARNINGS = "target_asked", "warnings"
 # The target kind that restores nothing on purpose: chain proof and the checks of the backup files only
 # (a fast pre-check of a whole folder); every database is then "failed" or "error: not restored".
 OFFLINE = "offline"
-OFFLINE_REASON = "offline verification asked for (--target offline)"
 RUN_FACTS = frozenset({DUE, TARGET_ASKED, WARNINGS, UNREADABLE, DISCOVERY, INCOMPLETE_UPLOADS, PLANNED_OBJECTS})
 
 

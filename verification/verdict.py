@@ -23,7 +23,14 @@ from verification.model import (
     CheckStatus,
     RestorePlan,
     Verdict,
+    overall_verdict,
 )
+from verification.report_model import DatabaseEntry, RunReport
+
+# The target kind that restores nothing on purpose (a fast pre-check of a whole folder), and the reason
+# every database it does not fail is "error" for: said here, where offline_clean reads it back.
+OFFLINE_REASON = "offline verification asked for (--target offline)"
+OFFLINE_NOT_RESTORED = f"not restored: {OFFLINE_REASON}"
 
 
 def decide(plan: RestorePlan, outcome: RestoreOutcome | None) -> tuple[Verdict, list[str]]:
@@ -78,9 +85,8 @@ def _decide(plan: RestorePlan, outcome: RestoreOutcome | None) -> tuple[Verdict,
         return Verdict.ERROR, unread + errors + notes
     if errors:
         # What the backup files showed without a server is said too: an error is not a verdict on them.
-        return Verdict.ERROR, errors + notes + [f"{c.name} (backup files, not a verdict on the data): {c.summary}"
-                                                for c in outcome.checks if c.kind is CheckKind.BACKUP_FILES
-                                                and c.status is CheckStatus.PASSED]
+        return Verdict.ERROR, errors + notes + [_files_note(c.name, c.summary) for c in outcome.checks
+                                                if c.kind is CheckKind.BACKUP_FILES and c.status is CheckStatus.PASSED]
     if not outcome.online:
         return Verdict.ERROR, ["the restored server never came online, and no step said why"]
     if not outcome.proofs:
@@ -132,6 +138,37 @@ def _passed(outcome: RestoreOutcome) -> list[str]:
     """The checks that passed, and the ones skipped with why (a setting, a cluster without checksums)."""
     return ([f"{c.name}: {c.summary}" for c in outcome.checks if c.status is CheckStatus.PASSED]
             + [f"{c.name} skipped: {c.summary}" for c in outcome.checks if c.status is CheckStatus.SKIPPED])
+
+
+def _files_note(name: str, summary: str) -> str:
+    return f"{name} (backup files, not a verdict on the data): {summary}"
+
+
+def offline_clean(report: RunReport) -> bool:
+    """Whether an offline run (--target offline) found nothing wrong: its verdict is error only because
+    nothing was restored on purpose. Decided from the published report, strictly: every database is
+    "error" with the offline reason, each other reason a backup-file check that passed; its chain
+    complete with no defect, problem or unread backup; no check failed or errored; no database due left
+    unverified; no file left unread that would keep a run from passing."""
+    if report.verdict is not Verdict.ERROR or not report.databases or report.not_verified:
+        return False
+    if overall_verdict([Verdict.PASSED], [str(u.kind) for u in report.unreadable]) is not Verdict.PASSED:
+        return False
+    return all(_offline_only(db) for db in report.databases)
+
+
+def _offline_only(db: DatabaseEntry) -> bool:
+    chain = db.chain
+    if db.verdict is not Verdict.ERROR or chain.status is not ChainStatus.COMPLETE:
+        return False
+    if chain.defects or chain.problems or chain.unread:
+        return False
+    if any(c.status in (CheckStatus.FAILED, CheckStatus.ERROR) for c in db.checks):
+        return False
+    passed = {_files_note(c.name, c.summary) for c in db.checks
+              if c.kind is CheckKind.BACKUP_FILES and c.status is CheckStatus.PASSED}
+    others = [r for r in db.reasons if r != OFFLINE_NOT_RESTORED]
+    return len(db.reasons) - len(others) == 1 and all(r in passed for r in others)
 
 
 def _said(verdict: Verdict, reasons: list[str]) -> list[str]:

@@ -1,5 +1,13 @@
 """A verdict is never 'passed' by default: each missing piece of evidence has its own test."""
 
+import copy
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
 from tests.unit.factories import broken_plan, complete_plan, online_outcome, passed_check
 from verification.engines.base import RestoreOutcome
 from verification.model import (
@@ -12,7 +20,8 @@ from verification.model import (
     Problem,
     Verdict,
 )
-from verification.verdict import decide
+from verification.report_model import RunReport
+from verification.verdict import OFFLINE_NOT_RESTORED, OFFLINE_REASON, decide, offline_clean
 
 
 def test_passed_needs_complete_chain_online_restore_and_passing_checks():
@@ -537,3 +546,91 @@ def test_a_passed_verdict_on_a_forked_archive_says_which_timeline_was_restored()
                           "2026-11-22T01:00:00+00:00)")
     plan.chain.timelines = plan.chain.timelines[:1]  # one timeline: nothing to tell apart
     assert decide(plan, online_outcome(passed_check()))[1][2].startswith("restored to latest and online")
+
+
+# ---- offline_clean: an offline run that found nothing wrong, decided from its published report ------------
+
+@pytest.fixture(scope="module")
+def offline_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The report.json of a real offline run (`verify --target offline`) of a clean SQL Server chain."""
+    from tests.conftest import MSSQL_CORPUS
+    from verification.cli import app
+
+    if not (MSSQL_CORPUS / "MANIFEST.tsv").exists():
+        pytest.skip(f"the SQL Server backup corpus is not at {MSSQL_CORPUS}")
+    folder = tmp_path_factory.mktemp("offline")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("XDG_STATE_HOME", str(folder / "state"))
+        env.setenv("RESTOREPROOF_PREDICTION__PROBES", "never")
+        env.delenv("RESTOREPROOF_CONFIG", raising=False)
+        ran = CliRunner().invoke(app, ["verify", str(MSSQL_CORPUS / "RestoreTimeClean"), "--engine", "mssql",
+                                       "--target", "offline", "--json", "--report-dir", str(folder / "reports")])
+    report: dict[str, Any] = json.loads(ran.stdout)
+    return report
+
+
+def clean_after(report: dict[str, Any], change: Callable[[dict[str, Any]], None]) -> bool:
+    changed = copy.deepcopy(report)
+    change(changed)
+    return offline_clean(RunReport.model_validate(changed))
+
+
+def test_an_offline_run_with_nothing_wrong_is_clean_and_says_only_why_nothing_was_restored(offline_report):
+    assert offline_clean(RunReport.model_validate(offline_report))
+    (db,) = offline_report["databases"]
+    assert (offline_report["verdict"], db["verdict"], db["chain"]["status"]) == ("error", "error", "complete")
+    assert db["reasons"][0] == f"not restored: {OFFLINE_REASON}" == OFFLINE_NOT_RESTORED
+    assert db["reasons"][1].startswith("page_verification (backup files, not a verdict on the data): no damaged page;")
+    # A file that would not keep a run from passing (not a backup) leaves it clean.
+    assert clean_after(offline_report, lambda r: r["unreadable"].append(
+        {"path": "notes.txt", "kind": "not-a-backup", "reason": "not a SQL Server backup"}))
+
+
+def _db(report: dict[str, Any]) -> dict[str, Any]:
+    db: dict[str, Any] = report["databases"][0]
+    return db
+
+
+def _fail_check(report: dict[str, Any], status: str, required: bool = True) -> None:
+    _db(report)["checks"][0].update(status=status, required=required)
+
+
+def _second_database(report: dict[str, Any], reason: str) -> None:
+    other = copy.deepcopy(_db(report))
+    other.update(database="Other", reasons=[reason])
+    report["databases"].append(other)
+
+
+PROBLEM = {"code": "lsn-gap", "message": "log backup missing", "files": ["x.trn"]}
+
+NOT_CLEAN: dict[str, Callable[[dict[str, Any]], None]] = {
+    "run failed": lambda r: r.update(verdict="failed"),
+    "run passed": lambda r: r.update(verdict="passed"),
+    "database failed": lambda r: _db(r).update(verdict="failed"),
+    "no database": lambda r: r.update(databases=[]),
+    "a database due never verified": lambda r: r["not_verified"].append({"database": "B", "reason": "never ran"}),
+    "a file that needs a server": lambda r: r["unreadable"].append(
+        {"path": "c.bak", "kind": "needs-server", "reason": "natively compressed"}),
+    "a corrupt file": lambda r: r["unreadable"].append({"path": "c.bak", "kind": "corrupt", "reason": "truncated"}),
+    "a file not permitted": lambda r: r["unreadable"].append(
+        {"path": "c.bak", "kind": "permission", "reason": "permission denied"}),
+    "refused chain": lambda r: _db(r)["chain"].update(status="refused"),
+    "broken chain": lambda r: _db(r)["chain"].update(status="broken"),
+    "chain problem": lambda r: _db(r)["chain"]["problems"].append(PROBLEM),
+    "known-bad backup": lambda r: _db(r)["chain"]["defects"].append(PROBLEM),
+    "backup not read": lambda r: _db(r)["chain"]["unread"].append(PROBLEM),
+    "check failed": lambda r: _fail_check(r, "failed"),
+    "check errored": lambda r: _fail_check(r, "error"),
+    "optional check errored": lambda r: _fail_check(r, "error", required=False),
+    "another error reason": lambda r: _db(r)["reasons"].append("staging: s3 object gone"),
+    "a passed check's summary not the one said": lambda r: _db(r)["checks"][0].update(summary="other"),
+    "not restored for want of a target": lambda r: _db(r)["reasons"].__setitem__(
+        0, "not restored: no Docker engine reachable"),
+    "the offline reason said twice": lambda r: _db(r)["reasons"].append(OFFLINE_NOT_RESTORED),
+    "a second database in error for another reason": lambda r: _second_database(r, "the restore did not run"),
+}
+
+
+@pytest.mark.parametrize("what", NOT_CLEAN)
+def test_any_other_kind_of_error_is_not_clean(offline_report, what):
+    assert not clean_after(offline_report, NOT_CLEAN[what])
