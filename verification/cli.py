@@ -1,8 +1,6 @@
 """The `restoreproof` command.
 
-Exit codes: 0 every database passed (plan: every chain complete, every file read); 1 any failed
-(plan: a chain broken, a known-bad backup, a corrupt file); 2 usage error, or restoreproof could not
-finish (a backup file went unread, no database found, a restore could not run).
+Its exit codes are the table in verification/exit_codes.py, shown at the end of every command's --help.
 """
 
 from __future__ import annotations
@@ -21,7 +19,7 @@ import typer
 from pydantic import SecretStr
 from rich.markup import escape
 
-from verification import __version__, cli_output
+from verification import __version__, cli_output, exit_codes
 from verification.atomic import write_text_atomically
 from verification.cli_config import config_command
 from verification.cli_output import err, out
@@ -617,6 +615,18 @@ def evidence_keygen(
               highlight=False, markup=False)
     typer.echo(pair.key_id)
     raise typer.Exit(0)
+
+
+def _exit_codes_in_help() -> None:
+    """Every command's --help ends with the table of exit codes (set here, once, rather than on each)."""
+    epilog = f"Exit codes:\n\n{exit_codes.table()}"
+    for group in (app, evidence_app):
+        group.info.epilog = epilog
+        for command in group.registered_commands:
+            command.epilog = epilog
+
+
+_exit_codes_in_help()
 
 
 def _terminate(signum: int, frame: FrameType | None) -> None:

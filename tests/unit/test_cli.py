@@ -2,6 +2,7 @@
 
 import json
 
+import typer
 from typer.testing import CliRunner
 
 from tests.unit.sources import conftest as s3_fixtures
@@ -259,3 +260,27 @@ def test_a_report_dir_that_is_a_file_is_refused_before_the_run(captured_repo, tm
     finally:
         store.close()
     assert (tmp_path / "reports").read_text() == "not a folder"
+
+
+def _commands(command: typer.core.TyperCommand | typer.core.TyperGroup,
+              path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    found = [path]
+    if isinstance(command, typer.core.TyperGroup):  # typer's own Click: its groups are not click.Group
+        for name, sub in command.commands.items():
+            found += _commands(sub, (*path, name))
+    return found
+
+
+def test_every_commands_help_ends_with_the_table_of_exit_codes():
+    from verification.exit_codes import MEANINGS, ExitCode
+
+    paths = _commands(typer.main.get_command(app))
+    assert {("plan",), ("verify",), ("evidence",), ("evidence", "verify"), ("evidence", "keygen"), ()} <= set(paths)
+    for path in paths:
+        shown = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "200"})  # no line of it wrapped
+        assert shown.exit_code == 0, shown.output
+        lines = [line.strip() for line in shown.stdout.splitlines() if line.strip()]
+        table = lines[lines.index("Exit codes:") + 1:]
+        # One line per code, each apart (Click would otherwise run them into one paragraph).
+        assert table == [f"{int(code)}  {meaning}" for code, meaning in MEANINGS.items()], path
+    assert [int(code) for code in ExitCode] == [0, 1, 2, 3, 130, 143]
