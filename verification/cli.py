@@ -61,14 +61,14 @@ def _options(
     if not version:
         if ctx.invoked_subcommand is None:  # options alone: a usage error, as a command missing is
             typer.echo(f"{ctx.get_usage()}\nTry 'restoreproof --help' for help.\nError: Missing command.", err=True)
-            raise typer.Exit(2)
+            raise typer.Exit(ExitCode.ERROR)
         return
     typer.echo(f"restoreproof {__version__}")
     if verbose:
         typer.echo(f"Python {platform.python_version()} ({sys.executable})")
         for line in inventory.describe():
             typer.echo(line)
-    raise typer.Exit(0)
+    raise typer.Exit(ExitCode.PASSED)
 
 
 class EngineChoice(StrEnum):
@@ -123,7 +123,7 @@ def exit_code(verdict: Verdict) -> int:
     return {Verdict.PASSED: ExitCode.PASSED, Verdict.FAILED: ExitCode.FAILED}.get(verdict, ExitCode.ERROR)
 
 
-def fail(message: str, code: int = 2) -> NoReturn:
+def fail(message: str, code: int = ExitCode.ERROR) -> NoReturn:
     # Escaped: a message quoting brackets ("restoreproof[s3-demo]", "[backrest]") is not markup.
     err.print(f"[bold red]restoreproof:[/] {escape(message)}", highlight=False, markup=True)
     raise typer.Exit(code)
@@ -465,7 +465,7 @@ def nightly(
         for db in report.databases:
             out.print(f"  {db.database}: {db.verdict} ({db.recovery_seconds} s to online)", highlight=False)
         out.print(f"report: {reports[-1].with_name('report.html').resolve()}", highlight=False)
-    raise typer.Exit(0 if str(dag_run.state) == "success" else 1)
+    raise typer.Exit(ExitCode.PASSED if str(dag_run.state) == "success" else ExitCode.FAILED)
 
 
 @app.command()
@@ -515,7 +515,7 @@ def reap(
     if named_but_kept:
         err.print(f"run {escape(run or '')} was kept: --force removes it anyway", highlight=False)
     # Something left running is restoreproof's problem to report, never a clean exit.
-    raise typer.Exit(2 if report.errors or found.errors or named_but_kept else 0)
+    raise typer.Exit(ExitCode.ERROR if report.errors or found.errors or named_but_kept else ExitCode.PASSED)
 
 
 class ShippedPath(StrEnum):
@@ -544,7 +544,7 @@ def paths(
     else:
         for key, path in found.items():
             typer.echo(f"{key.value:<8} {path}")
-    raise typer.Exit(0)
+    raise typer.Exit(ExitCode.PASSED)
 
 
 app.command("config")(config_command)
@@ -591,7 +591,7 @@ def evidence_verify(
                       f"{result.algorithm} key {result.key_id}", highlight=False)
         else:
             out.print(f"[red]NOT intact[/]: {len(result.findings)} finding(s)", highlight=False)
-    raise typer.Exit(0 if result.ok else 1)
+    raise typer.Exit(ExitCode.PASSED if result.ok else ExitCode.FAILED)
 
 
 @evidence_app.command("keygen")
@@ -614,7 +614,7 @@ def evidence_keygen(
               f"public key:  {pair.public_path} (give it to auditors: evidence verify --public-key)",
               highlight=False, markup=False)
     typer.echo(pair.key_id)
-    raise typer.Exit(0)
+    raise typer.Exit(ExitCode.PASSED)
 
 
 def _exit_codes_in_help() -> None:
@@ -644,7 +644,7 @@ def main() -> None:
     except Exception:  # a bug or an unexpected failure: "could not run", never a verdict
         err.print_exception(max_frames=8)
         err.print("restoreproof: internal error (above); nothing was verified", highlight=False)
-        sys.exit(2)
+        sys.exit(ExitCode.ERROR)
 
 
 if __name__ == "__main__":
