@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from tests.unit.factories import broken_plan, complete_plan, online_outcome, passed_check
 from verification.engines.base import RestoreOutcome
+from verification.exit_codes import ExitCode
 from verification.model import (
     DATABASES_CHECKED,
     DATABASES_EXISTING,
@@ -565,6 +566,8 @@ def offline_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         env.delenv("RESTOREPROOF_CONFIG", raising=False)
         ran = CliRunner().invoke(app, ["verify", str(MSSQL_CORPUS / "RestoreTimeClean"), "--engine", "mssql",
                                        "--target", "offline", "--json", "--report-dir", str(folder / "reports")])
+    # With --json too: the report alone on stdout, nothing on stderr, and the offline code of its own.
+    assert (ran.exit_code, ran.stderr) == (ExitCode.OFFLINE_CLEAN, ""), ran.output
     report: dict[str, Any] = json.loads(ran.stdout)
     return report
 
