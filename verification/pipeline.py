@@ -56,8 +56,10 @@ from verification.model import (
     Verdict,
     identity_of,
 )
+from verification.phase_events import BACKUP_FILES, RESTORE_AND_CHECKS, emit, phase, predicted_line
 from verification.prediction.context import PredictionContext
 from verification.prediction.phase_model import Prediction
+from verification.prediction.upfront import predict_run_quietly, restore_seconds
 from verification.redaction import Redactor
 from verification.report_model import DatabaseEntry, NotVerified, RunReport
 from verification.reports import ReportOutputs, write_reports
@@ -276,7 +278,8 @@ def check_backup_files(engine: Engine, plan: RestorePlan, source: Source | None,
         return outcome
     progress(f"{plan.database}: checking the backup files without a server")
     try:
-        outcome.checks += engine.check_backup_files(plan, source, evidence)
+        with phase(plan.database, BACKUP_FILES):
+            outcome.checks += engine.check_backup_files(plan, source, evidence)
     except KeyboardInterrupt:
         raise
     except Exception as exc:  # a bug must not pass for a clean file, nor stop the restore
@@ -336,7 +339,8 @@ def stage_plan(stager: Stager, plan: RestorePlan, run_id: str, evidence: Evidenc
     """The plan's files staged, or why not: an object changed, gone or not matching its checksum since
     the plan was made is this database's error (never a verdict on the backups), naming the object."""
     try:
-        copy = stager.stage(plan.files, run_id, plan.database, progress)
+        with phase(plan.database, PhaseName.DOWNLOAD):
+            copy = stager.stage(plan.files, run_id, plan.database, progress)
     except KeyboardInterrupt:
         raise
     except RestoreproofError as exc:
@@ -441,7 +445,8 @@ def _verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider
 
                 import_gx_alongside()  # seconds of imports, done by the time the server is online
             progress(f"{plan.database}: provisioning a {provider.kind} target")
-            target = provider.provision(run_id, plan.database, repo_host_path)
+            with phase(plan.database, PhaseName.PROVISION):
+                target = provider.provision(run_id, plan.database, repo_host_path)
             result.target = target.describe()
             if (refused := unreadable_by(target, repo_host_path, plan.files)) is not None:
                 raise TargetError(refused)
@@ -453,7 +458,8 @@ def _verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider
                 # The tools' versions, asked while the restore starts: nothing waits for them.
                 versions = Alongside("versions", lambda: record_versions(engine, target, evidence, plan))
             progress(f"{plan.database}: restoring {plan.target_backup.label if plan.target_backup else '?'}")
-            outcome = engine.restore_and_check(plan, target, evidence, partial, data_checks)
+            with phase(plan.database, RESTORE_AND_CHECKS, restore_seconds(result.prediction)):
+                outcome = engine.restore_and_check(plan, target, evidence, partial, data_checks)
             if outcome is not partial:  # an engine that made its own outcome still keeps what came before it
                 outcome.checks[:0], outcome.errors[:0] = partial.checks, partial.errors
             if versions is not None:
@@ -1086,6 +1092,9 @@ def run_verification(settings: Settings, source_path: str | Path, *, engine_name
         # One provider for the whole run, chosen once (a scheduler's tasks each choose their own).
         target = choose_target(settings, discovery, discovery.plans, progress)
         context = PredictionContext.load_or_cold(settings, discovery.engine.name, progress)
+        upfront = predict_run_quietly(context, discovery.engine, discovery.plans)
+        emit(upfront)
+        progress(predicted_line(upfront))
         verified = [verify_one(settings, discovery, plan, target=target, context=context, progress=progress,
                                lease=lease) for plan in discovery.plans]
         results = [one.result for one in verified]

@@ -29,6 +29,7 @@ RANKS = {
     "pipeline": 7, "airflow_once": 7, "cli_output": 7,
     "cli": 8, "orchestration": 8,
     "settings_env": 0, "cli_config": 7,
+    "phase_events": 0,
 }
 
 

@@ -1,0 +1,122 @@
+"""What a live display needs of a run as it goes: each phase of each database as it starts and ends,
+and the run's predicted total before the first restore.
+
+The pipeline emits; whoever listens (the CLI's display) is set for the duration of a run with
+`listening`. A context variable rather than one more parameter through every step: the progress
+messages (`ProgressFn`) stay plain text for their many callers, and with no listener (a scheduler's
+task, a test) an event costs nothing. A listener that raises never costs the run: it is logged once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar, Token
+from dataclasses import dataclass, field
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PhaseStarted:
+    database: str
+    phase: str
+    # None where nothing predicts this phase (yet): a display may use the run's upfront figure.
+    predicted_seconds: float | None = None
+    at: float = field(default_factory=time.monotonic)
+
+
+@dataclass(frozen=True)
+class PhaseEnded:
+    database: str
+    phase: str
+    seconds: float
+    predicted_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class RunPredicted:
+    """Each database's predicted seconds, in run order (None: nothing to predict it from yet), and
+    per phase where known; `basis` says what the figures rest on."""
+
+    databases: dict[str, float | None]
+    phases: dict[str, dict[str, float]] = field(default_factory=dict)
+    basis: str = ""
+
+
+# The phase a display shows while the engine restores and checks (its own phases are timed inside it).
+RESTORE_AND_CHECKS = "restore and checks"
+# The checks of the backup files that need no server (SQL Server's page checksums: hours on a large backup).
+BACKUP_FILES = "backup file checks"
+
+PhaseEvent = PhaseStarted | PhaseEnded | RunPredicted
+Listener = Callable[[PhaseEvent], None]
+
+_listener: ContextVar[Listener | None] = ContextVar("restoreproof_phase_listener", default=None)
+# The listeners that failed, each logged once: a display broken every second must not flood the log.
+_failed: set[int] = set()
+
+
+def listen(listener: Listener | None) -> Token[Listener | None]:
+    """`listener` told every event of this context from now on, until `unlisten` with the token."""
+    return _listener.set(listener)
+
+
+def unlisten(token: Token[Listener | None]) -> None:
+    _listener.reset(token)
+
+
+@contextmanager
+def listening(listener: Listener) -> Iterator[None]:
+    token = listen(listener)
+    try:
+        yield
+    finally:
+        unlisten(token)
+
+
+def emit(event: PhaseEvent) -> None:
+    listener = _listener.get()
+    if listener is None:
+        return
+    try:
+        listener(event)
+    except Exception as exc:  # a display must never cost the verification
+        if id(listener) not in _failed:
+            _failed.add(id(listener))
+            log.warning("progress display failed, the run goes on: %r", exc)
+
+
+@contextmanager
+def phase(database: str, name: str, predicted_seconds: float | None = None) -> Iterator[None]:
+    """The phase `name` of `database`, started now and ended when the block leaves (however it leaves)."""
+    started = PhaseStarted(database, name, predicted_seconds)
+    emit(started)
+    try:
+        yield
+    finally:
+        emit(PhaseEnded(database, name, time.monotonic() - started.at, predicted_seconds))
+
+
+def duration(seconds: float) -> str:
+    """A duration as a person reads it: "45 s", "4 min 10 s", "2 h 5 min"."""
+    whole = max(0, round(seconds))
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    if minutes:
+        return f"{minutes} min {secs} s" if secs else f"{minutes} min"
+    return f"{secs} s"
+
+
+def predicted_line(run: RunPredicted) -> str:
+    """"predicted: db1 4 min 10 s, db2 1 min, total 5 min 10 s (from 4 earlier runs on this host)"."""
+    known = {name: seconds for name, seconds in run.databases.items() if seconds is not None}
+    if not known:
+        return f"predicted: {run.basis}"
+    parts = [f"{name} {duration(seconds)}" if seconds is not None else f"{name} no prediction yet"
+             for name, seconds in run.databases.items()]
+    return f"predicted: {', '.join(parts)}, total {duration(sum(known.values()))} ({run.basis})"
