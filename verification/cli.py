@@ -23,6 +23,7 @@ from verification import __version__, cli_output, exit_codes
 from verification.atomic import write_text_atomically
 from verification.cli_config import config_command
 from verification.cli_output import err, out
+from verification.cli_progress import Progress
 from verification.config import Settings, load_settings
 from verification.errors import RestoreproofError
 from verification.exit_codes import ExitCode
@@ -152,26 +153,6 @@ def plan_json(plan: RestorePlan) -> dict[str, Any]:
             "encryption": plan.encryption, "written_by": plan.written_by,
             "needs": [{"tool": n.tool, "version": n.version, "why": n.why} for n in plan.needs],
             "chain": chain_entry(plan.chain).model_dump(mode="json")}
-
-
-class Progress:
-    """Each step as a time-stamped line, and a spinner with the running step while it lasts."""
-
-    def __init__(self) -> None:
-        self.status = err.status("starting", spinner="dots")
-        self.started = False
-
-    def __call__(self, message: str) -> None:
-        err.print(f"[dim]{datetime.now():%H:%M:%S}[/] {message}", highlight=False)
-        self.status.update(f"{message} ...")
-        if not self.started:
-            self.status.start()
-            self.started = True
-
-    def stop(self) -> None:
-        if self.started:
-            self.status.stop()
-            self.started = False
 
 
 def _progress(enabled: bool) -> Any:

@@ -30,6 +30,7 @@ RANKS = {
     "cli": 8, "orchestration": 8,
     "settings_env": 0, "cli_config": 7,
     "phase_events": 0,
+    "cli_progress": 7,
 }
 
 

@@ -1,0 +1,200 @@
+"""The CLI's progress on stderr: each step as a time-stamped line, and each running phase with its
+elapsed and predicted time, on a terminal as a status line refreshed every second, else as a line
+every few seconds (a log file, a scheduler's capture).
+
+The display reads the pipeline's phase events (verification.phase_events); it never costs the run:
+whatever fails in it is logged once and the run goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from contextvars import Token
+from dataclasses import dataclass
+from datetime import datetime
+
+from rich.console import Console
+from rich.markup import escape
+
+from verification.phase_events import (
+    Listener,
+    PhaseEnded,
+    PhaseEvent,
+    PhaseStarted,
+    RunPredicted,
+    duration,
+    listen,
+    unlisten,
+)
+
+log = logging.getLogger(__name__)
+
+# Seconds between two lines of the running phases without a terminal; the variable is for tests and
+# for a scheduler that wants its log denser or sparser.
+INTERVAL_VARIABLE = "RESTOREPROOF_PROGRESS_INTERVAL"
+DEFAULT_INTERVAL = 10.0
+
+
+def plain_interval() -> float:
+    try:
+        return max(0.05, float(os.environ.get(INTERVAL_VARIABLE, DEFAULT_INTERVAL)))
+    except ValueError:
+        return DEFAULT_INTERVAL
+
+
+@dataclass(frozen=True)
+class Running:
+    database: str
+    phase: str
+    started: float
+    predicted: float | None
+
+
+def over(elapsed: float, predicted: float) -> str:
+    return f"over the prediction by {duration(elapsed - predicted)}"
+
+
+def live_text(running: Running, now: float) -> str:
+    """On a terminal: "db1: restore and checks 1 min 12 s of ~4 min (predicted)"."""
+    elapsed = now - running.started
+    head = f"{running.database}: {running.phase} {duration(elapsed)}"
+    if running.predicted is None:
+        return f"{head} (no prediction)"
+    if elapsed > running.predicted:
+        return f"{head}, predicted {duration(running.predicted)}: {over(elapsed, running.predicted)}"
+    return f"{head} of ~{duration(running.predicted)} (predicted)"
+
+
+def plain_text(running: Running, now: float) -> str:
+    """Without a terminal: "db1: restore and checks running 1 min 12 s (predicted 4 min)"."""
+    elapsed = now - running.started
+    head = f"{running.database}: {running.phase} running {duration(elapsed)}"
+    if running.predicted is None:
+        return f"{head} (no prediction)"
+    if elapsed > running.predicted:
+        return f"{head} (predicted {duration(running.predicted)}, {over(elapsed, running.predicted)})"
+    return f"{head} (predicted {duration(running.predicted)})"
+
+
+def ended_text(ended: PhaseEnded, predicted: float | None) -> str:
+    head = f"{ended.database}: {ended.phase} done in {duration(ended.seconds)}"
+    if predicted is None:
+        return f"{head} (no prediction)"
+    if ended.seconds > predicted:
+        return f"{head} (predicted {duration(predicted)}, {over(ended.seconds, predicted)})"
+    return f"{head} (predicted {duration(predicted)})"
+
+
+class PhaseBoard:
+    """The phases running now, each with the prediction it is measured against: the pipeline's own
+    (made once the target is up), else the run's upfront one."""
+
+    def __init__(self) -> None:
+        self.upfront: dict[str, dict[str, float]] = {}
+        self.running: dict[tuple[str, str], Running] = {}
+
+    def predicted(self, database: str, phase: str, said: float | None) -> float | None:
+        return said if said is not None else self.upfront.get(database, {}).get(phase)
+
+    def apply(self, event: PhaseEvent) -> str | None:
+        """Take the event in; the line it makes on its own (a phase that ended), if any."""
+        if isinstance(event, RunPredicted):
+            self.upfront = {db: dict(phases) for db, phases in event.phases.items()}
+        elif isinstance(event, PhaseStarted):
+            predicted = self.predicted(event.database, event.phase, event.predicted_seconds)
+            self.running[(event.database, event.phase)] = Running(event.database, event.phase, event.at, predicted)
+        else:
+            was = self.running.pop((event.database, event.phase), None)
+            return ended_text(event, was.predicted if was else self.predicted(
+                event.database, event.phase, event.predicted_seconds))
+        return None
+
+    def lines(self, now: float, text: Callable[[Running, float], str]) -> list[str]:
+        return [text(running, now) for running in list(self.running.values())]
+
+
+class Progress:
+    """Each step as a time-stamped line; the running phases, on a terminal, in a status line refreshed
+    every second; without one, as a line every `interval` seconds. `stop` ends both (the thread joined)."""
+
+    def __init__(self, console: Console | None = None, *, interval: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.console = console or Console(stderr=True, soft_wrap=True)
+        self.terminal = self.console.is_terminal
+        self.interval = interval if interval is not None else (1.0 if self.terminal else plain_interval())
+        self.clock = clock
+        self.status = self.console.status("starting", spinner="dots")
+        self.board = PhaseBoard()
+        self.started = False
+        self.message = "starting"
+        self._lock = threading.Lock()
+        self._owner = threading.get_ident()
+        self._token: Token[Listener | None] | None = None
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
+        self._failed = False
+
+    def __call__(self, message: str) -> None:
+        with self._lock:
+            self.message = message
+            self._line(message)
+            self.status.update(f"{escape(message)} ...")
+            if not self.started:
+                self.status.start()
+                self.started = True
+                self._stop.clear()
+                self._ticker = threading.Thread(target=self._tick_until_stopped, name="progress", daemon=True)
+                self._ticker.start()
+        if self._token is None and threading.get_ident() == self._owner:
+            self._token = listen(self.phase)
+
+    def phase(self, event: PhaseEvent) -> None:
+        """The pipeline's phase events (the listener `__call__` sets up)."""
+        if not self.started:
+            return
+        with self._lock:
+            said = self.board.apply(event)
+            if said is not None:
+                self._line(said)
+            self._refresh()
+
+    def tick(self) -> None:
+        """The running phases said now: the status line updated, or (no terminal) a line each."""
+        with self._lock:
+            if self.terminal:
+                self._refresh()
+            else:
+                for line in self.board.lines(self.clock(), plain_text):
+                    self._line(line)
+
+    def stop(self) -> None:
+        if self._token is not None and threading.get_ident() == self._owner:
+            unlisten(self._token)
+            self._token = None
+        self._stop.set()
+        ticker, self._ticker = self._ticker, None
+        if ticker is not None and ticker is not threading.current_thread():
+            ticker.join(timeout=5)
+        if self.started:
+            self.status.stop()
+            self.started = False
+
+    def _line(self, message: str) -> None:
+        self.console.print(f"[dim]{datetime.now():%H:%M:%S}[/] {escape(message)}", highlight=False)
+
+    def _refresh(self) -> None:
+        phases = self.board.lines(self.clock(), live_text)
+        self.status.update(escape(" | ".join(phases)) if phases else f"{escape(self.message)} ...")
+
+    def _tick_until_stopped(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.tick()
+            except Exception as exc:  # the display must never cost the run
+                if not self._failed:
+                    self._failed = True
+                    log.warning("progress display failed, the run goes on: %r", exc)
