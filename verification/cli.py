@@ -240,6 +240,8 @@ def _run_and_report(settings: Settings, source: str, *, engine: str, at: datetim
     from verification.verdict import offline_clean
 
     progress = progress or _progress(not as_json)
+    if isinstance(progress, Progress):
+        progress.plain_every(settings.progress_interval)
     try:
         result = run_verification(settings, source, engine_name=engine, at=at, target_kind=target,
                                   report_dir=report_dir, progress=progress, point=point, databases=databases)

@@ -9,7 +9,6 @@ whatever fails in it is logged once and the run goes on.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -33,17 +32,8 @@ from verification.phase_events import (
 
 log = logging.getLogger(__name__)
 
-# Seconds between two lines of the running phases without a terminal; the variable is for tests and
-# for a scheduler that wants its log denser or sparser.
-INTERVAL_VARIABLE = "RESTOREPROOF_PROGRESS_INTERVAL"
+# Seconds between two lines of the running phases without a terminal (the setting progress_interval).
 DEFAULT_INTERVAL = 10.0
-
-
-def plain_interval() -> float:
-    try:
-        return max(0.05, float(os.environ.get(INTERVAL_VARIABLE, DEFAULT_INTERVAL)))
-    except ValueError:
-        return DEFAULT_INTERVAL
 
 
 @dataclass(frozen=True)
@@ -125,7 +115,7 @@ class Progress:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.console = console or Console(stderr=True, soft_wrap=True)
         self.terminal = self.console.is_terminal
-        self.interval = interval if interval is not None else (1.0 if self.terminal else plain_interval())
+        self.interval = interval if interval is not None else (1.0 if self.terminal else DEFAULT_INTERVAL)
         self.clock = clock
         self.status = self.console.status("starting", spinner="dots")
         self.board = PhaseBoard()
@@ -151,6 +141,11 @@ class Progress:
                 self._ticker.start()
         if self._token is None and threading.get_ident() == self._owner:
             self._token = listen(self.phase)
+
+    def plain_every(self, seconds: float) -> None:
+        """Without a terminal, a line of the running phases every `seconds` (on one, every second still)."""
+        if not self.terminal:
+            self.interval = seconds
 
     def phase(self, event: PhaseEvent) -> None:
         """The pipeline's phase events (the listener `__call__` sets up)."""

@@ -537,6 +537,9 @@ class Settings(BaseSettings):
     evidence: EvidenceSettings = EvidenceSettings()
     s3: S3Settings = S3Settings()
     lease: LeaseSettings = LeaseSettings()
+    # Seconds between two lines of the running phases where stderr is no terminal (a log, a scheduler's
+    # capture); on a terminal a status line is refreshed every second.
+    progress_interval: float = Field(10.0, gt=0)
 
     @property
     def results_database_url(self) -> str:

@@ -166,3 +166,11 @@ def test_a_run_without_a_terminal_says_each_phase_with_its_elapsed_and_predicted
     assert quiet.returncode == 1, quiet.stderr
     assert json.loads(quiet.stdout)["databases"][0]["database"] == "demo1"
     assert not re.search(r"predicted|running|done in", quiet.stderr), quiet.stderr
+
+
+def test_the_setting_spaces_the_lines_only_where_there_is_no_terminal():
+    plain, _ = plain_progress(10)
+    plain.plain_every(0.5)
+    live = Progress(Console(file=io.StringIO(), force_terminal=True))
+    live.plain_every(0.5)
+    assert (plain.interval, live.interval) == (0.5, 1.0)
