@@ -56,10 +56,10 @@ from verification.model import (
     Verdict,
     identity_of,
 )
-from verification.phase_events import BACKUP_FILES, RESTORE_AND_CHECKS, emit, phase, predicted_line
+from verification.phase_events import BACKUP_FILES, RESTORE_AND_CHECKS, phase
 from verification.prediction.context import PredictionContext
 from verification.prediction.phase_model import Prediction
-from verification.prediction.upfront import predict_run_quietly, restore_seconds
+from verification.prediction.upfront import announce_prediction, restore_seconds
 from verification.redaction import Redactor
 from verification.report_model import DatabaseEntry, NotVerified, RunReport
 from verification.reports import ReportOutputs, write_reports
@@ -1092,9 +1092,8 @@ def run_verification(settings: Settings, source_path: str | Path, *, engine_name
         # One provider for the whole run, chosen once (a scheduler's tasks each choose their own).
         target = choose_target(settings, discovery, discovery.plans, progress)
         context = PredictionContext.load_or_cold(settings, discovery.engine.name, progress)
-        upfront = predict_run_quietly(context, discovery.engine, discovery.plans)
-        emit(upfront)
-        progress(predicted_line(upfront))
+        if target[0] is not None:  # with no target nothing is restored, so nothing to predict
+            announce_prediction(context, discovery.engine, discovery.plans, progress)
         verified = [verify_one(settings, discovery, plan, target=target, context=context, progress=progress,
                                lease=lease) for plan in discovery.plans]
         results = [one.result for one in verified]

@@ -11,11 +11,11 @@ The download of a staged copy is not counted: its size is known only once it is 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from verification.engines.base import Engine
 from verification.model import PhaseName, RestorePlan
-from verification.phase_events import RESTORE_AND_CHECKS, RunPredicted
+from verification.phase_events import RESTORE_AND_CHECKS, RunPredicted, emit, predicted_line
 from verification.prediction.calibration import Calibration
 from verification.prediction.context import PredictionContext
 from verification.prediction.phase_model import Prediction
@@ -72,3 +72,12 @@ def predict_run_quietly(context: PredictionContext, engine: Engine, plans: Seque
     except Exception as exc:
         log.warning("the run's time was not predicted: %r", exc)
         return RunPredicted({plan.database: None for plan in plans}, basis=f"not predicted ({type(exc).__name__})")
+
+
+def announce_prediction(context: PredictionContext, engine: Engine, plans: Sequence[RestorePlan],
+                        progress: Callable[[str], None]) -> RunPredicted:
+    """The run's predicted time said (a progress line) and told to whoever listens (a live display)."""
+    run = predict_run_quietly(context, engine, plans)
+    emit(run)
+    progress(predicted_line(run))
+    return run

@@ -55,3 +55,23 @@ def test_the_runs_on_this_host_predict_each_phase_and_the_total(captured_repo: P
     assert run.basis == "from 5 earlier runs on this host"
     assert predicted_line(run).startswith("predicted: demo1 ") and predicted_line(run).endswith(
         f", total {predicted_line(run).split('demo1 ')[1].split(',')[0]} (from 5 earlier runs on this host)")
+
+
+def test_an_offline_run_predicts_nothing_and_still_times_its_backup_file_checks(captured_repo: Path,
+                                                                                 tmp_path: Path) -> None:
+    """Nothing is restored without a target: no predicted time is said; the checks of the backup files
+    that need no server are still a phase, started and ended."""
+    from verification import pipeline
+    from verification.config import load_settings
+    from verification.phase_events import PhaseEvent, listening
+
+    settings = load_settings(None, state_dir=tmp_path, results_url=f"sqlite:///{tmp_path / 'r.db'}",
+                             report_dir=tmp_path / "reports")
+    said: list[str] = []
+    events: list[PhaseEvent] = []
+    with listening(events.append):
+        pipeline.run_verification(settings, captured_repo, engine_name="postgres", target_kind="offline",
+                                  progress=said.append)
+    assert not [line for line in said if line.startswith("predicted")], said
+    assert [(type(e).__name__, e.database, e.phase) for e in events] == [  # type: ignore[union-attr]
+        ("PhaseStarted", "demo1", "backup file checks"), ("PhaseEnded", "demo1", "backup file checks")]
