@@ -71,7 +71,8 @@ def plain_text(running: Running, now: float) -> str:
 
 
 def ended_text(ended: PhaseEnded, predicted: float | None) -> str:
-    head = f"{ended.database}: {ended.phase} done in {duration(ended.seconds)}"
+    done = "done in" if ended.finished else "stopped after"
+    head = f"{ended.database}: {ended.phase} {done} {duration(ended.seconds)}"
     if predicted is None:
         return f"{head} (no prediction)"
     if ended.seconds > predicted:

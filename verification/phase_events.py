@@ -34,6 +34,8 @@ class PhaseEnded:
     phase: str
     seconds: float
     predicted_seconds: float | None = None
+    # False: an exception (an error, Ctrl-C) left the phase before it finished.
+    finished: bool = True
 
 
 @dataclass(frozen=True)
@@ -94,10 +96,12 @@ def phase(database: str, name: str, predicted_seconds: float | None = None) -> I
     """The phase `name` of `database`, started now and ended when the block leaves (however it leaves)."""
     started = PhaseStarted(database, name, predicted_seconds)
     emit(started)
+    finished = False
     try:
         yield
+        finished = True
     finally:
-        emit(PhaseEnded(database, name, time.monotonic() - started.at, predicted_seconds))
+        emit(PhaseEnded(database, name, time.monotonic() - started.at, predicted_seconds, finished))
 
 
 def duration(seconds: float) -> str:

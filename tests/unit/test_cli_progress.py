@@ -105,7 +105,7 @@ def test_a_phase_ended_by_an_interrupt_is_still_ended_and_the_display_stops():
         pass
     finally:
         progress.stop()
-    assert out.getvalue().splitlines()[-1].endswith("db1: restore and checks done in 0 s (predicted 1 min)")
+    assert out.getvalue().splitlines()[-1].endswith("db1: restore and checks stopped after 0 s (predicted 1 min)")
     assert not [t for t in threading.enumerate() if t.name == "progress"]
 
 

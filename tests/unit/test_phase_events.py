@@ -44,8 +44,9 @@ def test_a_phase_is_started_and_ended_however_its_block_leaves():
     assert [(type(e).__name__, e.phase) for e in said if not isinstance(e, RunPredicted)] == [
         ("PhaseStarted", "provision"), ("PhaseEnded", "provision"),
         ("PhaseStarted", "restore and checks"), ("PhaseEnded", "restore and checks")]
-    ended = said[1]
+    ended, stopped = said[1], said[3]
     assert isinstance(ended, PhaseEnded) and ended.predicted_seconds == 20.0 and 0 <= ended.seconds < 5
+    assert isinstance(stopped, PhaseEnded) and (ended.finished, stopped.finished) == (True, False)
 
 
 def test_a_listener_that_fails_never_costs_the_run_and_is_logged_once(caplog):
