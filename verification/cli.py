@@ -156,7 +156,7 @@ def plan_json(plan: RestorePlan) -> dict[str, Any]:
 
 
 def _progress(enabled: bool) -> Any:
-    return Progress() if enabled else (lambda message: None)
+    return Progress(err) if enabled else (lambda message: None)
 
 
 @app.command()
