@@ -12,7 +12,6 @@ import sys
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from types import FrameType
 from typing import Annotated, Any, NoReturn
 
 import typer
@@ -28,6 +27,7 @@ from verification.config import Settings, load_settings
 from verification.errors import RestoreproofError
 from verification.exit_codes import ExitCode
 from verification.images import inventory
+from verification.interrupts import raise_interrupted, signal_name, signal_of
 from verification.model import (
     BackupEncryption,
     BackupSet,
@@ -247,9 +247,11 @@ def _run_and_report(settings: Settings, source: str, *, engine: str, at: datetim
                                   report_dir=report_dir, progress=progress, point=point, databases=databases)
     except RestoreproofError as exc:
         fail(Redactor(settings)(str(exc)))
-    except KeyboardInterrupt:
-        # Every target was removed by the pipeline's `finally` on the way here.
-        fail("interrupted; the targets of this run were removed, no report was written", 130)
+    except KeyboardInterrupt as exc:
+        # Every target was removed by the pipeline's `finally` on the way here, then the run recorded.
+        signum = signal_of(exc)
+        recorded = getattr(exc, "recorded", None) or "no report was written"
+        fail(f"interrupted by {signal_name(signum)}; the targets of this run were removed; {recorded}", 128 + signum)
     finally:
         if isinstance(progress, Progress):
             progress.stop()
@@ -612,18 +614,15 @@ def _exit_codes_in_help() -> None:
 _exit_codes_in_help()
 
 
-def _terminate(signum: int, frame: FrameType | None) -> None:
-    # Turn SIGTERM into the same unwinding as Ctrl-C, so every `finally` removes its target.
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def main() -> None:
-    signal.signal(signal.SIGTERM, _terminate)
+    # SIGTERM unwinds as Ctrl-C does, so every `finally` removes its target; the exit code tells them apart.
+    signal.signal(signal.SIGTERM, raise_interrupted)
     try:
         app()
-    except KeyboardInterrupt:
-        err.print("restoreproof: interrupted; targets of this run were removed", highlight=False)
-        sys.exit(130)
+    except KeyboardInterrupt as exc:
+        err.print(f"restoreproof: interrupted by {signal_name(signal_of(exc))}; targets of this run were removed",
+                  highlight=False)
+        sys.exit(128 + signal_of(exc))
     except Exception:  # a bug or an unexpected failure: "could not run", never a verdict
         err.print_exception(max_frames=8)
         err.print("restoreproof: internal error (above); nothing was verified", highlight=False)

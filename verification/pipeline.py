@@ -36,6 +36,7 @@ from verification.errors import (
     StoreUnavailableError,
     TargetError,
 )
+from verification.interrupts import Interruptible, Interruption, deferred_signals
 from verification.leases import LeaseKeeper, Sweep, ended_task_leases, sweep
 from verification.model import (
     ChainStatus,
@@ -84,7 +85,7 @@ from verification.sources.s3_url import is_s3_url
 from verification.targets.access import unreadable_at_plan, unreadable_by
 from verification.targets.base import ResourceLimited, Target, TargetProvider
 from verification.targets.labels import new_run_id, slug
-from verification.targets.lease import Killed, LeaseFacts, describe_phase, this_process, utc_text
+from verification.targets.lease import Killed, describe_phase, this_process, utc_text
 from verification.verdict import OFFLINE_REASON, decide
 
 if TYPE_CHECKING:
@@ -393,7 +394,8 @@ def verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider 
         if staging is not None and staging.copy is not None:
             progress(f"{plan.database}: removing the staged copy")
             try:
-                staging.copy.remove()
+                with deferred_signals():  # a second Ctrl-C waits until the copy is gone
+                    staging.copy.remove()
             except RestoreproofError as exc:  # the verdict stands; the reaper removes what is left
                 progress(f"{plan.database}: {exc}")
                 staging.phase.details["not_removed"] = str(exc)
@@ -489,7 +491,8 @@ def _verify_database(engine: Engine, plan: RestorePlan, provider: TargetProvider
                     outcome.exhausted += exhausted
                 progress(f"{plan.database}: removing the target")
                 try:
-                    target.close()
+                    with deferred_signals():  # a second Ctrl-C waits until the target is gone
+                        target.close()
                 except Exception as exc:  # whatever stopped the removal, the next database is still verified
                     message = f"the target was not removed ({type(exc).__name__}: {exc}); `restoreproof reap` " \
                               "removes what is left"
@@ -565,11 +568,12 @@ def _moved(watch: Callable[[list[str]], object], plan: RestorePlan) -> str | Non
 # "docker", "local"); the configuration's warnings, for the report; and the store's own (every file
 # not read, which discovery the run is at; the databases due are the store's too: its run listings
 # count the ones not verified).
-TARGET_ASKED, WARNINGS = "target_asked", "warnings"
+TARGET_ASKED, WARNINGS, INTERRUPTED = "target_asked", "warnings", "interrupted"
 # The target kind that restores nothing on purpose: chain proof and the checks of the backup files only
 # (a fast pre-check of a whole folder); every database is then "failed" or "error: not restored".
 OFFLINE = "offline"
-RUN_FACTS = frozenset({DUE, TARGET_ASKED, WARNINGS, UNREADABLE, DISCOVERY, INCOMPLETE_UPLOADS, PLANNED_OBJECTS})
+RUN_FACTS = frozenset({DUE, TARGET_ASKED, WARNINGS, INTERRUPTED, UNREADABLE, DISCOVERY, INCOMPLETE_UPLOADS,
+                       PLANNED_OBJECTS})
 
 
 @dataclass(frozen=True)
@@ -958,7 +962,7 @@ def killed_reason(killed: Killed, in_flight: bool) -> str:
 
 
 def _record_killed(settings: Settings, store: ResultStore, run_id: str, database: str, reason: str,
-                   lease: LeaseFacts) -> bool:
+                   generation: str | None) -> bool:
     """The database's "error" entry, unless it has one already (nothing recorded is replaced)."""
     plan = next((p for p in store.plans(run_id) if p.database == database), None)
     if plan is None:
@@ -970,7 +974,7 @@ def _record_killed(settings: Settings, store: ResultStore, run_id: str, database
         result.identity = identity_of(run.source, plan)
     redact_result(result, Redactor(settings))
     try:
-        return store.record_if_absent(run_id, Redactor(settings).model(database_entry(result)), lease.generation)
+        return store.record_if_absent(run_id, Redactor(settings).model(database_entry(result)), generation)
     except StaleDiscoveryError:
         return False  # the run was discovered again since: the killed task's plan is no longer its
     except RunFinishedError:
@@ -1007,13 +1011,13 @@ def end_dead_runs(settings: Settings, progress: ProgressFn = _quiet, *, keep_run
                 claimed = True
                 database = killed.lease.database
                 if closing and database and _record_killed(settings, store, judged.run_id, database,
-                                                           killed_reason(killed, True), killed.lease):
+                                                           killed_reason(killed, True), killed.lease.generation):
                     said.append(f"{database}: error, killed ({killed.reason})")
             if row is not None and closing and judged.dead and claimed:
                 recorded = store.recorded(judged.run_id)
                 for name in [name for name in (row.host.get(DUE) or []) if name not in recorded]:
                     if _record_killed(settings, store, judged.run_id, name, killed_reason(judged.killed[-1], False),
-                                      judged.killed[-1].lease):
+                                      judged.killed[-1].lease.generation):
                         said.append(f"{name}: error, not started")
                 try:
                     published = publish(settings, judged.run_id)
@@ -1053,13 +1057,45 @@ def end_killed_task(settings: Settings, run_id: str, database: str, progress: Pr
     try:
         for one in killed:
             if store.release_lease(one.lease.lease_id, f"killed: {one.reason}"[:500], claim) and _record_killed(
-                    settings, store, run_id, database, killed_reason(one, True), one.lease):
+                    settings, store, run_id, database, killed_reason(one, True), one.lease.generation):
                 said.append(f"{database}: error, killed ({one.reason})")
     finally:
         store.close()
     for line in said:
         progress(f"run {run_id}: {line}")
     return said
+
+
+def end_interrupted(settings: Settings, run_id: str, interruption: Interruption) -> str:
+    """An interrupted run closed in the store, as far as it went: what was recorded stays; each database
+    due without an entry gets "error" (the one at work: interrupted during its phase, nothing proven; the
+    others: not started), so the run is never "passed"; then its reports are written. Says what was kept."""
+    said = f"interrupted by {interruption.name}" + (f" during {interruption.database}" if interruption.database else "")
+    store = ResultStore(settings.results_database_url, settings.results_retry)
+    try:
+        run = store.run(run_id)
+        if run is None:
+            return "nothing was recorded: the run was interrupted before the results store had it"
+        if run.finished_at is not None:
+            return f"run {run_id} was recorded as {run.verdict} before the signal"
+        recorded = store.recorded(run_id)
+        for name in [name for name in run.host.get(DUE) or [] if name not in recorded]:
+            _record_killed(settings, store, run_id, name, interruption.reason(name), run.host.get(DISCOVERY))
+        store.add_run_facts(run_id, {INTERRUPTED: said, WARNINGS: [*run.host.get(WARNINGS, []), f"the run was {said}: "
+                                     "the databases it had not finished are errors, none proven"]})
+    finally:
+        store.close()
+    try:
+        published = publish(settings, run_id)
+    except Exception as exc:  # the store at least says it is over
+        store = ResultStore(settings.results_database_url, settings.results_retry)
+        try:
+            store.finish_run(run_id, datetime.now(UTC), str(Verdict.ERROR))
+        finally:
+            store.close()
+        return f"run {run_id} recorded as {said} (error); its report was not written: {type(exc).__name__}: {exc}"
+    return (f"run {run_id} recorded as {said} ({published.report.verdict}, {len(recorded)} database(s) finished "
+            f"before it); report {published.outputs.json_path}")
 
 
 @dataclass
@@ -1081,7 +1117,8 @@ def run_verification(settings: Settings, source_path: str | Path, *, engine_name
     redact = Redactor(settings)
     # The run's lease, held by this process until the run is published: what this run starts is
     # labelled with this process, and the heartbeat tells every other run that it is alive.
-    with LeaseKeeper(settings, run_id, "run", progress=_redacting(progress, redact)) as lease:
+    with LeaseKeeper(settings, run_id, "run", progress=_redacting(progress, redact)) as lease, \
+            Interruptible(lambda: (lease.database, lease.phase), lambda said: end_interrupted(settings, run_id, said)):
         progress = _redacting(lease.tracking(progress), redact)
         # First what dead runs left (never a live one's): their targets, and their databases recorded.
         end_dead_runs_quietly(settings, progress, run_id)

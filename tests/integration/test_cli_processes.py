@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -71,14 +72,42 @@ def test_a_run_killed_during_the_restore_leaves_nothing_after_reap(demo, tmp_pat
     assert leftovers(run_id) == []
 
 
-def test_sigterm_during_the_restore_removes_the_target_itself(demo, tmp_path):
+def stored_run(settings, run_id: str):  # type: ignore[no-untyped-def]
+    from verification.results import ResultStore
+
+    store = ResultStore(settings.results_database_url)
+    try:
+        run, entries = store.run_with_reports(run_id)
+    finally:
+        store.close()
+    return run, {entry.database: (str(entry.verdict), entry.reasons) for entry in entries}
+
+
+@pytest.mark.parametrize(("sent", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_during_the_restore_records_the_run_as_interrupted_and_removes_the_target(
+        demo, tmp_path, settings, sent, code):
+    name = signal.Signals(sent).name
     process = start_verify(demo.repository, tmp_path)
     run_id = wait_for_restore(process, tmp_path / "reports")
-    process.send_signal(signal.SIGTERM)
-    _, stderr = process.communicate(timeout=120)
-    assert process.returncode == 130, stderr.decode()
-    assert b"interrupted" in stderr
+    process.send_signal(sent)
+    _, raw = process.communicate(timeout=180)
+    stderr = raw.decode()
+    assert process.returncode == code, stderr
     assert leftovers(run_id) == []
+    run, verdicts = stored_run(settings, run_id)
+    assert run.finished_at is not None and run.verdict == "error"
+    interrupted = [database for database, (_, reasons) in verdicts.items() if reasons[0].startswith("interrupted")]
+    assert len(interrupted) == 1 and run.host["interrupted"] == f"interrupted by {name} during {interrupted[0]}"
+    verdict, (reason,) = verdicts.pop(interrupted[0])
+    # The phase the signal came in: the restore the test waited for, not the removal that followed it.
+    assert verdict == "error" and reason.startswith(f"interrupted by {name} during restoring "), reason
+    assert reason.endswith("; nothing proven") and "removing" not in reason
+    assert list(verdicts.values()) == [("error", ["not started: the run was interrupted"])]
+    report = tmp_path / "reports" / run_id / "report.json"
+    assert json.loads(report.read_text())["verdict"] == "error"
+    assert (f"restoreproof: interrupted by {name}; the targets of this run were removed; run {run_id} recorded as "
+            f"interrupted by {name} during {interrupted[0]} (error, 0 database(s) finished before it); report "
+            f"{report}") in stderr
 
 
 def test_a_source_that_is_not_a_repository_exits_2_with_a_clear_error(tmp_path):

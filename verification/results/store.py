@@ -405,6 +405,13 @@ class ResultStore:
             self._run_row(session, run_id).target_kind = kind
 
     @_retried
+    def add_run_facts(self, run_id: str, facts: dict[str, Any]) -> None:
+        """Facts added to the run row's host facts (what a run learns of itself after it started)."""
+        with Session(self.writer) as session, session.begin():
+            run = self._run_row(session, run_id)
+            run.host = {**run.host, **facts}  # a new dict: the JSON column sees no change made in place
+
+    @_retried
     def record_plans(self, run_id: str, plans: list[RestorePlan]) -> None:
         """The run's plans, in the order they were made; replaces any recorded before."""
         with Session(self.writer) as session, session.begin():
