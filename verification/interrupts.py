@@ -10,6 +10,7 @@ thread) nothing is installed and nothing changes.
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -119,9 +120,10 @@ Record = Callable[[Interruption], str]
 
 
 class Interruptible:
-    """A run's signals, for the `with` block: SIGINT and SIGTERM raise `Interrupted`, the run's place is
-    taken when the first comes, and on the way out `record` keeps what was done (signals held meanwhile);
-    the `Interrupted` raised out of the block says what was recorded."""
+    """A run's signals, for the `with` block: the first SIGINT or SIGTERM raises `Interrupted` and takes
+    the run's place, later ones are only said (the unwinding removes targets: nothing may cut it short),
+    and on the way out `record` keeps what was done; the `Interrupted` raised out of the block says what
+    was recorded."""
 
     def __init__(self, where: Where, record: Record) -> None:
         self.where = where
@@ -130,8 +132,12 @@ class Interruptible:
         self._previous: dict[int, Any] = {}
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
-        if self.interruption is None:
-            self.interruption = Interruption(signum, *self.where())
+        if self.interruption is not None:
+            # Already unwinding: a second Ctrl-C must not cut short the removal of a target or the record.
+            sys.stderr.write(f"restoreproof: already stopping ({self.interruption.name}): removing this run's "
+                             "targets and recording what it did (SIGKILL would leave them to `restoreproof reap`)\n")
+            return
+        self.interruption = Interruption(signum, *self.where())
         raise Interrupted(signum)
 
     def __enter__(self) -> Interruptible:

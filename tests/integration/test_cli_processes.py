@@ -152,3 +152,24 @@ def test_verify_sql_server_backups_without_an_image_says_so(mssql_corpus, tmp_pa
     assert result.returncode == 2
     assert "SQL Server image mcr.microsoft.com/mssql/server:2022-latest is not present and cannot be pulled" \
         in result.stdout  # the reason of the verdict
+
+
+def test_a_second_ctrl_c_while_the_target_is_removed_leaves_nothing(demo, tmp_path, settings):
+    process = start_verify(demo.repository, tmp_path)
+    run_id = wait_for_restore(process, tmp_path / "reports")
+    process.send_signal(signal.SIGINT)
+    assert process.stderr is not None
+    said = []
+    for line in iter(process.stderr.readline, b""):  # up to the removal the first Ctrl-C started
+        said.append(line.decode())
+        if "removing the target" in said[-1]:
+            process.send_signal(signal.SIGINT)
+            break
+    _, rest = process.communicate(timeout=180)
+    stderr = "".join(said) + rest.decode()
+    assert process.returncode == 130, stderr
+    assert "restoreproof: already stopping (SIGINT): removing this run's targets" in stderr
+    assert leftovers(run_id) == []
+    run, _ = stored_run(settings, run_id)
+    assert run.finished_at is not None and run.host["interrupted"].startswith("interrupted by SIGINT during ")
+    assert "recorded as interrupted by SIGINT during " in stderr

@@ -38,7 +38,7 @@ def wait_for_signal() -> None:
     pytest.fail("the signal never came")
 
 
-def test_sigterm_in_a_run_is_recorded_with_where_the_run_was_when_it_came():
+def test_sigterm_in_a_run_is_recorded_with_where_the_run_was_when_it_came(capfd):
     where = {"database": "demo2", "phase": "demo2: restoring 20261122-010000F"}
     recorded: list[Interruption] = []
 
@@ -53,12 +53,17 @@ def test_sigterm_in_a_run_is_recorded_with_where_the_run_was_when_it_came():
             wait_for_signal()
         finally:
             where["phase"] = "demo2: removing the target"  # the unwinding's own progress is not the phase
+            os.kill(os.getpid(), signal.SIGINT)  # a second signal while unwinding: said, and nothing cut short
+            time.sleep(0.2)
+            where["database"] = None
     assert raised.value.signum == signal.SIGTERM and raised.value.exit_code == 143
     assert raised.value.recorded == "run r recorded as interrupted"
     assert recorded == [Interruption(signal.SIGTERM, "demo2", "demo2: restoring 20261122-010000F")]
     assert recorded[0].reason("demo2") == "interrupted by SIGTERM during restoring 20261122-010000F; nothing proven"
     assert recorded[0].reason("demo3") == NOT_STARTED
     assert signal.getsignal(signal.SIGTERM) is before
+    assert capfd.readouterr().err == ("restoreproof: already stopping (SIGTERM): removing this run's targets and "
+                                      "recording what it did (SIGKILL would leave them to `restoreproof reap`)\n")
 
 
 def test_a_run_that_ends_without_a_signal_records_nothing():
