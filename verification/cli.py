@@ -323,8 +323,8 @@ def demo(
                          pg_version=pg_version)
     except RestoreproofError as exc:
         fail(str(exc))
-    except KeyboardInterrupt:
-        fail("interrupted; the demo's source containers were removed", 130)
+    except KeyboardInterrupt as exc:
+        fail("interrupted; the demo's source containers were removed", 128 + signal_of(exc))
     finally:
         if isinstance(progress, Progress):
             progress.stop()
@@ -372,8 +372,8 @@ def _demo_in_s3(settings: Settings, workdir: Path, scale: int, clusters: int, ta
                              cipher_pass=cipher_pass, pg_version=pg_version)
         except RestoreproofError as exc:
             fail(str(exc))
-        except KeyboardInterrupt:
-            fail("interrupted; the demo's source containers and its S3 endpoint were removed", 130)
+        except KeyboardInterrupt as exc:
+            fail("interrupted; the demo's source containers and its S3 endpoint were removed", 128 + signal_of(exc))
         progress(f"sample repository made: {made.source} ({', '.join(made.stanzas)}"
                  f"{_encrypted_note(made.workdir, cipher_pass)})")
         # The endpoint as the demo reached it; pgBackRest in each target reads the bucket itself.
