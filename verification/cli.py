@@ -27,7 +27,7 @@ from verification.config import Settings, load_settings
 from verification.errors import RestoreproofError
 from verification.exit_codes import ExitCode
 from verification.images import inventory
-from verification.interrupts import raise_interrupted, signal_name, signal_of
+from verification.interrupts import exit_code_of, raise_interrupted, signal_name, signal_of
 from verification.model import (
     BackupEncryption,
     BackupSet,
@@ -251,7 +251,8 @@ def _run_and_report(settings: Settings, source: str, *, engine: str, at: datetim
         # Every target was removed by the pipeline's `finally` on the way here, then the run recorded.
         signum = signal_of(exc)
         recorded = getattr(exc, "recorded", None) or "no report was written"
-        fail(f"interrupted by {signal_name(signum)}; the targets of this run were removed; {recorded}", 128 + signum)
+        fail(f"interrupted by {signal_name(signum)}; the targets of this run were removed; {recorded}",
+             exit_code_of(signum))
     finally:
         if isinstance(progress, Progress):
             progress.stop()
@@ -324,7 +325,7 @@ def demo(
     except RestoreproofError as exc:
         fail(str(exc))
     except KeyboardInterrupt as exc:
-        fail("interrupted; the demo's source containers were removed", 128 + signal_of(exc))
+        fail("interrupted; the demo's source containers were removed", exit_code_of(signal_of(exc)))
     finally:
         if isinstance(progress, Progress):
             progress.stop()
@@ -373,7 +374,8 @@ def _demo_in_s3(settings: Settings, workdir: Path, scale: int, clusters: int, ta
         except RestoreproofError as exc:
             fail(str(exc))
         except KeyboardInterrupt as exc:
-            fail("interrupted; the demo's source containers and its S3 endpoint were removed", 128 + signal_of(exc))
+            fail("interrupted; the demo's source containers and its S3 endpoint were removed",
+                 exit_code_of(signal_of(exc)))
         progress(f"sample repository made: {made.source} ({', '.join(made.stanzas)}"
                  f"{_encrypted_note(made.workdir, cipher_pass)})")
         # The endpoint as the demo reached it; pgBackRest in each target reads the bucket itself.
@@ -622,7 +624,7 @@ def main() -> None:
     except KeyboardInterrupt as exc:
         err.print(f"restoreproof: interrupted by {signal_name(signal_of(exc))}; targets of this run were removed",
                   highlight=False)
-        sys.exit(128 + signal_of(exc))
+        sys.exit(exit_code_of(signal_of(exc)))
     except Exception:  # a bug or an unexpected failure: "could not run", never a verdict
         err.print_exception(max_frames=8)
         err.print("restoreproof: internal error (above); nothing was verified", highlight=False)

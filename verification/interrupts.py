@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from types import FrameType, TracebackType
 from typing import Any
 
+from verification.exit_codes import ExitCode
+
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 # Why a database the run had not reached has no verdict.
@@ -38,7 +40,7 @@ class Interrupted(KeyboardInterrupt):
 
     @property
     def exit_code(self) -> int:
-        return 128 + self.signum  # as a shell reports a process a signal ended: 130 SIGINT, 143 SIGTERM
+        return exit_code_of(self.signum)
 
 
 def signal_name(signum: int) -> str:
@@ -46,6 +48,12 @@ def signal_name(signum: int) -> str:
         return signal.Signals(signum).name
     except ValueError:
         return f"signal {signum}"
+
+
+def exit_code_of(signum: int) -> int:
+    """The exit code of a command a signal stopped (as a shell reports a process a signal ended)."""
+    codes: dict[int, int] = {signal.SIGINT: ExitCode.INTERRUPTED, signal.SIGTERM: ExitCode.TERMINATED}
+    return codes.get(signum, 128 + signum)
 
 
 def signal_of(exc: KeyboardInterrupt) -> int:

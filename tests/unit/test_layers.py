@@ -19,8 +19,8 @@ PACKAGE = ROOT / "verification"
 
 # Rank of each part of the package: a part may import only parts of a lower rank.
 RANKS = {
-    "errors": 0, "model": 0, "__version__": 0, "atomic": 0, "exit_codes": 0, "interrupts": 0,
-    "config": 1, "report_model": 1, "restore_points": 1,
+    "errors": 0, "model": 0, "__version__": 0, "atomic": 0, "exit_codes": 0,
+    "config": 1, "report_model": 1, "restore_points": 1, "interrupts": 1,
     "redaction": 2,
     "sources": 3, "targets": 3, "results": 3, "evidence": 3, "airflow_files": 3,
     "images": 4, "leases": 4,
