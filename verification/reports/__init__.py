@@ -23,6 +23,7 @@ from verification.reports.index_pages import write_index
 from verification.reports.json_report import build_report, dumps
 from verification.reports.junit import render_junit
 from verification.reports.metrics import write_metrics
+from verification.reports.summary import evidence_note
 
 if TYPE_CHECKING:
     from verification.config import Settings
@@ -51,7 +52,15 @@ def write_reports(report: RunReport, run_dir: Path, settings: Settings | None = 
     outputs = ReportOutputs(run_dir / "report.json", run_dir / "report.html", run_dir / "junit.xml",
                             run_dir / "metrics.prom")
     outputs.json_path.write_text(dumps(report), encoding="utf-8")
-    outputs.html_path.write_text(render_html(report), encoding="utf-8")
+    signer = None
+    note = None
+    if settings is not None:
+        from verification.evidence.signing import load_signer
+
+        # Loaded before the page is written, so the page names the key its folder is signed with.
+        signer = load_signer(settings)
+        note = evidence_note(settings, run_dir, signer.algorithm, signer.key_id)
+    outputs.html_path.write_text(render_html(report, note), encoding="utf-8")
     # The page loads the folder's plotly.js: written (once) wherever a report is.
     asset = write_asset(run_dir.parent, plotly_asset())
     outputs.junit_path.write_text(render_junit(report), encoding="utf-8")
@@ -69,7 +78,8 @@ def write_reports(report: RunReport, run_dir: Path, settings: Settings | None = 
                 store.close()
         # The shared plotly.js is outside the run folder, yet it runs in report.html: its hash is signed too.
         shared = [Path(os.path.relpath(asset, run_dir)).as_posix()]
-        outputs.manifest_path = write_bundle(run_dir, settings, extra={"host": report.host}, shared=shared).manifest
+        outputs.manifest_path = write_bundle(run_dir, settings, extra={"host": report.host}, shared=shared,
+                                             signer=signer).manifest
     return outputs
 
 

@@ -23,6 +23,7 @@ from verification.reports.charts import (
     seconds_text,
     when_text,
 )
+from verification.reports.summary import EvidenceNote, database_summary, too_few_runs
 
 # StrictUndefined: the templates read the typed report, so a misspelt field fails (a test renders every
 # branch) instead of showing as nothing. Sections an older report lacks are None, tested for explicitly.
@@ -48,7 +49,7 @@ def encryption_text(value: BackupEncryption | None) -> str:
 
 
 env.filters.update(iso=iso_text, seconds=seconds_text, mb=mb_text, mbps=mbps_text, pct=percent_text, when=when_text,
-                   encryption=encryption_text)
+                   encryption=encryption_text, too_few_runs=too_few_runs)
 
 
 def plotly_ref(asset: Asset, depth: int) -> dict[str, str]:
@@ -56,11 +57,12 @@ def plotly_ref(asset: Asset, depth: int) -> dict[str, str]:
     return {"href": asset.href(depth), "name": asset.name, "version": asset.version, "sha256": asset.sha256}
 
 
-def render_html(report: RunReport) -> str:
+def render_html(report: RunReport, evidence: EvidenceNote | None = None) -> str:
     """The run's page, for REPORT_DIR/<run id>/report.html: it loads ../assets/plotly-<version>.min.js
-    (verification.reports.assets.write_asset writes it)."""
-    views = [{"d": d, "charts": database_charts(d, index), "alerts": d.alerts}
+    (verification.reports.assets.write_asset writes it). `evidence`: how the folder's manifest is about
+    to be signed; None when no manifest is written."""
+    views = [{"d": d, "charts": database_charts(d, index), "alerts": d.alerts, "s": database_summary(d)}
              for index, d in enumerate(report.databases, start=1)]
     alerts = [(d.database, alert) for d in report.databases for alert in d.alerts]
-    return env.get_template("report.html.j2").render(r=report, views=views, alerts=alerts,
+    return env.get_template("report.html.j2").render(r=report, views=views, alerts=alerts, evidence=evidence,
                                                      plotly=plotly_ref(plotly_asset(), 1))

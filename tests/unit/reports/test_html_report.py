@@ -144,11 +144,12 @@ def test_a_report_whose_plotly_did_not_load_says_so_and_which_file_it_needs(repo
 def test_sample_verdict_table_states_rto_and_rpo_with_units(report):
     html = render_html(typed_report(report))
     verdicts = html.split("<h2>Verdicts</h2>", 1)[1].split("</table>", 1)[0]
-    for column in ("RTO target", "Measured recovery", "Predicted recovery", "Margin", "RPO achieved vs target"):
+    for column in ("RTO target", "Measured recovery", "Predicted recovery", "Margin", "RPO: worst log gap / target",
+                   "Restore point behind newest backup"):
         assert column in verdicts
     # demo1: 4 h target; demo2: 10 s target, 5.32 s measured, 4.68 s to spare
     for figure in ("14400 s (4.0 h)", "4.82 s", "4.58 s", "14395 s (4.0 h)", "10.00 s", "5.32 s", "4.68 s",
-                   "worst log gap 900 s (15 min) vs target 86400 s (24.0 h)", "120 s (2 min) behind the newest backup"):
+                   "900 s (15 min) / 86400 s (24.0 h)", '<td class="nowrap">120 s (2 min)</td>'):
         assert figure in verdicts, figure
     assert verdicts.count('<span class="passed">met</span>') == 4  # RTO and RPO, both databases
 
@@ -192,7 +193,9 @@ def test_a_database_that_never_came_online_renders(report):
     html = render_html(typed_report(never_online(report)))
     demo2 = html.split('<h2 id="db-2">', 1)[1]
     assert "pgbackrest restore: exit 82: unable to open file backup.manifest" in demo2
-    assert "(the database never came online)" in demo2
+    assert ('<span class="failed">not restored: pgbackrest restore: exit 82: unable to open file backup.manifest'
+            '</span>; predicted recovery 4.58 s: <strong class="failed">MISSED</strong>') in demo2
+    assert f"RTO {NONE}" not in demo2 and f"The restore point {NONE}" not in demo2
     assert '<strong class="failed">MISSED</strong>' in demo2
     assert '<td>redo</td><td class="not_reached">not_reached</td>' in demo2
     assert charts(demo2) == PAGE_ORDER
