@@ -144,12 +144,13 @@ def test_a_report_whose_plotly_did_not_load_says_so_and_which_file_it_needs(repo
 def test_sample_verdict_table_states_rto_and_rpo_with_units(report):
     html = render_html(typed_report(report))
     verdicts = html.split("<h2>Verdicts</h2>", 1)[1].split("</table>", 1)[0]
-    for column in ("RTO target", "Measured recovery", "Predicted recovery", "Margin", "RPO: worst log gap / target",
-                   "Restore point behind newest backup"):
+    for column in ("RTO target", "Measured recovery", "Predicted recovery", "Margin", "RPO: worst log gap, target"):
         assert column in verdicts
     # demo1: 4 h target; demo2: 10 s target, 5.32 s measured, 4.68 s to spare
     for figure in ("14400 s (4.0 h)", "4.82 s", "4.58 s", "14395 s (4.0 h)", "10.00 s", "5.32 s", "4.68 s",
-                   "900 s (15 min) / 86400 s (24.0 h)", '<td class="nowrap">120 s (2 min)</td>'):
+                   '<span class="nowrap">900 s (15 min): <span class="passed">met</span></span>',
+                   '<span class="meta nowrap">target 86400 s (24.0 h)</span>',
+                   '<span class="meta nowrap">120 s (2 min) behind the newest backup</span>'):
         assert figure in verdicts, figure
     assert verdicts.count('<span class="passed">met</span>') == 4  # RTO and RPO, both databases
 
