@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 import plotly.graph_objects as go
 import plotly.io as pio
 from markupsafe import Markup
+from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from verification.model import PhaseStatus
@@ -33,10 +34,21 @@ MEASURED, PREDICTED, TARGET, TREND = "#1f5fbf", "#e07b39", "#b3261e", "#6b7280"
 TYPE_COLORS = {"full": "#1f5fbf", "diff": "#2e9e5b", "incr": "#e39b1b", "log": "#8e5cc4"}
 VERDICT_COLORS = {"passed": MEASURED, "failed": TARGET, "error": "#8a4b00"}
 PALETTE = ("#1f5fbf", "#2e9e5b", "#e07b39", "#8e5cc4", "#b3261e", "#17becf", "#8c564b", "#e377c2")
+# For more databases than PALETTE has colours: plotly's 24 dark and 26 alphabet colours, told apart in the legend.
+MANY_COLORS = (*qualitative.Dark24, *qualitative.Alphabet)
 # A target more than this many times the largest value would flatten the data to a line at zero;
 # it is then named in a note instead of drawn (the text and the objectives chart still give it).
 TARGET_IN_VIEW = 4.0
 DAY_MS = 86_400_000  # a day on a plotly date axis
+# A time axis spans at least this: runs seconds apart (or one run alone) would otherwise get ticks in
+# milliseconds, a precision no run time has.
+MIN_TIME_SPAN = timedelta(hours=1)
+# Ticks of a run-time axis, by their spacing: never finer than a minute, the date under the time of day.
+RUN_TIME_TICKS = [{"dtickrange": [None, DAY_MS], "value": "%H:%M<br>%Y-%m-%d"},
+                  {"dtickrange": [DAY_MS, None], "value": "%Y-%m-%d"}]
+# The index chart past this many databases: its legend becomes a scrolling column beside the plot, so the
+# plot keeps its height whatever the count.
+LEGEND_BESIDE = 8
 # The modebar's PNG export is client-side; the logo would link to plotly.com.
 _CONFIG = {"displaylogo": False, "responsive": True}
 
@@ -365,6 +377,7 @@ def history_figure(database: DatabaseEntry) -> go.Figure | None:
                         marker={"symbol": "diamond", "size": 11, "color": TARGET}, textposition="top left",
                         text=[f"trend reaches the RTO ~{crossing_at:%Y-%m-%d}"], textfont={"color": TARGET})
     fig.update_yaxes(rangemode="tozero")
+    _run_time_axis(fig, [*times, end, *([trend_start] if trend_start else [])])
     return fig
 
 
@@ -380,6 +393,18 @@ def _target_line(fig: go.Figure, target: float | None, span: Sequence[datetime],
                         hovertemplate=f"RTO target {seconds_text(target)}<extra></extra>")
     else:
         _margin_note(fig, f"RTO target {seconds_text(target)}: {target / top:.0f} times the largest value, not drawn")
+
+
+def time_range(times: Sequence[datetime]) -> list[datetime]:
+    """A run-time axis' range: the times padded by 5 %, and at least MIN_TIME_SPAN wide."""
+    low, high = min(times), max(times)
+    pad = max((high - low) * 0.05, (MIN_TIME_SPAN - (high - low)) / 2)
+    return [low - pad, high + pad]
+
+
+def _run_time_axis(fig: go.Figure, times: Sequence[datetime]) -> None:
+    fig.update_xaxes(type="date", range=time_range(times), tickformatstops=RUN_TIME_TICKS,
+                     hoverformat="%Y-%m-%d %H:%M:%S")
 
 
 def _margin_note(fig: go.Figure, text: str) -> None:
@@ -401,6 +426,7 @@ def throughput_figure(database: DatabaseEntry) -> go.Figure | None:
                     customdata=[[_plain(p.run_id), mb_text(p.transfer_bytes)] for _, _, p in points],
                     hovertemplate="%{customdata[0]}<br>%{y:.1f} MB/s (%{customdata[1]})<extra></extra>")
     fig.update_yaxes(rangemode="tozero")
+    _run_time_axis(fig, [at for at, _, _ in points])
     return fig
 
 
@@ -432,12 +458,13 @@ def daily_history_figure(days: Sequence[DailyRecovery], targets: dict[str, float
     if not any(d.mean_seconds is not None for d in days):
         return None
     traces: list[dict[str, Any]] = []
-    notes = []
+    notes: list[tuple[str, float]] = []
+    palette = PALETTE if len(by_database) <= len(PALETTE) else MANY_COLORS
     for index, (database, rows) in enumerate(sorted(by_database.items())):
         rows.sort(key=lambda row: row.day)
-        name, color = _plain(database), PALETTE[index % len(PALETTE)]
+        name, color = _plain(database), palette[index % len(palette)]
         traces.append({"type": "scatter", "x": [r.day.isoformat() for r in rows], "y": [r.mean_seconds for r in rows],
-                       "mode": "lines+markers", "name": name, "line": {"color": color},
+                       "mode": "lines+markers", "name": name, "line": {"color": color}, "legendgroup": name,
                        "text": [_day_text(r) for r in rows],
                        "hovertemplate": f"{name}: %{{y:.2f}} s<br>%{{text}}<extra></extra>"})
         target = targets.get(database)
@@ -445,20 +472,39 @@ def daily_history_figure(days: Sequence[DailyRecovery], targets: dict[str, float
             continue
         values = [r.max_seconds for r in rows if r.max_seconds is not None]
         if values and target > TARGET_IN_VIEW * max(values):
-            notes.append(f"{name} RTO {seconds_text(target)}")
+            notes.append((name, target))
             continue
         traces.append({"type": "scatter", "x": [rows[0].day.isoformat(), rows[-1].day.isoformat()],
-                       "y": [target, target], "mode": "lines", "name": f"{name} RTO",
-                       "line": {"color": color, "dash": "dash"},
+                       "y": [target, target], "mode": "lines", "name": f"{name} RTO", "legendgroup": name,
+                       # One legend entry a database: its RTO line shows and hides with it.
+                       "showlegend": False, "line": {"color": color, "dash": "dash"},
                        "hovertemplate": f"{name} RTO {seconds_text(target)}<extra></extra>"})
     layout = _layout(380, x_title="day (UTC)", y_title="recovery (s)")
     if notes:
-        layout["annotations"] = [_note("far above the recoveries, not drawn: " + "; ".join(notes))]
+        layout["annotations"] = [_note("far above the recoveries, not drawn: " + _targets_text(notes))]
     # Days, not times of day: over a couple of weeks a tick per day, beyond that plotly's own spacing.
-    span = max(d.day for d in days) - min(d.day for d in days)
+    first, last = min(d.day for d in days), max(d.day for d in days)
+    span = last - first
     layout["xaxis"].update(type="date", tickformat="%Y-%m-%d", **({"dtick": DAY_MS} if span.days <= 14 else {}))
+    if span.days < 2:  # one or two days alone would be drawn on an axis of milliseconds
+        layout["xaxis"]["range"] = [(first - timedelta(days=1)).isoformat(), (last + timedelta(days=1)).isoformat()]
     layout["yaxis"]["rangemode"] = "tozero"
+    if len(by_database) > LEGEND_BESIDE:
+        layout["legend"] = {"orientation": "v", "x": 1.01, "xanchor": "left", "y": 1, "yanchor": "top",
+                            "font": {"size": 11}, "title": {"text": f"{len(by_database)} databases"}}
+        layout["margin"]["r"] = 10
     return {"data": traces, "layout": layout}
+
+
+def _targets_text(notes: Sequence[tuple[str, float]], named: int = 3) -> str:
+    """'a RTO 4 h; b RTO 1 h', or, for more than `named` databases sharing a target, '45 databases' RTO 4 h':
+    one line above the plot however many databases there are."""
+    by_target: dict[float, list[str]] = {}
+    for name, target in notes:
+        by_target.setdefault(target, []).append(name)
+    parts = [(f"{len(names)} databases' RTO" if len(names) > named else ", ".join(names) + " RTO")
+             + f" {seconds_text(target)}" for target, names in sorted(by_target.items())]
+    return "; ".join(parts)
 
 
 def _day_text(day: DailyRecovery) -> str:
