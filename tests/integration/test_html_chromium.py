@@ -235,7 +235,7 @@ def test_the_report_reads_at_laptop_and_desktop_widths(tmp_path, browser_home, m
         assert "configured (rpo.databases.demo2)" in summary
         assert "Evidence: signed." in summary and "restoreproof evidence verify " in summary
         history = " ".join(browser.js("document.querySelector('#db-1 ~ h3 ~ p').parentElement.innerText").split())
-        assert "Too few runs for a trend (2 of 5 measured runs, over at least 3 days)" in history
+        assert "Too few runs for a trend (2 of 5 measured runs; 0.0 of 3 days)" in history
         ticks = browser.js("[...document.querySelectorAll('#rp-history-1 .xtick text')].map(t => t.textContent)")
         assert ticks and not [t for t in ticks if re.search(r":\d\d\.\d|\.\d{3}", t)], ticks
         # Nothing wider than the window, and every short cell of the verdict table on one line.

@@ -23,7 +23,7 @@ from verification.reports.charts import (
     seconds_text,
     when_text,
 )
-from verification.reports.summary import EvidenceNote, database_summary, too_few_runs
+from verification.reports.summary import EvidenceNote, database_summary, other_notes, too_few_runs
 
 # StrictUndefined: the templates read the typed report, so a misspelt field fails (a test renders every
 # branch) instead of showing as nothing. Sections an older report lacks are None, tested for explicitly.
@@ -49,7 +49,8 @@ def encryption_text(value: BackupEncryption | None) -> str:
 
 
 env.filters.update(iso=iso_text, seconds=seconds_text, mb=mb_text, mbps=mbps_text, pct=percent_text, when=when_text,
-                   encryption=encryption_text, too_few_runs=too_few_runs)
+                   encryption=encryption_text, too_few_runs=too_few_runs,
+                   other_notes=other_notes)
 
 
 def plotly_ref(asset: Asset, depth: int) -> dict[str, str]:

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 # The placeholder an auditor replaces with the signer's public key when the page cannot name its file.
 PUBLIC_KEY_PLACEHOLDER = "SIGNER-PUBLIC-KEY.pem"
+# How verification.prediction.drift.too_little_history starts the note too_few_runs replaces.
+TOO_LITTLE_HISTORY = "no trend and no alert from history"
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,12 @@ def too_few_runs(drift: DriftEntry) -> str | None:
     defaults = RtoSettings()
     need = drift.min_runs or defaults.trend_min_runs
     days = drift.min_days if drift.min_days is not None else defaults.trend_min_days
-    have = sum(1 for point in drift.series if point.recovery_seconds is not None)
-    return (f"Too few runs for a trend ({have} of {need} measured runs, over at least {days:g} days): "
+    measured = [point.at for point in drift.series if point.recovery_seconds is not None]
+    span = (max(measured) - min(measured)).total_seconds() / 86400 if measured else 0.0
+    return (f"Too few runs for a trend ({len(measured)} of {need} measured runs; {span:.1f} of {days:g} days): "
             "no trend line and no alert drawn from history")
+
+
+def other_notes(drift: DriftEntry) -> list[str]:
+    """The drift's notes but the one too_few_runs says (which runs the series left out, or matched by name)."""
+    return [note for note in drift.notes if not note.startswith(TOO_LITTLE_HISTORY)]

@@ -133,10 +133,21 @@ def test_the_command_on_the_page_checks_the_folder(tmp_path, report, monkeypatch
 def test_no_trend_from_too_few_runs_says_k_of_n(report):
     few = copy.deepcopy(report)
     drift = few["databases"][0]["drift"]
-    drift.update(trend=None, crossing=None, series=drift["series"][-3:], min_runs=5, min_days=3.0)
+    drift.update(trend=None, crossing=None, series=drift["series"][-3:], min_runs=5, min_days=3.0,
+                 notes=["2 runs to an earlier point in time left out: latest and point-in-time runs are trended apart",
+                        "no trend and no alert from history: 3 measured runs over 1.0 days; a trend needs ..."])
     html = render_html(typed_report(few))
     demo1 = html.split('<h2 id="db-1">', 1)[1].split('<h2 id="db-2">', 1)[0]
-    assert ("Too few runs for a trend (3 of 5 measured runs, over at least 3 days): no trend line and no alert "
-            "drawn from history.") in demo1
+    assert ("Too few runs for a trend (3 of 5 measured runs; 1.0 of 3 days): no trend line and no alert drawn "
+            "from history.") in demo1
     assert '"name":"trend' not in demo1  # no trend line in the history chart
     assert "The trend does not reach the RTO" not in demo1
+    assert "2 runs to an earlier point in time left out" in demo1
+    assert "no trend and no alert from history" not in demo1  # said once, as k of N
+
+
+def test_the_note_too_few_runs_replaces_is_the_one_drift_writes():
+    from verification.prediction.drift import too_little_history
+    from verification.reports.summary import TOO_LITTLE_HISTORY
+
+    assert too_little_history([], 5, 3.0).startswith(TOO_LITTLE_HISTORY)
