@@ -43,9 +43,6 @@ DAY_MS = 86_400_000  # a day on a plotly date axis
 # A time axis spans at least this: runs seconds apart (or one run alone) would otherwise get ticks in
 # milliseconds, a precision no run time has.
 MIN_TIME_SPAN = timedelta(hours=1)
-# Ticks of a run-time axis, by their spacing: never finer than a minute, the date under the time of day.
-RUN_TIME_TICKS = [{"dtickrange": [None, DAY_MS], "value": "%H:%M<br>%Y-%m-%d"},
-                  {"dtickrange": [DAY_MS, None], "value": "%Y-%m-%d"}]
 # The index chart past this many databases: its legend becomes a scrolling column beside the plot, so the
 # plot keeps its height whatever the count.
 LEGEND_BESIDE = 8
@@ -357,7 +354,10 @@ def history_figure(database: DatabaseEntry) -> go.Figure | None:
                         customdata=[_plain(p.run_id) for _, p in lost],
                         hovertemplate="%{customdata}: never came online<extra></extra>")
     if any(v is not None for v in predicted):
-        fig.add_scatter(x=times, y=predicted, mode="lines", name="predicted", line={"color": PREDICTED, "width": 2},
+        # One prediction alone is a point: a line through it would draw nothing.
+        alone = sum(v is not None for v in predicted) == 1
+        fig.add_scatter(x=times, y=predicted, mode="markers" if alone else "lines", name="predicted",
+                        line={"color": PREDICTED, "width": 2}, marker={"color": PREDICTED, "symbol": "diamond-open"},
                         hovertemplate="%{y:.2f} s predicted<extra></extra>")
     trend = drift.trend
     crossing_at = utc(drift.crossing.at) if drift.crossing else None
@@ -403,8 +403,8 @@ def time_range(times: Sequence[datetime]) -> list[datetime]:
 
 
 def _run_time_axis(fig: go.Figure, times: Sequence[datetime]) -> None:
-    fig.update_xaxes(type="date", range=time_range(times), tickformatstops=RUN_TIME_TICKS,
-                     hoverformat="%Y-%m-%d %H:%M:%S")
+    # Over an hour at least, plotly's own ticks are minutes or coarser, the date said once beneath them.
+    fig.update_xaxes(type="date", range=time_range(times), hoverformat="%Y-%m-%d %H:%M:%S")
 
 
 def _margin_note(fig: go.Figure, text: str) -> None:

@@ -39,8 +39,10 @@ def test_one_run_alone_gets_an_axis_of_an_hour_not_of_milliseconds():
         fig = build(database)
         assert fig is not None
         assert axis_span(fig) >= MIN_TIME_SPAN
-        stops = fig.layout.xaxis.tickformatstops
-        assert [s.value for s in stops] == ["%H:%M<br>%Y-%m-%d", "%Y-%m-%d"]  # no seconds, no fractions
+    history = history_figure(database)
+    assert history is not None
+    predicted = next(t for t in history.data if t.name == "predicted")
+    assert predicted.mode == "markers"  # one prediction: a point, not an invisible line
 
 
 def test_runs_weeks_apart_keep_their_own_span():
