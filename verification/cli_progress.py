@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from verification.phase_events import (
+    RESTORE_AND_CHECKS,
     Listener,
     PhaseEnded,
     PhaseEvent,
@@ -88,15 +89,20 @@ class PhaseBoard:
         self.upfront: dict[str, dict[str, float]] = {}
         self.running: dict[tuple[str, str], Running] = {}
 
-    def predicted(self, database: str, phase: str, said: float | None) -> float | None:
-        return said if said is not None else self.upfront.get(database, {}).get(phase)
+    def predicted(self, database: str, phase: str, said: float | None, covers: tuple[str, ...] = ()) -> float | None:
+        upfront = self.upfront.get(database, {})
+        if said is not None or phase in upfront:
+            return said if said is not None else upfront[phase]
+        if covers and all(name in upfront for name in covers):
+            return sum(upfront[name] for name in covers)
+        return None
 
     def apply(self, event: PhaseEvent) -> str | None:
         """Take the event in; the line it makes on its own (a phase that ended), if any."""
         if isinstance(event, RunPredicted):
             self.upfront = {db: dict(phases) for db, phases in event.phases.items()}
         elif isinstance(event, PhaseStarted):
-            predicted = self.predicted(event.database, event.phase, event.predicted_seconds)
+            predicted = self.predicted(event.database, event.phase, event.predicted_seconds, event.covers)
             self.running[(event.database, event.phase)] = Running(event.database, event.phase, event.at, predicted)
         else:
             was = self.running.pop((event.database, event.phase), None)
@@ -105,7 +111,10 @@ class PhaseBoard:
         return None
 
     def lines(self, now: float, text: Callable[[Running, float], str]) -> list[str]:
-        return [text(running, now) for running in list(self.running.values())]
+        """Each running phase; the engine's whole restore only while none of its own steps is shown."""
+        running = list(self.running.values())
+        inner = {r.database for r in running if r.phase != RESTORE_AND_CHECKS}
+        return [text(r, now) for r in running if r.phase != RESTORE_AND_CHECKS or r.database not in inner]
 
 
 class Progress:

@@ -26,6 +26,9 @@ class PhaseStarted:
     # None where nothing predicts this phase (yet): a display may use the run's upfront figure.
     predicted_seconds: float | None = None
     at: float = field(default_factory=time.monotonic)
+    # The predicted phases a step shown as one covers (server start, redo and recovery end are one
+    # wait for the server), whose upfront figures add up to its own.
+    covers: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -92,9 +95,10 @@ def emit(event: PhaseEvent) -> None:
 
 
 @contextmanager
-def phase(database: str, name: str, predicted_seconds: float | None = None) -> Iterator[None]:
+def phase(database: str, name: str, predicted_seconds: float | None = None,
+          covers: tuple[str, ...] = ()) -> Iterator[None]:
     """The phase `name` of `database`, started now and ended when the block leaves (however it leaves)."""
-    started = PhaseStarted(database, name, predicted_seconds)
+    started = PhaseStarted(database, name, predicted_seconds, covers=covers)
     emit(started)
     finished = False
     try:

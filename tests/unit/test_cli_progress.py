@@ -160,6 +160,10 @@ def test_a_run_without_a_terminal_says_each_phase_with_its_elapsed_and_predicted
     assert running, said
     assert re.search(stamp + rf"demo1: restore and checks done in \d+ s \(predicted {running[0][1]}\)$", said, re.M)
     assert said.index("predicted: ") < said.index("demo1: provision done") < said.index("restore and checks done")
+    # The engine's own step inside it, ended (here by the restore's failure) before the whole restore is.
+    transfer = re.search(stamp + r"demo1: transfer done in \d+ s \(no prediction\)$", said, re.M)
+    assert transfer, said
+    assert transfer.start() < said.index("restore and checks done")
 
     quiet = cli("verify", str(readable_repo), "--target", "local", "--report-dir", str(tmp_path / "reports"),
                 "--json", home=tmp_path)
@@ -174,3 +178,20 @@ def test_the_setting_spaces_the_lines_only_where_there_is_no_terminal():
     live = Progress(Console(file=io.StringIO(), force_terminal=True))
     live.plain_every(0.5)
     assert (plain.interval, live.interval) == (0.5, 1.0)
+
+
+def test_a_step_shown_as_one_is_predicted_as_the_phases_it_covers_and_hides_the_whole_restore():
+    board = PhaseBoard()
+    board.apply(RunPredicted({"db1": 300.0}, {"db1": {"server_start": 5.0, "redo": 40.0, "recovery_end": 1.0,
+                                                      "restore and checks": 250.0}}, "x"))
+    board.apply(PhaseStarted("db1", "restore and checks", 200.0, at=0.0))
+    assert board.lines(10.0, plain_text) == ["db1: restore and checks running 10 s (predicted 3 min 20 s)"]
+    board.apply(PhaseStarted("db1", "server start and redo", None, at=10.0,
+                             covers=("server_start", "redo", "recovery_end")))
+    assert board.lines(30.0, plain_text) == ["db1: server start and redo running 20 s (predicted 46 s)"]
+    # One phase it covers not predicted: no sum that would look like a prediction of the whole step.
+    board.apply(PhaseStarted("db1", "checks", None, at=40.0, covers=("data_checks", "integrity_check")))
+    assert board.lines(50.0, plain_text)[-1] == "db1: checks running 10 s (no prediction)"
+    board.apply(PhaseEnded("db1", "server start and redo", 20.0))
+    board.apply(PhaseEnded("db1", "checks", 10.0))
+    assert board.lines(60.0, plain_text) == ["db1: restore and checks running 1 min (predicted 3 min 20 s)"]

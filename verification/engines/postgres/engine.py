@@ -152,6 +152,7 @@ from verification.model import (
     RuleCheck,
     UnreadableKind,
 )
+from verification.phase_events import phase as live_phase
 from verification.restore_points import PointChoice, PointStrategy, choose
 from verification.sources.base import Source, excluded
 from verification.targets.base import ExecResult, Target, TargetProvider
@@ -240,6 +241,11 @@ def disabled_check(name: str, setting: str) -> CheckResult:
     """A check the configuration turned off: shown as skipped, naming the setting, never left out."""
     return CheckResult(name, CheckStatus.SKIPPED, f"not run: disabled by the setting {setting}: false",
                        details={"disabled_by": setting}, required=False)
+
+
+# How a live display names the steps of a restore that are timed as several phases.
+RECOVERY_STEP, CHECKS_STEP = "server start and redo", "checks"
+RECOVERY_PHASES = (PhaseName.SERVER_START, PhaseName.REDO, PhaseName.RECOVERY_END)
 
 
 def unreadable_stanza(name: str, exc: RepositoryFileError) -> RestorePlan:
@@ -575,7 +581,9 @@ class _Verification:
         out.phases.append(PhaseTiming(PhaseName.PROVISION, PhaseStatus.MEASURED, seconds=self.target.provision_seconds))
         out.phases.append(PhaseTiming.absent(PhaseName.ZEROING,
                                              "PostgreSQL restores files as they are; nothing is zeroed"))
-        restored = self.restore()
+        database = self.plan.database
+        with live_phase(database, PhaseName.TRANSFER):
+            restored = self.restore()
         # pgbackrest verify reads only the repository: it starts as the transfer ends, alongside the
         # server's recovery (one process, redo, leaves a CPU free) and the checks, and is waited for
         # at the end. Not alongside the transfer itself: pgBackRest's restore processes already keep
@@ -586,9 +594,11 @@ class _Verification:
         verify = Alongside("repository-verify", self.repository_verify) if self.pg.repository_verify else None
         try:
             if restored:
-                log = self.start_and_recover()
+                with live_phase(database, RECOVERY_STEP, covers=RECOVERY_PHASES):
+                    log = self.start_and_recover()
                 if out.online and log is not None:
-                    self.server_checks()
+                    with live_phase(database, CHECKS_STEP, covers=(PhaseName.DATA_CHECKS, PhaseName.INTEGRITY_CHECK)):
+                        self.server_checks()
         except Exception:
             if verify is not None:
                 verify.wait()
