@@ -27,7 +27,10 @@ The rules (docs: SQL Server reference, section 2), each kept with its outcome:
   each must begin at or before the LSN reached so far (else SQL Server raises 4305);
   logs taken during a full are accepted by LSN, whatever their DatabaseBackupLSN;
 - point in time: the first log that starts at or after the target is the terminal one
-  (RESTORE LOG ... WITH STOPAT); none means the target cannot be reached. A log backup holds the
+  (RESTORE LOG ... WITH STOPAT); none means the target cannot be reached: a broken chain where a
+  backup of the database finished after the target (the log that leads there is missing), a refused
+  request (error, not failed) where none did (no file can be missing for a point nothing was written
+  after: the next log is not taken yet, or the point is in the future). A log backup holds the
   records logged from the previous log backup up to the moment it began reading the log, near its
   BackupStartDate; its BackupFinishDate is only when it finished writing. A log that started
   before the target but finished after it can therefore end before the target: chosen by its
@@ -195,11 +198,26 @@ def _full_reaching_furthest(db: DatabaseCatalog, fulls: list[MediaSet], usable: 
     return full
 
 
+def _beyond_every_backup(db: DatabaseCatalog, at: datetime) -> Problem | None:
+    """The point asked for comes after every backup of the database finished: nothing in the source
+    was even written then, so no file can be missing for it (the next log backup is not taken yet, or
+    the point is in the future). A request the backups cannot serve, said with the point they can."""
+    newest = max(db.sets, key=lambda m: m.finish, default=None)
+    if newest is None or newest.finish > at:
+        return None
+    return Problem(code="point-beyond-backups",
+                   message=f"the point {at.isoformat()} is after every backup of database {db.database} (the newest, "
+                           f"{_listed(newest.names)}, finished {newest.finish.isoformat()}): nothing in the source "
+                           "leads there; ask for a point at or before that, or latest")
+
+
 def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
     rules: list[RuleCheck] = []
     problems: list[Problem] = []
     defects: list[Problem] = []
     chosen: list[MediaSet] = []
+    # Problems of the request, not of the backups: the plan is refused (error), never broken (failed).
+    refused: list[Problem] = []
 
     def done() -> RestorePlan:
         damaged = [m for m in chosen if any(h.is_damaged for h in m.families.values())]
@@ -214,7 +232,8 @@ def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
         elif chosen and all(h.is_damaged is False for m in chosen for h in m.families.values()):
             rules.append(RuleCheck("backups-not-damaged", True, "no backup of the chain is marked damaged"))
         # Broken exactly when a problem was recorded: no path decides the status apart from its reason.
-        final = ChainStatus.COMPLETE if not problems else ChainStatus.BROKEN
+        final = (ChainStatus.COMPLETE if not problems else
+                 ChainStatus.REFUSED if all(p in refused for p in problems) else ChainStatus.BROKEN)
         backups = [b for media in chosen for b in backup_sets(media)]
         return RestorePlan("mssql", name, Chain(final, backups, problems, rules, defects=defects), at,
                            # Each file once: one file may hold several of the chain's sets.
@@ -493,6 +512,10 @@ def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
             rules.append(RuleCheck("terminal-log", True,
                                    f"the target is the end of {_listed(chosen[-1].names)} "
                                    f"({chosen[-1].finish.isoformat()}): restored without a log or STOPAT"))
+        elif (beyond := _beyond_every_backup(db, at)) is not None:
+            refused.append(beyond)
+            problems.append(beyond)
+            rules.append(RuleCheck("point-within-backups", False, beyond.message))
         else:
             last = chosen[-1]
             problems.append(Problem(

@@ -124,11 +124,29 @@ def test_a_target_while_the_last_log_was_written_is_not_reachable(mssql_copy):
         ("terminal-log", False, problem.message)]
 
 
-def test_point_in_time_beyond_the_last_log_is_not_reachable(mssql_corpus):
+def test_point_in_time_after_every_backup_is_refused_not_broken(mssql_corpus):
+    # Nothing in the source was written after the point: no file can be missing for it, so the
+    # request is refused ("error", with the point the backups can serve), never a failed chain.
     result = plans(mssql_corpus / "sql2008-backups/StopAt", datetime(2030, 1, 1, tzinfo=UTC))["StopAt"]
-    assert result.chain.status is ChainStatus.BROKEN
-    assert result.chain.problems[0].code == "terminal-log-missing"
-    assert "StopAt_23.trn" in result.chain.problems[0].message
+    assert result.chain.status is ChainStatus.REFUSED
+    (problem,) = result.chain.problems
+    assert problem.code == "point-beyond-backups"
+    assert problem.message.startswith("the point 2030-01-01T00:00:00+00:00 is after every backup of database StopAt "
+                                      "(the newest, ")
+    assert "StopAt_23.trn" in problem.message and problem.message.endswith(
+        "nothing in the source leads there; ask for a point at or before that, or latest")
+    assert [(r.rule, r.passed) for r in result.chain.rules[-1:]] == [("point-within-backups", False)]
+
+
+def test_the_last_logs_finish_is_the_boundary_between_a_missing_log_and_a_point_too_late(mssql_copy):
+    root = mssql_copy("RestoreTimeClean")
+    _finish_two_minutes_later(root / "RestoreTimeClean/RestoreTimeClean2_3.trn")  # 13:29:13 .. 13:31:13
+    just_before = plans(root, datetime(2017, 6, 1, 13, 31, 12, tzinfo=UTC))["RestoreTimeClean"]
+    assert just_before.chain.status is ChainStatus.BROKEN  # written after the point: its log is missing
+    assert [p.code for p in just_before.chain.problems] == ["terminal-log-missing"]
+    at_its_finish = plans(root, datetime(2017, 6, 1, 13, 31, 13, tzinfo=UTC))["RestoreTimeClean"]
+    assert at_its_finish.chain.status is ChainStatus.REFUSED  # nothing written after it
+    assert [p.code for p in at_its_finish.chain.problems] == ["point-beyond-backups"]
 
 
 def test_point_before_any_full_has_no_chain(mssql_corpus):
@@ -335,8 +353,10 @@ def test_a_full_recovery_database_without_its_logs_is_still_broken(mssql_copy):
     for log in (root / "sql2008-backups/StopAt").glob("*.trn"):
         log.unlink()
     result = plans(root, datetime(2020, 5, 12, 13, 31, 0, tzinfo=UTC))["StopAt"]
-    assert result.chain.status is ChainStatus.BROKEN
-    assert [p.code for p in result.chain.problems] == ["terminal-log-missing"]
+    # Not rounded down to the data backup as for SIMPLE recovery; with nothing written after the point,
+    # the request is refused: no file is proven missing.
+    assert result.chain.status is ChainStatus.REFUSED
+    assert [p.code for p in result.chain.problems] == ["point-beyond-backups"]
     assert "recovery-model" not in rules(result) and result.chain.backups[0].recovery_model == "FULL"
 
 
