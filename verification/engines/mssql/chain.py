@@ -30,7 +30,8 @@ The rules (docs: SQL Server reference, section 2), each kept with its outcome:
   (RESTORE LOG ... WITH STOPAT); none means the target cannot be reached: a broken chain where a
   backup of the database finished after the target (the log that leads there is missing), a refused
   request (error, not failed) where none did (no file can be missing for a point nothing was written
-  after: the next log is not taken yet, or the point is in the future). A log backup holds the
+  after: the next log is not taken yet, or the point is in the future); a point before every full
+  and differential is refused too (retention removed what led there). A log backup holds the
   records logged from the previous log backup up to the moment it began reading the log, near its
   BackupStartDate; its BackupFinishDate is only when it finished writing. A log that started
   before the target but finished after it can therefore end before the target: chosen by its
@@ -211,6 +212,21 @@ def _beyond_every_backup(db: DatabaseCatalog, at: datetime) -> Problem | None:
                            "leads there; ask for a point at or before that, or latest")
 
 
+def _before_every_backup(db: DatabaseCatalog, at: datetime) -> Problem | None:
+    """The point asked for comes before every full and differential of the database: the source keeps
+    nothing that restores to it (retention removed it, or it is before the first backup), and no file
+    is proven missing. A differential before the point whose full is gone is not this: that is broken."""
+    data = [m for m in db.sets if m.header.backup_type in ("full", "diff")]
+    fulls = [m for m in data if m.header.backup_type == "full" and m.complete]
+    if not fulls or any(m.finish <= at for m in data):
+        return None
+    oldest = min(fulls, key=lambda m: m.finish)
+    return Problem(code="point-before-backups",
+                   message=f"the point {at.isoformat()} is before every full backup of database {db.database} (the "
+                           f"oldest, {_listed(oldest.names)}, finished {oldest.finish.isoformat()}): the source keeps "
+                           "nothing that restores to it; ask for a point at or after that, or latest")
+
+
 def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
     rules: list[RuleCheck] = []
     problems: list[Problem] = []
@@ -323,6 +339,9 @@ def plan(db: DatabaseCatalog, name: str, at: datetime | None) -> RestorePlan:
                 message=f"the only full backup(s) before the target are incomplete: {newest.describe()} misses "
                         f"family {_listed(newest.missing_families)} of {newest.family_count}",
                 files=_files(newest)))
+        elif at is not None and (before := _before_every_backup(db, at)) is not None:
+            refused.append(before)
+            problems.append(before)
         else:
             when = f" finished before {at.isoformat()}" if at else ""
             problems.append(Problem(code="no-full", message=f"no full backup of {name}{when}"))

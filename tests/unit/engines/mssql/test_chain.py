@@ -149,9 +149,25 @@ def test_the_last_logs_finish_is_the_boundary_between_a_missing_log_and_a_point_
     assert [p.code for p in at_its_finish.chain.problems] == ["point-beyond-backups"]
 
 
-def test_point_before_any_full_has_no_chain(mssql_corpus):
+def test_point_before_every_full_is_refused_not_broken(mssql_corpus):
+    # Retention or a point before the first backup: nothing kept restores to it, no file is missing.
     result = plans(mssql_corpus / "sql2008-backups/StopAt", datetime(2001, 1, 1, tzinfo=UTC))["StopAt"]
-    assert result.chain.status is ChainStatus.BROKEN and result.chain.problems[0].code == "no-full"
+    assert result.chain.status is ChainStatus.REFUSED
+    (problem,) = result.chain.problems
+    assert problem.code == "point-before-backups"
+    assert problem.message.startswith("the point 2001-01-01T00:00:00+00:00 is before every full backup of database "
+                                      "StopAt (the oldest, StopAt.bak, finished ")
+    assert problem.message.endswith("ask for a point at or after that, or latest")
+
+
+def test_a_point_at_the_oldest_fulls_finish_is_served_and_a_differential_without_its_full_is_broken(mssql_copy):
+    root = mssql_copy("DoubleDiffing")
+    full = plans(root)["doublediff"].chain.backups[0]
+    assert plans(root, full.finish)["doublediff"].chain.status is ChainStatus.COMPLETE
+    (root / "DoubleDiffing/difftest-full.bak").unlink()
+    orphaned = plans(root, full.finish)["doublediff"]
+    assert orphaned.chain.status is ChainStatus.BROKEN  # its differentials remain: their full is missing
+    assert [p.code for p in orphaned.chain.problems] == ["no-full"]
 
 
 def test_striped_sets_need_every_family(mssql_copy):
