@@ -1,7 +1,8 @@
 """Plan a pgBackRest restore and prove its chain before anything is restored.
 
 Rules, each kept with its outcome:
-- a backup exists that can reach the restore point (finished before it, not in error);
+- a backup exists that can reach the restore point (finished before it, not in error); a point before
+  every backup (expired, or before the first) is refused (error): no file is missing for it;
 - every backup it references is listed in backup.info and has its manifest in the repository;
 - each of those manifests loads as pgBackRest loads it before a restore (manifest.py: the manifest or
   its copy, decrypted with the key backup.info keeps when encrypted, its format and checksum right, the
@@ -78,6 +79,20 @@ def known_timelines(stanza: Stanza) -> set[int]:
     return found | {timeline_of(b.start_wal) for b in stanza.backups if b.start_wal}
 
 
+def _before_every_backup(stanza: Stanza, at: datetime | None, timeline: int | None) -> Problem | None:
+    """The point asked for comes before every backup of the stanza finished: expire (retention) removed
+    what led there, or it is before the first backup. A request the repository cannot serve, no file
+    missing: refused, naming the point it can serve."""
+    usable = [b for b in stanza.backups if not b.error]
+    if at is None or timeline is not None or not usable or any(b.finish <= at for b in usable):
+        return None
+    oldest = min(usable, key=lambda b: b.finish)
+    return Problem(code="point-before-backups",
+                   message=f"the point {at.isoformat()} is before every backup of stanza {stanza.name} (the oldest, "
+                           f"{oldest.label}, finished {oldest.finish.isoformat()}): the repository keeps nothing that "
+                           "restores to it; ask for a point at or after that, or latest")
+
+
 def plan(source: Source, stanza: Stanza, at: datetime | None, segment_size: int,
          timeline: int | None = None) -> RestorePlan:
     rules: list[RuleCheck] = []
@@ -91,6 +106,9 @@ def plan(source: Source, stanza: Stanza, at: datetime | None, segment_size: int,
         return RestorePlan("postgres", stanza.name, Chain(ChainStatus.BROKEN, [], [refusal], rules, unread=[refusal]),
                            at)
     target = choose_backup(stanza, at, timeline)
+    if target is None and (before := _before_every_backup(stanza, at, timeline)) is not None:
+        rules.append(RuleCheck("backup-available", False, before.message))
+        return RestorePlan("postgres", stanza.name, Chain(ChainStatus.REFUSED, [], [before], rules), at)
     if target is None:
         when = f"finished before {at.isoformat()}" if at else "usable"
         on = f" from which timeline {timeline} can be recovered" if timeline is not None else ""

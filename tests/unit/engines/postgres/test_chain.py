@@ -1,6 +1,6 @@
 """Chain planning and proof on the captured repository, and on damaged copies of it."""
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from tests.conftest import LABELS
 from verification.engines.postgres.chain import plan
@@ -88,12 +88,25 @@ def test_backup_stop_segment_missing_fails_consistency(captured_repo):
     assert result.chain.problems[0].files == ("000000010000000000000008",)
 
 
-def test_no_backup_before_the_target_is_a_broken_chain(captured_repo):
+def test_a_point_before_every_backup_is_refused_not_a_broken_chain(captured_repo):
+    # Expired by retention, or before the first backup: nothing missing, a request the repository cannot serve.
     result = make_plan(captured_repo, datetime(2020, 1, 1, tzinfo=UTC))
-    assert result.chain.status is ChainStatus.BROKEN
+    assert result.chain.status is ChainStatus.REFUSED
     assert result.target_backup is None
-    assert result.chain.problems[0].code == "no-backup"
-    assert "2020-01-01" in result.chain.problems[0].message
+    (problem,) = result.chain.problems
+    assert problem.code == "point-before-backups"
+    assert problem.message.startswith("the point 2020-01-01T00:00:00+00:00 is before every backup of stanza demo1 "
+                                      "(the oldest, ")
+    assert problem.message.endswith("the repository keeps nothing that restores to it; ask for a point at or after "
+                                    "that, or latest")
+
+
+def test_the_oldest_backups_finish_is_the_first_point_served(captured_repo):
+    (stanza,) = discover(LocalSource(captured_repo), MB16)
+    oldest = min(b.finish for b in stanza.backups)
+    served = make_plan(captured_repo, oldest)
+    assert served.target_backup is not None and "point-before-backups" not in [p.code for p in served.chain.problems]
+    assert make_plan(captured_repo, oldest - timedelta(seconds=1)).chain.status is ChainStatus.REFUSED
 
 
 def test_a_chain_copied_from_a_standby_names_its_backups_and_the_primary_s_part():

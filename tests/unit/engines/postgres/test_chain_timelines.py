@@ -293,8 +293,12 @@ def test_no_backup_for_the_timeline_asked_says_so(timeline_repo):
     (problem,) = result.chain.problems
     assert problem.message == ("stanza demo1 has no backup finished before 2026-11-22T20:00:00+00:00 from which "
                                "timeline 1 can be recovered")
-    assert plan_at(timeline_repo, datetime(2026, 11, 22, 20, 0, tzinfo=UTC)).chain.problems[0].message == (
-        "stanza demo1 has no backup finished before 2026-11-22T20:00:00+00:00")
+    # Without a timeline asked for, the point comes before every backup: refused, naming the oldest.
+    before = plan_at(timeline_repo, datetime(2026, 11, 22, 20, 0, tzinfo=UTC))
+    assert before.chain.status is ChainStatus.REFUSED
+    assert before.chain.problems[0].message.startswith(
+        "the point 2026-11-22T20:00:00+00:00 is before every backup of stanza demo1 (the oldest, 20261122-200156F, "
+        "finished 2026-11-22T20:02:01+00:00)")
 
 
 def test_a_backup_without_a_wal_range_has_no_timeline_and_is_not_read_for_one(timeline_repo):
