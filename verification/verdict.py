@@ -148,8 +148,8 @@ def offline_clean(report: RunReport) -> bool:
     """Whether an offline run (--target offline) found nothing wrong: its verdict is error only because
     nothing was restored on purpose. Decided from the published report, strictly: every database is
     "error" with the offline reason, each other reason a backup-file check that passed; its chain
-    complete with no defect, problem or unread backup; no check failed or errored; no database due left
-    unverified; no file left unread that would keep a run from passing."""
+    complete with no defect, problem or unread backup; every check passed (none failed, errored or
+    skipped); no database due left unverified; no file left unread that would keep a run from passing."""
     if report.verdict is not Verdict.ERROR or not report.databases or report.not_verified:
         return False
     if overall_verdict([Verdict.PASSED], [str(u.kind) for u in report.unreadable]) is not Verdict.PASSED:
@@ -163,7 +163,8 @@ def _offline_only(db: DatabaseEntry) -> bool:
         return False
     if chain.defects or chain.problems or chain.unread:
         return False
-    if any(c.status in (CheckStatus.FAILED, CheckStatus.ERROR) for c in db.checks):
+    # A check skipped looked at nothing (a page check that found no page it could read): not "nothing wrong".
+    if any(c.status is not CheckStatus.PASSED for c in db.checks):
         return False
     passed = {_files_note(c.name, c.summary) for c in db.checks
               if c.kind is CheckKind.BACKUP_FILES and c.status is CheckStatus.PASSED}

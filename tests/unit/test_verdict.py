@@ -625,6 +625,7 @@ NOT_CLEAN: dict[str, Callable[[dict[str, Any]], None]] = {
     "check failed": lambda r: _fail_check(r, "failed"),
     "check errored": lambda r: _fail_check(r, "error"),
     "optional check errored": lambda r: _fail_check(r, "error", required=False),
+    "a backup-file check skipped": lambda r: _fail_check(r, "skipped", required=False),
     "an optional check errored beside it, said nowhere else": lambda r: _db(r)["checks"].append(
         {"name": "data_checks", "status": "error", "required": False, "kind": "restored", "summary": "timed out"}),
     "another error reason": lambda r: _db(r)["reasons"].append("staging: s3 object gone"),
@@ -639,3 +640,35 @@ NOT_CLEAN: dict[str, Callable[[dict[str, Any]], None]] = {
 @pytest.mark.parametrize("what", NOT_CLEAN)
 def test_any_other_kind_of_error_is_not_clean(offline_report, what):
     assert not clean_after(offline_report, NOT_CLEAN[what])
+
+
+def test_an_offline_run_whose_page_check_read_no_page_is_not_clean(tmp_path, monkeypatch):
+    """A full backup whose every data page is noise (overwritten, or encrypted): the page check reads none
+    of them and is skipped; nothing was looked at, so the offline run did not find "nothing wrong"."""
+    import os
+
+    from tests.conftest import MSSQL_CORPUS
+    from verification.cli import app
+    from verification.engines.mssql.pages import PAGE, locate_data_streams
+    from verification.sources.base import SourceFile
+    from verification.sources.local import LocalSource
+
+    original = MSSQL_CORPUS / "singlerestore" / "singlerestore.bak"
+    if not original.exists():
+        pytest.skip(f"the SQL Server backup corpus is not at {MSSQL_CORPUS}")
+    (tmp_path / "repo").mkdir()
+    backup = tmp_path / "repo" / "singlerestore.bak"
+    backup.write_bytes(original.read_bytes())
+    streams = locate_data_streams(SourceFile(LocalSource(tmp_path / "repo"), "singlerestore.bak"))
+    with backup.open("r+b") as file:
+        for stream in streams:
+            file.seek(stream.offset)
+            file.write(os.urandom(stream.pages * PAGE))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("RESTOREPROOF_PREDICTION__PROBES", "never")
+    monkeypatch.delenv("RESTOREPROOF_CONFIG", raising=False)
+    ran = CliRunner().invoke(app, ["verify", str(tmp_path / "repo"), "--engine", "mssql", "--target", "offline",
+                                   "--json", "--report-dir", str(tmp_path / "reports")])
+    (db,) = json.loads(ran.stdout)["databases"]
+    assert [(c["name"], c["status"]) for c in db["checks"]] == [("page_verification", "skipped")]
+    assert ran.exit_code == ExitCode.ERROR, ran.output
