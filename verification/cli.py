@@ -42,6 +42,7 @@ from verification.report_model import RunReport
 from verification.reports.json_report import chain_entry, dumps, schema_text
 from verification.restore_points import PointChoice, PointStrategy
 from verification.results.store import unreadable_json, uploads_json
+from verification.settings_env import locate_config
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Prove that backups restore: restore each chain in a disposable server, time every "
@@ -143,9 +144,12 @@ def parse_at(value: str | None) -> datetime | None:
 def settings_from(config: Path | None, pages: PagesChoice | None = None) -> Settings:
     """The settings of the file, the environment, and the options given (which beat both)."""
     try:
-        return load_settings(config, mssql={"pages": pages.value} if pages is not None else None)
+        settings = load_settings(config, mssql={"pages": pages.value} if pages is not None else None)
     except RestoreproofError as exc:
         fail(str(exc))
+    if (location := locate_config(config)).unnamed:  # it sets what is checked: never applied unsaid
+        err.print(f"configuration: {escape(location.describe())}", highlight=False)
+    return settings
 
 
 def plan_json(plan: RestorePlan) -> dict[str, Any]:

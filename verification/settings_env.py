@@ -32,6 +32,7 @@ SYSTEM_CONFIG_ENV = "RESTOREPROOF_SYSTEM_CONFIG"
 SYSTEM_CONFIG = Path("/etc/restoreproof/config.yaml")
 # Test-only variables (golden files, sample folders, version matrices) belong under this prefix.
 RESERVED_TEST_PREFIX = "RESTOREPROOF_TEST_"
+USER_FILE, SYSTEM_FILE = "the user file", "the system file"
 
 # Variables restoreproof and its deployment read that are not settings, and who reads each: never warned.
 NOT_SETTINGS: dict[str, str] = {
@@ -68,6 +69,11 @@ class ConfigLocation:
     def describe(self) -> str:
         return f"{self.path} ({self.found_by})" if self.path else "none (the defaults and the environment)"
 
+    @property
+    def unnamed(self) -> bool:
+        """A file found by looking (the user's, the system's), which the command line did not name."""
+        return self.path is not None and self.found_by in (USER_FILE, SYSTEM_FILE)
+
 
 def user_config_file() -> Path:
     base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
@@ -85,7 +91,7 @@ def locate_config(given: Path | None, given_by: str = "--config") -> ConfigLocat
         return ConfigLocation(Path(given), given_by)
     if named := os.environ.get(CONFIG_ENV):
         return ConfigLocation(Path(named), CONFIG_ENV)
-    for path, found_by in ((user_config_file(), "the user file"), (system_config_file(), "the system file")):
+    for path, found_by in ((user_config_file(), USER_FILE), (system_config_file(), SYSTEM_FILE)):
         try:
             if path.is_file():
                 return ConfigLocation(path, found_by)

@@ -122,3 +122,24 @@ def test_an_invalid_configuration_exits_2_naming_the_setting_without_a_traceback
     done = runner.invoke(app, ["config", "--config", str(config)])
     assert done.exit_code == 2 and done.stdout == ""
     assert done.stderr == f"restoreproof: invalid configuration in {config}:\n  docker.memry: Extra inputs are not permitted\n"
+
+
+def test_a_run_names_the_user_file_it_found_on_its_own(tmp_path):
+    """A file nobody named (the user's or the system's) that excludes a backup: the run must say which
+    file it read, or an operator sees a backup excluded and cannot tell by what."""
+    from tests.conftest import MSSQL_CORPUS
+
+    folder = MSSQL_CORPUS / "singlerestore"
+    if not folder.exists():
+        import pytest
+
+        pytest.skip(f"the SQL Server backup corpus is not at {MSSQL_CORPUS}")
+    user = tmp_path / "xdg" / "restoreproof" / "config.yaml"
+    user.parent.mkdir(parents=True)
+    user.write_text('exclude: ["testlastbackup*"]\n')
+    done = cli("verify", str(folder), "--target", "offline", "--report-dir", str(tmp_path / "reports"), cwd=tmp_path,
+               env={"XDG_CONFIG_HOME": str(tmp_path / "xdg"), "XDG_STATE_HOME": str(tmp_path / "state"),
+                    "RESTOREPROOF_SYSTEM_CONFIG": str(tmp_path / "none.yaml"),
+                    "RESTOREPROOF_PREDICTION__PROBES": "never"})
+    assert "excluded by the pattern 'testlastbackup*'" in done.stdout, done.stderr
+    assert f"configuration: {user} (the user file)" in " ".join(done.stderr.split()), done.stderr
