@@ -57,13 +57,19 @@ class EvidenceNote:
     key_hint: str
 
 
+def _ran(name: str, status: CheckStatus) -> str:
+    # A check that failed or errored ran too, but proves nothing: an optional one leaves a pass a pass.
+    return name if status is CheckStatus.PASSED else f"{name} ({status})"
+
+
 def checks_run(database: DatabaseEntry) -> str:
-    """'pg_amcheck, checksums, 3 data suites': every check that ran (not skipped), data suites counted."""
+    """'pg_amcheck, checksums (error), 3 data suites': every check that ran (not skipped), each that did
+    not pass with its status, data suites counted by status."""
     ran = [c for c in database.checks if c.status is not CheckStatus.SKIPPED]
-    names = list(dict.fromkeys(c.name for c in ran if c.kind is not CheckKind.DATA))
-    suites = sum(1 for c in ran if c.kind is CheckKind.DATA)
-    if suites:
-        names.append(f"{suites} data suite{'s' if suites != 1 else ''}")
+    names = list(dict.fromkeys(_ran(c.name, c.status) for c in ran if c.kind is not CheckKind.DATA))
+    for status in dict.fromkeys(c.status for c in ran if c.kind is CheckKind.DATA):
+        suites = sum(1 for c in ran if c.kind is CheckKind.DATA and c.status is status)
+        names.append(_ran(f"{suites} data suite{'s' if suites != 1 else ''}", status))
     return ", ".join(names) if names else "none"
 
 

@@ -151,3 +151,14 @@ def test_the_note_too_few_runs_replaces_is_the_one_drift_writes():
     from verification.reports.summary import TOO_LITTLE_HISTORY
 
     assert too_little_history([], 5, 3.0).startswith(TOO_LITTLE_HISTORY)
+
+
+def test_a_check_that_errored_beside_a_pass_is_not_listed_as_a_check_run_cleanly(report):
+    """An optional check that errored leaves the verdict passed; the proof line must not list it among
+    the checks run as if it had passed."""
+    changed = copy.deepcopy(report)
+    demo1 = changed["databases"][0]
+    demo1["checks"].append({**demo1["checks"][0], "name": "pg_checksums", "status": "error", "required": False,
+                            "summary": "pg_checksums exited 1", "findings": []})
+    summary = top(render_html(typed_report(changed)))
+    assert "checks run: pg_amcheck, pg_checksums (error)</span>" in summary
