@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import fields, is_dataclass
 from typing import Any, TypeVar
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from pydantic import BaseModel, SecretStr
 
@@ -27,14 +27,19 @@ T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 
 
-def _url_password(value: str) -> str | None:
-    if "://" not in value or "@" not in value:
-        return None
+def _url_passwords(value: str) -> Iterator[str]:
+    """A URL's password: after the user name, or as a query parameter (`?password=`, which libpq and
+    SQLAlchemy take as well)."""
+    if "://" not in value:
+        return
     try:
-        password = urlsplit(value).password
+        parts = urlsplit(value)
+        password = parts.password
     except ValueError:
-        return None
-    return unquote(password) if password else None
+        return
+    if password:
+        yield unquote(password)
+    yield from (v for k, v in parse_qsl(parts.query) if k.lower() == "password" and v)
 
 
 def _secrets(value: Any) -> Iterator[str]:
@@ -44,8 +49,7 @@ def _secrets(value: Any) -> Iterator[str]:
         for name in type(value).model_fields:
             yield from _secrets(getattr(value, name))
     elif isinstance(value, str):
-        if password := _url_password(value):
-            yield password
+        yield from _url_passwords(value)
     elif isinstance(value, dict):
         for item in value.values():
             yield from _secrets(item)

@@ -143,3 +143,12 @@ def test_a_run_names_the_user_file_it_found_on_its_own(tmp_path):
                     "RESTOREPROOF_PREDICTION__PROBES": "never"})
     assert "excluded by the pattern 'testlastbackup*'" in done.stdout, done.stderr
     assert f"configuration: {user} (the user file)" in " ".join(done.stderr.split()), done.stderr
+
+
+def test_a_password_in_the_results_url_query_is_masked(tmp_path):
+    """libpq's and SQLAlchemy's other way to give the password: ?password=... (with a socket or host=)."""
+    url = f"postgresql+psycopg:///results?host=db.example&password={PASSPHRASE}"
+    done = cli("config", cwd=tmp_path, env={"RESTOREPROOF_RESULTS_URL": url, "XDG_CONFIG_HOME": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    assert PASSPHRASE not in done.stdout + done.stderr
+    assert "results_url: postgresql+psycopg:///results?host=db.example&password=********" in done.stdout
