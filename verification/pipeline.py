@@ -1136,7 +1136,10 @@ def run_verification(settings: Settings, source_path: str | Path, *, engine_name
         results = [one.result for one in verified]
         lease.doing("publishing the run's reports")
         try:
-            published = publish(settings, run_id)
+            # Held until the reports are whole: once the store closes the run, a signal cut short would
+            # leave a page saying "signed" beside no signature.
+            with deferred_signals():
+                published = publish(settings, run_id)
         except StoreUnavailableError as exc:
             # Everything was verified and is held here: the reports on disk are still complete, and the run
             # still fails, saying where they are, since no later step or run can find it in the store.

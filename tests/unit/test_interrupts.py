@@ -170,3 +170,34 @@ def test_a_run_interrupted_before_the_store_had_it_records_nothing(tmp_path: Pat
 
     said = pipeline.end_interrupted(settings_for(tmp_path), "never", Interruption(signal.SIGINT, None, None))
     assert said == "nothing was recorded: the run was interrupted before the results store had it"
+
+
+def test_sigterm_while_the_reports_are_written_leaves_them_whole_and_signed(tmp_path, monkeypatch):
+    """A scheduler's SIGTERM after the run is closed in the store, as its reports are written: the page
+    already says "Evidence: signed"; the manifest and its signature must be there too."""
+    from typer.testing import CliRunner
+
+    import verification.evidence.bundle as bundle
+    from tests.conftest import MSSQL_CORPUS
+    from verification.cli import app
+
+    folder = MSSQL_CORPUS / "singlerestore"
+    if not folder.exists():
+        pytest.skip(f"the SQL Server backup corpus is not at {MSSQL_CORPUS}")
+    original = bundle.write_bundle
+
+    def terminated_first(*args: Any, **kwargs: Any) -> Any:
+        os.kill(os.getpid(), signal.SIGTERM)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(bundle, "write_bundle", terminated_first)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("RESTOREPROOF_PREDICTION__PROBES", "never")
+    monkeypatch.delenv("RESTOREPROOF_CONFIG", raising=False)
+    ran = CliRunner().invoke(app, ["verify", str(folder), "--target", "offline", "--report-dir", str(tmp_path / "r")])
+    assert ran.exit_code == 143, ran.output
+    (run_dir,) = [p for p in (tmp_path / "r").iterdir() if (p / "report.html").exists()]
+    assert "Evidence: signed." in (run_dir / "report.html").read_text()
+    assert (run_dir / "manifest.json").exists() and (run_dir / "manifest.sig").exists(), sorted(
+        p.name for p in run_dir.iterdir())
