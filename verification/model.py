@@ -563,6 +563,10 @@ class CheckResult:
 DATABASES_EXISTING = "databases_existing"
 DATABASES_CHECKED = "databases_checked"
 DATABASES_NOT_CHECKED = "databases_not_checked"
+# What a check of the backup files says it could not read, in its details: each file with why (encrypted,
+# natively compressed, pages that read as no server's). An offline run that left one unread did not find
+# "nothing wrong" (verdict.offline_clean): nothing looked at that file.
+FILES_NOT_READ = "files_not_read"
 
 
 @dataclass

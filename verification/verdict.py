@@ -16,6 +16,7 @@ from verification.model import (
     DATABASES_CHECKED,
     DATABASES_EXISTING,
     DATABASES_NOT_CHECKED,
+    FILES_NOT_READ,
     POINT_ROUNDED_RULE,
     ChainStatus,
     CheckKind,
@@ -163,8 +164,8 @@ def _offline_only(db: DatabaseEntry) -> bool:
         return False
     if chain.defects or chain.problems or chain.unread:
         return False
-    # A check skipped looked at nothing (a page check that found no page it could read): not "nothing wrong".
-    if any(c.status is not CheckStatus.PASSED for c in db.checks):
+    # A check skipped looked at nothing, one that left a file unread did not look at it: not "nothing wrong".
+    if any(c.status is not CheckStatus.PASSED or c.details.get(FILES_NOT_READ) for c in db.checks):
         return False
     passed = {_files_note(c.name, c.summary) for c in db.checks
               if c.kind is CheckKind.BACKUP_FILES and c.status is CheckStatus.PASSED}

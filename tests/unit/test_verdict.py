@@ -642,10 +642,15 @@ def test_any_other_kind_of_error_is_not_clean(offline_report, what):
     assert not clean_after(offline_report, NOT_CLEAN[what])
 
 
-def test_an_offline_run_whose_page_check_read_no_page_is_not_clean(tmp_path, monkeypatch):
-    """A full backup whose every data page is noise (overwritten, or encrypted): the page check reads none
-    of them and is skipped; nothing was looked at, so the offline run did not find "nothing wrong"."""
+@pytest.mark.parametrize(("folder", "noise", "status"), [("singlerestore", "singlerestore.bak", "skipped"),
+                                                          ("DoubleDiffing", "difftest-diff2.bak", "passed")])
+def test_an_offline_run_whose_page_check_read_no_page_of_a_backup_is_not_clean(tmp_path, monkeypatch, folder, noise,
+                                                                                 status):
+    """A backup whose every data page is noise (overwritten, or encrypted): the page check reads none of
+    them (skipped when it is the only one, passed on the others beside it); nothing looked at that
+    backup, so the offline run did not find "nothing wrong"."""
     import os
+    import shutil
 
     from tests.conftest import MSSQL_CORPUS
     from verification.cli import app
@@ -653,13 +658,12 @@ def test_an_offline_run_whose_page_check_read_no_page_is_not_clean(tmp_path, mon
     from verification.sources.base import SourceFile
     from verification.sources.local import LocalSource
 
-    original = MSSQL_CORPUS / "singlerestore" / "singlerestore.bak"
-    if not original.exists():
+    if not (MSSQL_CORPUS / folder).exists():
         pytest.skip(f"the SQL Server backup corpus is not at {MSSQL_CORPUS}")
-    (tmp_path / "repo").mkdir()
-    backup = tmp_path / "repo" / "singlerestore.bak"
-    backup.write_bytes(original.read_bytes())
-    streams = locate_data_streams(SourceFile(LocalSource(tmp_path / "repo"), "singlerestore.bak"))
+    # The one database whose backup is noise (singlerestore/ holds another beside it).
+    shutil.copytree(MSSQL_CORPUS / folder, tmp_path / "repo", ignore=shutil.ignore_patterns("testlastbackup*"))
+    backup = tmp_path / "repo" / noise
+    streams = locate_data_streams(SourceFile(LocalSource(tmp_path / "repo"), noise))
     with backup.open("r+b") as file:
         for stream in streams:
             file.seek(stream.offset)
@@ -670,5 +674,5 @@ def test_an_offline_run_whose_page_check_read_no_page_is_not_clean(tmp_path, mon
     ran = CliRunner().invoke(app, ["verify", str(tmp_path / "repo"), "--engine", "mssql", "--target", "offline",
                                    "--json", "--report-dir", str(tmp_path / "reports")])
     (db,) = json.loads(ran.stdout)["databases"]
-    assert [(c["name"], c["status"]) for c in db["checks"]] == [("page_verification", "skipped")]
+    assert [(c["name"], c["status"]) for c in db["checks"]] == [("page_verification", status)]
     assert ran.exit_code == ExitCode.ERROR, ran.output

@@ -36,6 +36,7 @@ from verification.engines.mssql.mtf import MtfError, MtfUnsupported, NeedsServer
 from verification.engines.mssql.pages import PAGE, PAGE_TYPES, PageFinding, PageScan, SetScan
 from verification.errors import SourceError
 from verification.model import (
+    FILES_NOT_READ,
     BackupSet,
     BackupType,
     ChainStatus,
@@ -349,6 +350,7 @@ def judge(found: PageVerification, evidence: str | None = None) -> CheckResult:
                             for s in found.scans},
                "natively_compressed": found.compressed, "unreadable": found.unreadable, "damaged": found.damaged,
                "not_verifiable_offline": found.not_verifiable,
+               FILES_NOT_READ: [f"{path}: natively compressed" for path in found.compressed] + found.not_verifiable,
                "boot_page": boot_details(found.boot), "source_last_clean_checkdb": source_checkdb(found.boot),
                "backups_read": found.scope or None, "outside_chain": found.outside}
     findings = [found.said(f) for f in found.findings]

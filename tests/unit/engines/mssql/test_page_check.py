@@ -244,7 +244,8 @@ def test_the_details_name_every_count_and_every_file_not_read():
         "per_file": {"a.bak": {"pages": 16, "checksums_verified": 12, "without_checksum": 2, "findings": 1}},
         "natively_compressed": ["c.bak", "e.bak"], "unreadable": ["u.bak: y"], "damaged": ["d.bak: x"],
         "not_verifiable_offline": [], "boot_page": None, "source_last_clean_checkdb": "not found (no data backup of the chain carries the boot page)",
-        "backups_read": None, "outside_chain": []}
+        "backups_read": None, "outside_chain": [],
+        "files_not_read": ["c.bak: natively compressed", "e.bak: natively compressed"]}
     clean = judge(PageVerification([scan_of()], compressed=["c.bak", "e.bak"]))
     assert clean.summary.endswith("2 natively compressed file(s) have no pages to read offline (the restore "
                                   "verifies them): c.bak, e.bak; last clean CHECKDB on the source: not found (no data "
