@@ -65,6 +65,11 @@ def raise_interrupted(signum: int, frame: FrameType | None) -> None:
     raise Interrupted(signum)
 
 
+def _ours_to_replace(signum: int) -> bool:
+    # An ignored signal stays ignored; a handler C code installed (None) could not be put back.
+    return signal.getsignal(signum) not in (signal.SIG_IGN, None)
+
+
 def _in_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
@@ -84,7 +89,7 @@ def deferred_signals(*, raise_held: bool = True) -> Iterator[None]:
 
     previous: dict[int, Any] = {}
     for signum in SIGNALS:
-        if signal.getsignal(signum) is not signal.SIG_IGN:  # an ignored signal stays ignored
+        if _ours_to_replace(signum):
             previous[signum] = signal.signal(signum, hold)
     try:
         yield
@@ -151,7 +156,7 @@ class Interruptible:
     def __enter__(self) -> Interruptible:
         if _in_main_thread():
             for signum in SIGNALS:
-                if signal.getsignal(signum) is not signal.SIG_IGN:
+                if _ours_to_replace(signum):
                     self._previous[signum] = signal.signal(signum, self._handle)
         return self
 

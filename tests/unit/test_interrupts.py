@@ -201,3 +201,13 @@ def test_sigterm_while_the_reports_are_written_leaves_them_whole_and_signed(tmp_
     assert "Evidence: signed." in (run_dir / "report.html").read_text()
     assert (run_dir / "manifest.json").exists() and (run_dir / "manifest.sig").exists(), sorted(
         p.name for p in run_dir.iterdir())
+
+
+def test_a_handler_python_cannot_put_back_is_left_alone(monkeypatch):
+    # getsignal() says None for a handler C code installed: replacing it could never be undone.
+    replaced: list[int] = []
+    monkeypatch.setattr(signal, "getsignal", lambda signum: None)
+    monkeypatch.setattr(signal, "signal", lambda signum, handler: replaced.append(signum))
+    with deferred_signals():
+        pass
+    assert replaced == []
