@@ -22,6 +22,7 @@ from rich.markup import escape
 from verification.phase_events import (
     RESTORE_AND_CHECKS,
     Listener,
+    PhaseBytes,
     PhaseEnded,
     PhaseEvent,
     PhaseStarted,
@@ -43,6 +44,10 @@ class Running:
     phase: str
     started: float
     predicted: float | None
+
+
+def mib(count: int) -> str:
+    return f"{count / 2**20:.1f} MiB"
 
 
 def over(elapsed: float, predicted: float) -> str:
@@ -88,6 +93,7 @@ class PhaseBoard:
     def __init__(self) -> None:
         self.upfront: dict[str, dict[str, float]] = {}
         self.running: dict[tuple[str, str], Running] = {}
+        self.moved: dict[tuple[str, str], PhaseBytes] = {}
 
     def predicted(self, database: str, phase: str, said: float | None, covers: tuple[str, ...] = ()) -> float | None:
         upfront = self.upfront.get(database, {})
@@ -101,11 +107,14 @@ class PhaseBoard:
         """Take the event in; the line it makes on its own (a phase that ended), if any."""
         if isinstance(event, RunPredicted):
             self.upfront = {db: dict(phases) for db, phases in event.phases.items()}
+        elif isinstance(event, PhaseBytes):
+            self.moved[(event.database, event.phase)] = event
         elif isinstance(event, PhaseStarted):
             predicted = self.predicted(event.database, event.phase, event.predicted_seconds, event.covers)
             self.running[(event.database, event.phase)] = Running(event.database, event.phase, event.at, predicted)
         else:
             was = self.running.pop((event.database, event.phase), None)
+            self.moved.pop((event.database, event.phase), None)
             return ended_text(event, was.predicted if was else self.predicted(
                 event.database, event.phase, event.predicted_seconds))
         return None
@@ -114,7 +123,14 @@ class PhaseBoard:
         """Each running phase; the engine's whole restore only while none of its own steps is shown."""
         running = list(self.running.values())
         inner = {r.database for r in running if r.phase != RESTORE_AND_CHECKS}
-        return [text(r, now) for r in running if r.phase != RESTORE_AND_CHECKS or r.database not in inner]
+        return [text(r, now) + self._bytes(r) for r in running
+                if r.phase != RESTORE_AND_CHECKS or r.database not in inner]
+
+    def _bytes(self, running: Running) -> str:
+        said = self.moved.get((running.database, running.phase))
+        if said is None:
+            return ""
+        return f", {said.done / 2**20:.1f} of {mib(said.total)}" if said.total else f", {mib(said.done)}"
 
 
 class Progress:

@@ -10,6 +10,7 @@ task, a test) an event costs nothing. A listener that raises never costs the run
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -56,7 +57,17 @@ RESTORE_AND_CHECKS = "restore and checks"
 # The checks of the backup files that need no server (SQL Server's page checksums: hours on a large backup).
 BACKUP_FILES = "backup file checks"
 
-PhaseEvent = PhaseStarted | PhaseEnded | RunPredicted
+@dataclass(frozen=True)
+class PhaseBytes:
+    """How far a running phase that moves bytes has come (a download as its parts arrive)."""
+
+    database: str
+    phase: str
+    done: int
+    total: int | None = None
+
+
+PhaseEvent = PhaseStarted | PhaseEnded | RunPredicted | PhaseBytes
 Listener = Callable[[PhaseEvent], None]
 
 _listener: ContextVar[Listener | None] = ContextVar("restoreproof_phase_listener", default=None)
@@ -83,7 +94,10 @@ def listening(listener: Listener) -> Iterator[None]:
 
 
 def emit(event: PhaseEvent) -> None:
-    listener = _listener.get()
+    _tell(_listener.get(), event)
+
+
+def _tell(listener: Listener | None, event: PhaseEvent) -> None:
     if listener is None:
         return
     try:
@@ -106,6 +120,36 @@ def phase(database: str, name: str, predicted_seconds: float | None = None,
         finished = True
     finally:
         emit(PhaseEnded(database, name, time.monotonic() - started.at, predicted_seconds, finished))
+
+
+class ByteCounter:
+    """The bytes a phase has moved, added from any thread (a transfer's workers, which do not share the
+    run's context: the listener is the one of the thread that made the counter) and told at most every
+    `every` seconds, and once more when `close`d."""
+
+    def __init__(self, database: str, phase: str, total: int | None, every: float = 0.5,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.database, self.phase, self.total = database, phase, total
+        self.every, self.clock = every, clock
+        self.done = 0
+        self._listener = _listener.get()
+        self._lock = threading.Lock()
+        self._told = float("-inf")
+
+    def add(self, count: int) -> None:
+        # Negative where a transfer rewinds a part it retries.
+        with self._lock:
+            self.done += count
+            if self._listener is None or self.clock() - self._told < self.every:
+                return
+            self._told = self.clock()
+            event = PhaseBytes(self.database, self.phase, self.done, self.total)
+        _tell(self._listener, event)
+
+    def close(self) -> None:
+        with self._lock:
+            event = PhaseBytes(self.database, self.phase, self.done, self.total)
+        _tell(self._listener, event)
 
 
 def duration(seconds: float) -> str:

@@ -21,7 +21,7 @@ from rich.console import Console
 
 from tests.conftest import TESTS
 from verification.cli_progress import PhaseBoard, Progress, Running, ended_text, live_text, plain_text
-from verification.phase_events import PhaseEnded, PhaseStarted, RunPredicted, emit, phase
+from verification.phase_events import PhaseBytes, PhaseEnded, PhaseStarted, RunPredicted, emit, phase
 
 
 def test_a_running_phase_shows_its_elapsed_and_predicted_time():
@@ -195,3 +195,15 @@ def test_a_step_shown_as_one_is_predicted_as_the_phases_it_covers_and_hides_the_
     board.apply(PhaseEnded("db1", "server start and redo", 20.0))
     board.apply(PhaseEnded("db1", "checks", 10.0))
     assert board.lines(60.0, plain_text) == ["db1: restore and checks running 1 min (predicted 3 min 20 s)"]
+
+
+def test_a_phase_moving_bytes_says_how_far_it_has_come_until_it_ends():
+    board = PhaseBoard()
+    board.apply(PhaseStarted("db1", "download", 60.0, at=0.0))
+    board.apply(PhaseBytes("db1", "download", 3 * 2**20, 12 * 2**20))
+    assert board.lines(20.0, plain_text) == ["db1: download running 20 s (predicted 1 min), 3.0 of 12.0 MiB"]
+    board.apply(PhaseBytes("db1", "download", 5 * 2**20, None))
+    assert board.lines(20.0, live_text) == ["db1: download 20 s of ~1 min (predicted), 5.0 MiB"]
+    board.apply(PhaseEnded("db1", "download", 30.0))
+    board.apply(PhaseStarted("db1", "download", None, at=40.0))  # a second run of it starts at nothing
+    assert board.lines(41.0, plain_text) == ["db1: download running 1 s (no prediction)"]

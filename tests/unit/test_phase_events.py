@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from verification.phase_events import (
+    ByteCounter,
+    PhaseBytes,
     PhaseEnded,
     PhaseEvent,
     PhaseStarted,
@@ -58,3 +60,25 @@ def test_a_listener_that_fails_never_costs_the_run_and_is_logged_once(caplog):
             with phase("db1", "provision"):
                 done = True
     assert done and caplog.text.count("display broke") == 1
+
+
+def test_a_byte_counter_tells_at_most_every_interval_and_once_more_when_closed():
+    told: list[PhaseEvent] = []
+    now = [0.0]
+    with listening(told.append):
+        counter = ByteCounter("db1", "download", 300, every=1.0, clock=lambda: now[0])
+    counter.add(100)  # told: the first
+    now[0] = 0.5
+    counter.add(100)  # not told: within the interval
+    now[0] = 1.5
+    counter.add(-50)  # a part rewound for its retry
+    counter.close()
+    assert told == [PhaseBytes("db1", "download", 100, 300), PhaseBytes("db1", "download", 150, 300),
+                    PhaseBytes("db1", "download", 150, 300)]
+
+
+def test_a_byte_counter_made_with_no_listener_tells_nothing_and_counts():
+    counter = ByteCounter("db1", "download", None)
+    counter.add(10)
+    counter.close()
+    assert counter.done == 10

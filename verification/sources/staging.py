@@ -58,6 +58,7 @@ from s3transfer.subscribers import BaseSubscriber
 from verification.atomic import write_text_atomically
 from verification.errors import SourceError
 from verification.model import IncompleteUpload, PhaseName, PhaseStatus, PhaseTiming
+from verification.phase_events import ByteCounter
 from verification.redaction import Redactor
 from verification.sources.base import Fingerprint
 from verification.sources.local import LocalSource
@@ -182,8 +183,13 @@ class _Listed(BaseSubscriber):  # type: ignore[misc]
     """Tells the transfer manager the object's size and ETag as listed: no HEAD before the download,
     and If-Match with that ETag on every ranged part."""
 
-    def __init__(self, info: ObjectInfo) -> None:
+    def __init__(self, info: ObjectInfo, moved: ByteCounter | None = None) -> None:
         self.info = info
+        self.moved = moved
+
+    def on_progress(self, future: Any, bytes_transferred: int, **kwargs: Any) -> None:
+        if self.moved is not None:
+            self.moved.add(bytes_transferred)
 
     def on_queued(self, future: Any, **kwargs: Any) -> None:
         future.meta.provide_transfer_size(self.info.size)
@@ -309,12 +315,14 @@ class Stager:
                      f"{self.source.describe()} into {copy.root}")
         before = self.source.stats.requests
         started = time.monotonic()
+        moved = ByteCounter(database, PhaseName.DOWNLOAD, total)  # shown live, as the parts arrive
         try:
-            guard = self._download(copy.root, infos)
+            guard = self._download(copy.root, infos, moved)
             copy.checks = self._check(copy.root, infos, guard)
         except BaseException:
             copy.remove()
             raise
+        moved.close()
         copy.seconds = time.monotonic() - started
         made = self.source.stats.requests - before
         copy.requests = dict(sorted(made.items()))
@@ -359,7 +367,7 @@ class Stager:
 
     # -- the download ------------------------------------------------------------------------------
 
-    def _download(self, root: Path, infos: dict[str, ObjectInfo]) -> _Guard:
+    def _download(self, root: Path, infos: dict[str, ObjectInfo], moved: ByteCounter | None = None) -> _Guard:
         client = self.source.client
         guard = _Guard(self.source.bucket, infos.values())
         guard.register(client)
@@ -371,7 +379,7 @@ class Stager:
                     self.source.bucket, info.key, str(root / path),
                     # Asked for, so a whole-object response carries the checksum S3 keeps whatever
                     # the client's response_checksum_validation says.
-                    extra_args={"ChecksumMode": "ENABLED"}, subscribers=[_Listed(info)]))
+                    extra_args={"ChecksumMode": "ENABLED"}, subscribers=[_Listed(info, moved)]))
                     for path, info in infos.items()]
                 for info, future in futures:
                     try:

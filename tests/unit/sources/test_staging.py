@@ -28,6 +28,7 @@ from tests.unit.sources.s3_helpers import LeavingOut, lay_out, ola_layout
 from verification.config import S3Settings, Settings
 from verification.errors import SourceError
 from verification.model import PhaseName, PhaseStatus
+from verification.phase_events import PhaseBytes, PhaseEvent, listening
 from verification.sources.s3 import S3Source
 from verification.sources.staging import (
     NOT_CHECKED_COMPOSITE,
@@ -360,3 +361,20 @@ def test_a_sql_server_plan_lists_every_file_its_restore_reads(mssql_corpus: Path
         assert sorted(p for p in restored if p) == sorted(plan.files), plan.database
     striped = [plan for plan in complete if any(b.family and not b.family.startswith("1/1") for b in plan.chain.backups)]
     assert striped, "the corpus has striped backups: each family is a file of the plan"
+
+
+def test_a_download_tells_its_bytes_as_they_arrive_and_its_total_at_the_end(s3: Bucket, repo: dict[str, bytes],
+                                                                            tmp_path: Path) -> None:
+    staging, _ = stager(s3, tmp_path)
+    planned = [path for path in repo if not path.startswith("elsewhere/")]
+    told: list[PhaseEvent] = []
+    with listening(told.append):
+        copy = staging.stage(planned, "run-1", "db", None)
+    try:
+        moved = [event for event in told if isinstance(event, PhaseBytes)]
+        assert moved, told
+        assert {(e.database, e.phase, e.total) for e in moved} == {("db", PhaseName.DOWNLOAD, copy.bytes)}
+        assert moved[-1].done == copy.bytes  # told once more at the end, whole
+        assert [e.done for e in moved] == sorted(e.done for e in moved)
+    finally:
+        copy.remove()
