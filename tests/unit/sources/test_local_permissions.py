@@ -65,16 +65,23 @@ def test_a_stanza_the_user_may_not_enter_is_named_with_the_fix(shared: Path) -> 
 
 
 @pytest.mark.skipif(not MSSQL.is_dir(), reason=f"{MSSQL} is not here")
-def test_a_backup_file_the_user_may_not_read_is_named_with_the_fix(shared: Path) -> None:
-    shutil.copytree(MSSQL, shared / "folder")
-    for path in [shared / "folder", *(shared / "folder").iterdir()]:
+def test_a_backup_file_or_folder_the_user_may_not_read_is_named_and_the_rest_planned(shared: Path) -> None:
+    shutil.copytree(MSSQL, shared / "folder" / "DoubleDiffing")
+    (shared / "folder" / "lost+found").mkdir()
+    for path in [shared / "folder", *(shared / "folder").rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)
-    locked = shared / "folder" / "difftest-diff1.bak"
+    locked = shared / "folder" / "DoubleDiffing" / "difftest-diff1.bak"
     locked.chmod(0o000)
+    (shared / "folder" / "lost+found").chmod(0o700)  # a mount's own, root's alone
     result = plan_as_another_user(shared / "folder", shared / "home")
-    assert result.returncode == 2, result.stderr
-    said = " ".join(result.stderr.split())
-    assert f"restoreproof: cannot read {locked}: permission denied to uid " in said
+    assert result.returncode == 2, result.stderr  # unread: the run cannot pass, nothing is proven damaged
+    said = " ".join(result.stdout.split())
+    assert "doublediff: complete" in said  # the database beside them is still planned
+    assert (f"permission: DoubleDiffing/difftest-diff1.bak: cannot read {locked}: permission denied to uid "
+            in said)
+    assert (f"permission: lost+found: cannot list {shared / 'folder' / 'lost+found'}: permission denied to uid "
+            in said)
+    assert "or, if it holds no backups, exclude it (exclude: ['lost+found'])" in said
     assert FIX in said
     assert "Traceback" not in result.stderr and "corrupt" not in said
 

@@ -164,8 +164,9 @@ def _unread_plan(name: str, unread: list[Unreadable]) -> RestorePlan:
 
 # Unread kinds that may be a backup of the database beside them: read by nobody here, so what they
 # hold is unknown (a corrupt file is a defect instead; not-a-backup and excluded are no backups). An
-# unsupported layout is such a file too: nothing proves it damaged, and a database beside it cannot pass.
-MAY_HOLD_A_BACKUP = ("needs-server", "archived", "unsupported")
+# unsupported layout is such a file too: nothing proves it damaged, and a database beside it cannot pass;
+# so is one this user may not read.
+MAY_HOLD_A_BACKUP = ("needs-server", "archived", "unsupported", "permission")
 
 
 def _beside(plans: list[RestorePlan], path: str) -> list[RestorePlan]:

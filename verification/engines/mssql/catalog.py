@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -29,7 +30,7 @@ from verification.engines.mssql.mtf import (
     read_media,
     read_trailer_identity,
 )
-from verification.errors import ArchivedObjectError
+from verification.errors import ArchivedObjectError, SourcePermissionError
 from verification.model import SystemIdentifier, set_name
 from verification.sources.base import Fingerprint, Source, SourceFile, excluded
 
@@ -194,16 +195,31 @@ def system_identifier(db: DatabaseCatalog) -> SystemIdentifier | None:
                             "server name, database name and creation date of its backup headers")
 
 
-def walk(source: Source, folder: str = "", depth: int = 0) -> list[str]:
+def walk(source: Source, folder: str = "", depth: int = 0, exclude: Sequence[str] = (),
+         denied: list[Unreadable] | None = None) -> list[str]:
+    """Every file under `folder`. A folder below the source's own that this user may not enter (a
+    mount's lost+found, another team's folder) is put in `denied`, never the end of the walk: it may
+    hold backups, so it keeps the run from passing, and the databases beside it are still judged;
+    excluded (its path matching a pattern), it is said as such and has no effect."""
     paths: list[str] = []
     for name in source.list_dir(folder):
         path = f"{folder}/{name}" if folder else name
-        if source.is_dir(path):
-            if depth < MAX_DEPTH:
-                paths.extend(walk(source, path, depth + 1))
-        else:
-            paths.append(path)
+        try:
+            if not source.is_dir(path):
+                paths.append(path)
+            elif depth < MAX_DEPTH:
+                paths.extend(walk(source, path, depth + 1, exclude, denied))
+        except SourcePermissionError as exc:
+            if denied is not None:
+                denied.append(_not_entered(path, exc, exclude))
     return paths
+
+
+def _not_entered(path: str, exc: SourcePermissionError, exclude: Sequence[str]) -> Unreadable:
+    if (pattern := excluded(path, exclude) or excluded(f"{path}/", exclude)) is not None:
+        return Unreadable(path, f"folder {path} (not readable by this user) excluded by the pattern {pattern!r}",
+                          "excluded")
+    return Unreadable(path, f"{exc}; or, if it holds no backups, exclude it (exclude: ['{path}'])", "permission")
 
 
 @dataclass
@@ -227,6 +243,8 @@ def read_file(source: Source, path: str) -> FileRead:
         magic = reader.read(0, FIRST_BYTES)
     except ArchivedObjectError as exc:  # exists, and nothing can read it until it is restored
         return FileRead(unreadable=Unreadable(path, str(exc), "archived"), read=False)
+    except SourcePermissionError as exc:  # an operator's fix: never read, never a sign of damage
+        return FileRead(unreadable=Unreadable(path, str(exc), "permission"), read=False)
     if not (magic.startswith(b"TAPE") or magic.startswith(COMPRESSED_MAGIC)):
         found = describe_bytes(magic)
         # Names are not trusted: a file whose trailer still holds a backup set's closing copy is a
@@ -263,7 +281,8 @@ def scan(source: Source, exclude: list[str] | None = None, cache: HeaderCache | 
     read is offered to the cache, which then forgets the files no longer in the source.
     A source that serves reads better in parallel (object storage: `parallel_reads`) has its files'
     headers read by that many threads; the results are taken in the walk's order all the same."""
-    paths = walk(source)
+    denied: list[Unreadable] = []
+    paths = walk(source, exclude=exclude or [], denied=denied)
     results: dict[str, FileRead] = {}
     before: dict[str, Fingerprint | None] = {}
     for path in paths:
@@ -278,7 +297,7 @@ def scan(source: Source, exclude: list[str] | None = None, cache: HeaderCache | 
 
     def read(path: str) -> FileRead:
         result = read_file(source, path)
-        if cache is not None:
+        if cache is not None and (result.unreadable is None or result.unreadable.kind != "permission"):
             # Kept only if the file did not change while it was read (same fingerprint after as before).
             cache.put(path, before[path], result, source.fingerprint(path))
         return result
@@ -292,7 +311,7 @@ def scan(source: Source, exclude: list[str] | None = None, cache: HeaderCache | 
     if cache is not None:
         cache.finish(paths)
     headers: list[BackupHeader] = []
-    unreadable: list[Unreadable] = []
+    unreadable: list[Unreadable] = list(denied)
     not_backups: list[str] = []
     bytes_read = files_read = files_cached = 0
     for path in paths:

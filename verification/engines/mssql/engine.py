@@ -71,7 +71,7 @@ from verification.engines.mssql.outputs import (
 from verification.engines.mssql.page_check import PageVerification, read_and_judge
 from verification.engines.mssql.restore_proof import last_restore_query, point_not_reached, prove_point
 from verification.engines.mssql.url_target import S3UrlTarget
-from verification.errors import ArchivedObjectError, ConfigError, RestoreproofError, TargetError
+from verification.errors import ArchivedObjectError, ConfigError, RestoreproofError, SourcePermissionError, TargetError
 from verification.model import (
     BackupEncryption,
     BackupSet,
@@ -225,8 +225,8 @@ class MssqlEngine:
                     return True
                 try:
                     magic = source.read_bytes(path, 0, 8)
-                except ArchivedObjectError:
-                    continue  # archived, not restored: planning names it; the next file may tell
+                except (ArchivedObjectError, SourcePermissionError):
+                    continue  # archived, or not ours to read: planning names it; the next file may tell
                 # A folder of damaged .bak/.trn files is still SQL Server's: planning then names each one.
                 if magic.startswith(b"TAPE") or magic == COMPRESSED_MAGIC or looks_like_backup(path):
                     return True

@@ -66,6 +66,12 @@ def test_a_point_rounded_down_may_be_reached_better_by_an_unread_backup_before_i
     assert attached(plan, "archived", T0 + timedelta(days=2)) == []  # written after the point
 
 
+def test_a_file_this_user_may_not_read_keeps_the_database_beside_it_from_being_judged() -> None:
+    (said,) = attached(complete_plan(), "permission", None)
+    assert said.startswith(f"{LOG} could not be read (permission: ")
+    assert said.endswith("may be newer than the chain's last backup (no time known)")
+
+
 @pytest.mark.parametrize("kind", ["corrupt", "not-a-backup", "excluded"])
 def test_other_kinds_are_not_unread_backups(kind: str) -> None:
     assert attached(broken_plan(), kind, None) == []
