@@ -68,22 +68,21 @@ def live_text(running: Running, now: float) -> str:
 def plain_text(running: Running, now: float) -> str:
     """Without a terminal: "db1: restore and checks running 1 min 12 s (predicted 4 min)"."""
     elapsed = now - running.started
-    head = f"{running.database}: {running.phase} running {duration(elapsed)}"
-    if running.predicted is None:
-        return f"{head} (no prediction)"
-    if elapsed > running.predicted:
-        return f"{head} (predicted {duration(running.predicted)}, {over(elapsed, running.predicted)})"
-    return f"{head} (predicted {duration(running.predicted)})"
+    return f"{running.database}: {running.phase} running {duration(elapsed)} {_against(elapsed, running.predicted)}"
 
 
 def ended_text(ended: PhaseEnded, predicted: float | None) -> str:
     done = "done in" if ended.finished else "stopped after"
-    head = f"{ended.database}: {ended.phase} {done} {duration(ended.seconds)}"
+    return f"{ended.database}: {ended.phase} {done} {duration(ended.seconds)} {_against(ended.seconds, predicted)}"
+
+
+def _against(seconds: float, predicted: float | None) -> str:
+    """A line's "(predicted 4 min)", with by how much it is over, or "(no prediction)"."""
     if predicted is None:
-        return f"{head} (no prediction)"
-    if ended.seconds > predicted:
-        return f"{head} (predicted {duration(predicted)}, {over(ended.seconds, predicted)})"
-    return f"{head} (predicted {duration(predicted)})"
+        return "(no prediction)"
+    if seconds > predicted:
+        return f"(predicted {duration(predicted)}, {over(seconds, predicted)})"
+    return f"(predicted {duration(predicted)})"
 
 
 class PhaseBoard:
