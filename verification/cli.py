@@ -255,8 +255,9 @@ def _run_and_report(settings: Settings, source: str, *, engine: str, at: datetim
         # Every target was removed by the pipeline's `finally` on the way here, then the run recorded.
         signum = signal_of(exc)
         recorded = getattr(exc, "recorded", None) or "no report was written"
-        fail(f"interrupted by {signal_name(signum)}; the targets of this run were removed; {recorded}",
-             exit_code_of(signum))
+        # Redacted as any error: what was recorded may quote the store's failure.
+        fail(Redactor(settings)(f"interrupted by {signal_name(signum)}; the targets of this run were removed; "
+                                f"{recorded}"), exit_code_of(signum))
     finally:
         if isinstance(progress, Progress):
             progress.stop()
